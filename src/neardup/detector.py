@@ -1,0 +1,382 @@
+"""The Detector: fingerprint a page, find its nearest stored copy, decide, remember.
+
+>>> from neardup import Detector
+>>> d = Detector()                                    # in-memory store; Detector.open(path) for SQLite
+>>> text = " ".join(f"word{i}" for i in range(400))
+>>> d.add("https://a.example/1", text).status
+'new'
+>>> d.add("https://b.example/1", text).status        # same normalised content
+'exact'
+>>> v = d.check("https://c.example/1", text.replace("word7 ", "changed "))
+>>> v.status, v.distance <= 3, v.canonical_url
+('near', True, 'https://a.example/1')
+
+Decision rule, in order: a page with fewer than ``min_tokens`` tokens of main content is
+``empty`` (stored, never matched); a stored non-empty page with the same SHA-256 digest makes
+it ``exact``; otherwise the nearest stored SimHash within Hamming distance ``k`` (``<= k``;
+ties go to the oldest page) makes it ``near``; otherwise it is ``new``. A matching page
+joins its match's cluster; the cluster's canonical page follows the canonical policy
+(:mod:`neardup.canonical`). Re-adding a URL replaces its stored version after comparing the
+new content with everything stored, the old version included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, policy_from_spec
+from neardup.errors import ConfigError, NeardupError, SpecMismatchError
+from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
+from neardup.index import BruteForceIndex, HammingIndex
+from neardup.store import PageRecord, SQLiteStore
+from neardup.urls import host_of, validate_url
+
+STATUSES = ("new", "exact", "near", "empty", "error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision for one page.
+
+    status: ``new`` | ``exact`` | ``near`` | ``empty`` (too little main content to compare)
+        | ``error`` (only in batches: the page could not be read; see ``error``).
+    page_id: the page's store id (None from :meth:`Detector.check` for an unseen URL).
+    match_id / match_url / distance: the stored page it matched and the Hamming distance.
+    cluster_id / canonical_url: the cluster it belongs (or would belong) to and its canonical.
+    """
+
+    status: str
+    url: str
+    page_id: int | None = None
+    match_id: int | None = None
+    match_url: str | None = None
+    distance: int | None = None
+    cluster_id: int | None = None
+    canonical_id: int | None = None
+    canonical_url: str | None = None
+    digest: str | None = None
+    simhash: str | None = None
+    title: str | None = None
+    error: str | None = None
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.status in ("exact", "near")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a batch for :meth:`Detector.add_many`."""
+
+    url: str
+    content: bytes | str
+    headers: Mapping[str, str] | None = None
+    fetched_at: float | None = None
+    priority: float | None = None
+
+
+def _timestamp(value: float | datetime | None) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"fetched_at must be a POSIX timestamp or datetime, got {value!r}") from None
+
+
+def _member(rec: PageRecord) -> Member:
+    assert rec.id is not None
+    return Member(rec.id, rec.url, rec.first_seen, rec.canonical_link, rec.priority)
+
+
+class Detector:
+    """Near-duplicate detector over a store and a Hamming index.
+
+    store: a :class:`~neardup.store.SQLiteStore` (default: in memory).
+    k: Hamming threshold, ``distance <= k`` matches (default 3).
+    config: fingerprint settings; default: the store's own, else :data:`DEFAULT_CONFIG`.
+    canonical: canonical policy spec, e.g. ``"rel-canonical,first-seen"`` or ``"shortest-url"``.
+    index: a :class:`~neardup.index.HammingIndex` (default: exact brute force), rebuilt
+        from the store at start.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore | None = None,
+        *,
+        k: int = 3,
+        config: FingerprintConfig | None = None,
+        canonical: str | CanonicalPolicy | None = None,
+        index: HammingIndex | None = None,
+    ) -> None:
+        self.store = store if store is not None else SQLiteStore(":memory:")
+        self.config = self._resolve_config(config)
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
+            raise ConfigError(f"k must be an integer between 0 and {self.config.bits}, got {k!r}")
+        self.k = k
+        stored_policy = self.store.get_meta("canonical_policy")
+        self.policy = policy_from_spec(canonical if canonical is not None else (stored_policy or DEFAULT_POLICY))
+        if stored_policy != self.policy.spec:
+            self.store.set_meta("canonical_policy", self.policy.spec)
+        self.index: HammingIndex = index if index is not None else BruteForceIndex(self.config.bits)
+        if self.index.bits != self.config.bits:
+            raise ConfigError(f"index is {self.index.bits}-bit but fingerprints are {self.config.bits}-bit")
+        ids, words = self.store.simhashes()
+        if len(ids):
+            self.index.add_many(ids.tolist(), words)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        k: int = 3,
+        config: FingerprintConfig | None = None,
+        canonical: str | CanonicalPolicy | None = None,
+        create: bool = True,
+        timeout: float = 10.0,
+    ) -> "Detector":
+        """A detector over the SQLite store at ``path`` (created when missing unless
+        ``create=False``). Reopening restores every page, cluster and the index."""
+        return cls(SQLiteStore(path, timeout=timeout, create=create), k=k, config=config, canonical=canonical)
+
+    def _resolve_config(self, config: FingerprintConfig | None) -> FingerprintConfig:
+        stored = self.store.get_meta("config")
+        stored_spec = self.store.get_meta("spec")
+        has_pages = self.store.page_count() > 0
+        if config is None:
+            if stored is not None:
+                try:
+                    config = FingerprintConfig.from_dict(stored)
+                except (TypeError, NeardupError) as exc:
+                    raise SpecMismatchError(f"store {self.store.path} has an unreadable config ({exc})") from None
+            else:
+                config = DEFAULT_CONFIG
+        if has_pages and stored_spec and stored_spec != config.spec:
+            raise SpecMismatchError(
+                f"store {self.store.path} holds fingerprints of spec {stored_spec!r}, "
+                f"not {config.spec!r}; use the same settings or a new store"
+            )
+        if stored_spec != config.spec:
+            with self.store.transaction():
+                self.store.set_meta("config", config.to_dict())
+                self.store.set_meta("spec", config.spec)
+        return config
+
+    # -- public API -----------------------------------------------------------------
+    def fingerprint(self, content: bytes | str, url: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> Fingerprint:
+        """Fingerprint with this detector's settings (no decision, no write)."""
+        return fingerprint(content, url=url, headers=headers, config=self.config)
+
+    def check(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None) -> Verdict:
+        """Decide what ``content`` at ``url`` is, without writing anything."""
+        url = validate_url(url)
+        return self.check_fingerprint(url, self.fingerprint(content, url, headers))
+
+    def add(
+        self,
+        url: str,
+        content: bytes | str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        fetched_at: float | datetime | None = None,
+        priority: float | None = None,
+    ) -> Verdict:
+        """Decide and record ``content`` at ``url`` (committed when this returns)."""
+        url = validate_url(url)
+        fp = self.fingerprint(content, url, headers)
+        return self.add_fingerprint(url, fp, fetched_at=fetched_at, priority=priority)
+
+    def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
+        """Add a batch in one transaction; pages may match earlier pages of the same batch.
+
+        A page that cannot be read gets a verdict with status ``error`` and does not stop
+        the batch."""
+        prepared: list[tuple[str, Fingerprint | None, Page, str | None]] = []
+        for item in pages:
+            page = item if isinstance(item, Page) else Page(*item)
+            try:
+                url = validate_url(page.url)
+                prepared.append((url, self.fingerprint(page.content, url, page.headers), page, None))
+            except NeardupError as exc:
+                prepared.append((str(page.url), None, page, str(exc)))
+        out: list[Verdict] = []
+        with self.store.transaction():
+            for url, fp, page, error in prepared:
+                if fp is None:
+                    out.append(Verdict(status="error", url=url, error=error))
+                else:
+                    out.append(self.add_fingerprint(url, fp, fetched_at=page.fetched_at, priority=page.priority))
+        return out
+
+    def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
+        """:meth:`check` for a fingerprint computed elsewhere (same spec required)."""
+        self._check_spec(fp)
+        url = validate_url(url)
+        own = self.store.page_by_url(url)
+        status, match, distance = self._decide(url, fp)
+        base = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
+                    page_id=own.id if own else None)
+        if match is None:
+            if status == "new":
+                return Verdict(status=status, canonical_id=base["page_id"], canonical_url=url, **base)
+            return Verdict(status=status, **base)
+        assert match.cluster_id is not None
+        members = [m for m in self.store.cluster_members(match.cluster_id) if m.url != url]
+        candidate = Member(own.id if own else -1, url, own.first_seen if own else time.time(),
+                           fp.canonical_url, own.priority if own else None)
+        chosen = self.policy.choose([*map(_member, members), candidate])
+        return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
+                       cluster_id=match.cluster_id, canonical_id=chosen.id if chosen.id >= 0 else None,
+                       canonical_url=chosen.url, **base)
+
+    def add_fingerprint(
+        self,
+        url: str,
+        fp: Fingerprint,
+        *,
+        fetched_at: float | datetime | None = None,
+        priority: float | None = None,
+    ) -> Verdict:
+        """:meth:`add` for a fingerprint computed elsewhere (same spec required)."""
+        self._check_spec(fp)
+        url = validate_url(url)
+        now = _timestamp(fetched_at)
+        if priority is not None:
+            try:
+                priority = float(priority)
+            except (TypeError, ValueError):
+                raise ConfigError(f"priority must be a number, got {priority!r}") from None
+        with self.store.transaction():
+            return self._record(url, fp, now, priority)
+
+    def expire(self, older_than: float) -> int:
+        """Forget pages last fetched more than ``older_than`` seconds ago; returns how many."""
+        if older_than < 0:
+            raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
+        with self.store.transaction():
+            ids = self.store.expired_ids(time.time() - older_than)
+            touched: set[int] = set()
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                for pid in chunk:
+                    rec = self.store.page_by_id(pid)
+                    if rec and rec.cluster_id is not None:
+                        touched.add(rec.cluster_id)
+                    self.index.remove(pid)
+                self.store.delete_pages(chunk)
+            for cid in touched:
+                self._refresh_cluster(cid)
+        return len(ids)
+
+    def page(self, page_id: int) -> PageRecord | None:
+        return self.store.page_by_id(page_id)
+
+    def cluster(self, cluster_id: int) -> list[PageRecord]:
+        return self.store.cluster_members(cluster_id)
+
+    def stats(self) -> dict[str, int]:
+        counts = self.store.status_counts()
+        return {"pages": sum(counts.values()), "clusters": self.store.cluster_count(),
+                **{s: counts.get(s, 0) for s in STATUSES[:4]}}
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Detector":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------
+    def _check_spec(self, fp: Fingerprint) -> None:
+        if fp.spec != self.config.spec:
+            raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
+
+    def _decide(self, url: str, fp: Fingerprint) -> tuple[str, PageRecord | None, int | None]:
+        if fp.empty:
+            return "empty", None, None
+        same = self.store.page_by_digest(fp.digest, prefer_url=url)
+        if same is not None:
+            return "exact", same, 0
+        hits = self.index.search(fp.simhash, self.k)
+        for page_id, distance in hits:
+            rec = self.store.page_by_id(page_id)
+            if rec is not None:
+                return "near", rec, distance
+        return "new", None, None
+
+    def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None) -> Verdict:
+        status, match, distance = self._decide(url, fp)
+        own = self.store.page_by_url(url)
+        old_cluster = own.cluster_id if own else None
+        if match is not None:
+            cluster_id = match.cluster_id
+        elif status == "new":
+            if own is not None and old_cluster is not None and len(self.store.cluster_members(old_cluster)) == 1:
+                cluster_id = old_cluster  # it was alone in its cluster: keep the id
+            else:
+                cluster_id = self.store.new_cluster(now)
+        else:
+            cluster_id = None
+        rec = PageRecord(
+            url=url, host=host_of(url), first_seen=own.first_seen if own else now, fetched_at=now,
+            digest=fp.digest, simhash=fp.simhash, spec=fp.spec, length=fp.length, title=fp.title,
+            canonical_link=fp.canonical_url, language=fp.language, status=status,
+            matched_id=match.id if match else None, distance=distance, cluster_id=cluster_id,
+            priority=priority if priority is not None else (own.priority if own else None),
+            id=own.id if own else None,
+        )
+        if own is not None:
+            self.store.update_page(rec, self.config.bits)
+        else:
+            rec.id = self.store.insert_page(rec, self.config.bits)
+        assert rec.id is not None
+        if status == "empty":
+            self.index.remove(rec.id)
+        else:
+            self.index.add(rec.id, fp.simhash)
+        if old_cluster is not None and old_cluster != cluster_id:
+            self._refresh_cluster(old_cluster)
+        canonical_id = canonical_url = None
+        if cluster_id is not None:
+            chosen = self._refresh_cluster(cluster_id)
+            if chosen is not None:
+                canonical_id, canonical_url = chosen.id, chosen.url
+        return Verdict(
+            status=status, url=url, page_id=rec.id, match_id=match.id if match else None,
+            match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,
+            canonical_id=canonical_id, canonical_url=canonical_url, digest=fp.digest,
+            simhash=fp.simhash_hex, title=fp.title,
+        )
+
+    def _refresh_cluster(self, cluster_id: int) -> Member | None:
+        members = self.store.cluster_members(cluster_id)
+        if not members:
+            self.store.set_cluster(cluster_id, None, 0)
+            return None
+        chosen = self.policy.choose([_member(m) for m in members])
+        self.store.set_cluster(cluster_id, chosen.id, len(members))
+        return chosen
+
+
+def verdicts_summary(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    """Counts per status, plus the number of distinct clusters touched."""
+    out = {s: 0 for s in STATUSES}
+    for v in verdicts:
+        out[v.status] += 1
+    out["pages"] = len(verdicts)
+    out["clusters"] = len({v.cluster_id for v in verdicts if v.cluster_id is not None})
+    return out

@@ -1,0 +1,112 @@
+"""Weighted features of normalised text: the configuration and the Python entry points.
+
+A :class:`FeatureConfig` names the feature scheme (``words``, ``shingles`` of ``ngram`` words,
+or ``chars`` n-grams of code points), the structural weights (headings, list items, short
+lines) and how repeated features are weighted (``tf``). The work itself is compiled in
+:mod:`neardup._kernels`.
+
+>>> from neardup.features import FeatureConfig, extract_features
+>>> hashes, weights = extract_features("# Title\\nsome words here", FeatureConfig())
+>>> len(hashes), weights.tolist()
+(4, [131072, 32768, 32768, 32768])
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from neardup import _kernels as K
+from neardup.errors import ConfigError
+from neardup.normalize import folded_array
+
+SCHEMES = {"words": K.SCHEME_WORDS, "shingles": K.SCHEME_SHINGLES, "chars": K.SCHEME_CHARS}
+TF_MODES = {"raw": K.TF_RAW, "log": K.TF_LOG, "binary": K.TF_BINARY}
+
+
+def char_table() -> np.ndarray:
+    """The frozen code point class table (see tools/gen_charclass.py)."""
+    return K.CHAR_TABLE
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """How text becomes weighted features.
+
+    scheme: ``words`` (words; character bigrams inside CJK/Thai runs), ``shingles``
+        (``ngram`` consecutive tokens) or ``chars`` (``ngram`` consecutive characters,
+        separators dropped).
+    w_heading / w_list: weight of tokens on Markdown heading / list-item lines (paragraph 1.0).
+    w_short, short_tokens: lines with at most ``short_tokens`` tokens (bylines, timestamps,
+        "Advertisement") have their weight multiplied by ``w_short``.
+    tf: ``log`` (mean line weight x (1 + ln count)), ``raw`` (sum) or ``binary`` (max).
+    """
+
+    scheme: str = "words"
+    ngram: int = 1
+    w_heading: float = 2.0
+    w_list: float = 1.0
+    w_short: float = 0.5
+    short_tokens: int = 3
+    tf: str = "log"
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise ConfigError(f"unknown feature scheme {self.scheme!r}; choose one of {sorted(SCHEMES)}")
+        if self.tf not in TF_MODES:
+            raise ConfigError(f"unknown tf mode {self.tf!r}; choose one of {sorted(TF_MODES)}")
+        if not 1 <= int(self.ngram) <= 16:
+            raise ConfigError(f"ngram must be between 1 and 16, got {self.ngram}")
+        for name in ("w_heading", "w_list", "w_short"):
+            if not 0.0 <= float(getattr(self, name)) <= 100.0:
+                raise ConfigError(f"{name} must be between 0 and 100, got {getattr(self, name)}")
+        if self.short_tokens < 0:
+            raise ConfigError(f"short_tokens must be >= 0, got {self.short_tokens}")
+
+    @property
+    def spec(self) -> str:
+        """Compact, stable description used inside fingerprint specs."""
+        gram = "" if self.scheme == "words" else str(self.ngram)
+        return (
+            f"{self.scheme}{gram};w=h{self.w_heading:g},l{self.w_list:g},"
+            f"s{self.w_short:g}@{self.short_tokens};tf={self.tf}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FeatureConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def kernel_args(self) -> tuple:
+        return (
+            SCHEMES[self.scheme],
+            int(self.ngram),
+            float(self.w_heading),
+            float(self.w_list),
+            float(self.w_short),
+            int(self.short_tokens),
+            TF_MODES[self.tf],
+        )
+
+
+def extract_features(text: str, config: FeatureConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct feature hashes (uint64) and fixed-point weights (int64, x 65536) of ``text``
+    (normalised here, as for fingerprints)."""
+    _, feats, weights, _ = K.features_from_bytes(folded_array(text), K.CHAR_TABLE, *config.kernel_args())
+    return feats, weights
+
+
+def simhash_of_text(text: str, config: FeatureConfig, bits: int = 64) -> tuple[bytes, np.ndarray, int, int]:
+    """Normalise ``text`` and SimHash it in one compiled pass.
+
+    Returns ``(normalised bytes, bits // 64 uint64 words (most significant first), token
+    count, distinct feature count)``."""
+    normalized, words, ntok, nfeat = K.simhash_from_bytes(
+        folded_array(text), K.CHAR_TABLE, *config.kernel_args(), bits // 64
+    )
+    return normalized.tobytes(), words, int(ntok), int(nfeat)

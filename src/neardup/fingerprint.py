@@ -1,0 +1,175 @@
+"""Fingerprints: an exact digest and a SimHash of a page's normalised main content.
+
+>>> import neardup
+>>> a = neardup.fingerprint("The quick brown fox jumps over the lazy dog near the river bank today")
+>>> b = neardup.fingerprint("The quick brown fox jumps over the lazy dog near the river bank, today!")
+>>> a.digest == b.digest, neardup.hamming(a, b) <= 3
+(True, True)
+
+The match rule everywhere in neardup is ``hamming(a, b) <= k`` (k = 3 by default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from neardup.errors import ConfigError
+from neardup.extract import DEFAULT_MAX_BYTES, EXTRACTORS, ExtractedPage, extract_main_content
+from neardup.features import FeatureConfig, simhash_of_text
+
+SPEC_VERSION = 1
+HASH_NAME = "fnv1a64-fmix64"
+
+
+@dataclass(frozen=True)
+class FingerprintConfig:
+    """Everything that determines the bits of a fingerprint (and so its :attr:`spec`).
+
+    bits: SimHash width, 64 or 128.
+    extractor: ``fast`` (Resiliparse), ``accurate`` (trafilatura) or ``full`` (no
+        boilerplate removal); plain-text input is never extracted.
+    features: see :class:`neardup.features.FeatureConfig`.
+    min_tokens: main content with fewer tokens is *empty*: fingerprinted, but never
+        declared a duplicate of anything (pages whose extractor found no article).
+    max_bytes: larger inputs are rejected with :class:`neardup.errors.InputError`.
+    """
+
+    bits: int = 64
+    extractor: str = "fast"
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    min_tokens: int = 10
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        if self.bits not in (64, 128):
+            raise ConfigError(f"bits must be 64 or 128, got {self.bits}")
+        if self.extractor not in EXTRACTORS:
+            raise ConfigError(f"unknown extractor {self.extractor!r}; choose one of {', '.join(EXTRACTORS)}")
+        if self.min_tokens < 0:
+            raise ConfigError(f"min_tokens must be >= 0, got {self.min_tokens}")
+        if self.max_bytes <= 0:
+            raise ConfigError(f"max_bytes must be positive, got {self.max_bytes}")
+
+    @property
+    def spec(self) -> str:
+        """Versioned description of the algorithm and every parameter that changes bits."""
+        return (
+            f"neardup-simhash/{SPEC_VERSION};f={self.bits};hash={HASH_NAME};"
+            f"features={self.features.spec};norm=nfkc-casefold;extract={self.extractor};"
+            f"min_tokens={self.min_tokens}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["features"] = self.features.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FingerprintConfig":
+        data = dict(data)
+        feats = FeatureConfig.from_dict(data.pop("features", {}) or {})
+        known = {"bits", "extractor", "min_tokens", "max_bytes"}
+        return cls(features=feats, **{k: v for k, v in data.items() if k in known})
+
+    def with_(self, **changes: Any) -> "FingerprintConfig":
+        """A copy with some fields changed (``features`` may be given as a dict)."""
+        if isinstance(changes.get("features"), Mapping):
+            changes["features"] = replace(self.features, **changes["features"])
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The fingerprint of one page.
+
+    simhash: ``bits``-wide int; digest: SHA-256 hex of the normalised main text; empty: True
+    when the main content has fewer than ``min_tokens`` tokens (never matched)."""
+
+    simhash: int
+    digest: str
+    spec: str
+    bits: int = 64
+    title: str | None = None
+    canonical_url: str | None = None
+    language: str | None = None
+    length: int = 0  # bytes of normalised main text
+    tokens: int = 0
+    features: int = 0
+    empty: bool = False
+    normalized: bytes = field(default=b"", repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The normalised main text that was fingerprinted."""
+        return self.normalized.decode("utf-8", "surrogatepass")
+
+    @property
+    def simhash_hex(self) -> str:
+        return f"{self.simhash:0{self.bits // 4}x}"
+
+    def to_dict(self, with_text: bool = False) -> dict[str, Any]:
+        out = {
+            "digest": self.digest, "simhash": self.simhash_hex, "spec": self.spec,
+            "title": self.title, "canonical_url": self.canonical_url, "language": self.language,
+            "length": self.length, "tokens": self.tokens, "features": self.features,
+            "empty": self.empty,
+        }
+        if with_text:
+            out["text"] = self.text
+        return out
+
+
+DEFAULT_CONFIG = FingerprintConfig()
+
+
+def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
+                     page: ExtractedPage | None = None) -> Fingerprint:
+    """Fingerprint text as it is (no HTML extraction); it is normalised here.
+
+    >>> fingerprint_text("Hello   World").digest == fingerprint_text("hello world").digest
+    True
+    """
+    normalized, words, ntok, nfeat = simhash_of_text(text, config.features, config.bits)
+    value = 0
+    for w in words:
+        value = (value << 64) | int(w)
+    return Fingerprint(
+        simhash=value,
+        digest=hashlib.sha256(normalized).hexdigest(),
+        spec=config.spec, bits=config.bits,
+        title=page.title if page else None,
+        canonical_url=page.canonical_url if page else None,
+        language=page.language if page else None,
+        length=len(normalized), tokens=int(ntok), features=int(nfeat),
+        empty=int(ntok) < config.min_tokens, normalized=normalized,
+    )
+
+
+def fingerprint(
+    content: bytes | str,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    config: FingerprintConfig = DEFAULT_CONFIG,
+) -> Fingerprint:
+    """Fingerprint a page (HTML bytes or str) or plain text.
+
+    >>> fp = fingerprint(b"<html><title>Hi</title><body><p>" + b"some words " * 20 + b"</p></body></html>")
+    >>> fp.title, fp.bits, len(fp.digest)
+    ('Hi', 64, 64)
+    """
+    page = extract_main_content(content, url, headers, extractor=config.extractor, max_bytes=config.max_bytes)
+    return fingerprint_text(page.text, config, page)
+
+
+def hamming(a: "Fingerprint | int", b: "Fingerprint | int") -> int:
+    """Hamming distance between two fingerprints (or SimHash ints).
+
+    >>> hamming(0b1011, 0b0001)
+    2
+    """
+    x = a.simhash if isinstance(a, Fingerprint) else int(a)
+    y = b.simhash if isinstance(b, Fingerprint) else int(b)
+    return (x ^ y).bit_count()

@@ -1,0 +1,158 @@
+"""Hamming-distance indexes: "every stored fingerprint within distance k of this one".
+
+:class:`HammingIndex` is the interface; :class:`BruteForceIndex` is the exact reference
+implementation (a vectorised scan with ``np.bitwise_count``), also used in tests as the
+ground truth for faster indexes. Fingerprints are ``bits``-wide ints; ids are int64 store ids.
+The match rule is ``distance <= k``.
+
+>>> idx = BruteForceIndex(bits=64)
+>>> idx.add(1, 0b1111); idx.add(2, 0b0000); idx.add(3, 0xFFFF)
+>>> idx.search(0b0111, k=1)
+[(1, 1)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from neardup.errors import ConfigError
+
+Match = tuple[int, int]  # (id, distance)
+MASK64 = (1 << 64) - 1
+
+
+def to_words(values: Iterable[int] | np.ndarray, bits: int) -> np.ndarray:
+    """Split ``bits``-wide ints into a (n, bits // 64) uint64 array, most significant first."""
+    if isinstance(values, np.ndarray) and values.dtype == np.uint64:
+        return values.reshape(-1, bits // 64)
+    words = bits // 64
+    vals = list(values)
+    out = np.empty((len(vals), words), dtype=np.uint64)
+    for j in range(words):
+        shift = 64 * (words - 1 - j)
+        out[:, j] = np.fromiter(((int(v) >> shift) & MASK64 for v in vals), dtype=np.uint64, count=len(vals))
+    return out
+
+
+class HammingIndex(Protocol):
+    """What the Detector needs from an index."""
+
+    bits: int
+
+    def add(self, id: int, simhash: int) -> None: ...
+
+    def add_many(self, ids: Sequence[int], simhashes: Iterable[int] | np.ndarray) -> None: ...
+
+    def remove(self, id: int) -> bool: ...
+
+    def search(self, simhash: int, k: int) -> list[Match]: ...
+
+    def search_batch(self, simhashes: Sequence[int] | np.ndarray, k: int) -> list[list[Match]]: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, id: object) -> bool: ...
+
+
+class BruteForceIndex:
+    """Exact linear scan, vectorised: XOR with every stored fingerprint and popcount.
+
+    O(N) per query (about 0.5 ms per query at 10^6 fingerprints on one core), O(1) amortised
+    insert, O(1) delete (swap with the last entry). Results are sorted by (distance, id)."""
+
+    def __init__(self, bits: int = 64, capacity: int = 1024) -> None:
+        if bits not in (64, 128):
+            raise ConfigError(f"bits must be 64 or 128, got {bits}")
+        self.bits = bits
+        self._words = bits // 64
+        self._fps = np.zeros((max(capacity, 16), self._words), dtype=np.uint64)
+        self._ids = np.zeros(max(capacity, 16), dtype=np.int64)
+        self._n = 0
+        self._pos: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._pos
+
+    def _reserve(self, extra: int) -> None:
+        need = self._n + extra
+        if need <= self._ids.shape[0]:
+            return
+        cap = max(need, 2 * self._ids.shape[0])
+        fps = np.zeros((cap, self._words), dtype=np.uint64)
+        fps[: self._n] = self._fps[: self._n]
+        ids = np.zeros(cap, dtype=np.int64)
+        ids[: self._n] = self._ids[: self._n]
+        self._fps, self._ids = fps, ids
+
+    def add(self, id: int, simhash: int) -> None:
+        """Insert (or replace) one fingerprint under ``id``."""
+        self.add_many([id], [simhash])
+
+    def add_many(self, ids: Sequence[int], simhashes: Iterable[int] | np.ndarray) -> None:
+        words = to_words(simhashes, self.bits)
+        if len(ids) != words.shape[0]:
+            raise ConfigError("ids and simhashes differ in length")
+        for id in ids:
+            if int(id) in self._pos:
+                self.remove(int(id))
+        self._reserve(len(ids))
+        start = self._n
+        self._fps[start : start + len(ids)] = words
+        self._ids[start : start + len(ids)] = np.asarray(ids, dtype=np.int64)
+        for offset, id in enumerate(ids):
+            self._pos[int(id)] = start + offset
+        self._n += len(ids)
+
+    def remove(self, id: int) -> bool:
+        """Delete ``id``; returns False when it was not there."""
+        pos = self._pos.pop(int(id), None)
+        if pos is None:
+            return False
+        last = self._n - 1
+        if pos != last:
+            self._fps[pos] = self._fps[last]
+            moved = int(self._ids[last])
+            self._ids[pos] = moved
+            self._pos[moved] = pos
+        self._n = last
+        return True
+
+    def distances(self, simhash: int) -> np.ndarray:
+        """Distance from ``simhash`` to every stored fingerprint, in storage order."""
+        q = to_words([simhash], self.bits)[0]
+        fps = self._fps[: self._n]
+        dist = np.bitwise_count(fps[:, 0] ^ q[0]).astype(np.int32)
+        for j in range(1, self._words):
+            dist += np.bitwise_count(fps[:, j] ^ q[j])
+        return dist
+
+    def search(self, simhash: int, k: int) -> list[Match]:
+        """All stored ``(id, distance)`` with ``distance <= k``, nearest first."""
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
+        dist = self.distances(simhash)
+        hits = np.flatnonzero(dist <= k)
+        out = [(int(self._ids[h]), int(dist[h])) for h in hits]
+        out.sort(key=lambda m: (m[1], m[0]))
+        return out
+
+    def search_batch(self, simhashes: Sequence[int] | np.ndarray, k: int) -> list[list[Match]]:
+        """:meth:`search` for many queries."""
+        words = to_words(simhashes, self.bits)
+        return [self.search(self._join(row), k) for row in words]
+
+    def _join(self, row: np.ndarray) -> int:
+        value = 0
+        for w in row:
+            value = (value << 64) | int(w)
+        return value
+
+    def items(self) -> list[tuple[int, int]]:
+        """All ``(id, simhash)`` pairs, in storage order."""
+        return [(int(self._ids[i]), self._join(self._fps[i])) for i in range(self._n)]

@@ -1,0 +1,335 @@
+"""The embedded store: one SQLite file (WAL mode) holding pages, clusters and settings.
+
+Schema version 1 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
+version to the next, applied in one transaction when an older store is opened. A store
+written by a newer neardup is refused rather than damaged.
+
+Tables
+    ``meta(key, value)``: the fingerprint config and spec the store was written with.
+    ``pages``: one row per URL (its latest fetch): id, url, host, first_seen, fetched_at,
+    digest, simhash (big-endian bytes), spec, length, title, canonical_link, language,
+    status (the verdict when it was last added), matched_id, distance, cluster_id, priority.
+    ``clusters``: id, canonical_id, size, created_at.
+
+>>> s = SQLiteStore(":memory:")
+>>> s.page_count()
+0
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neardup.errors import StoreError, StoreLockedError
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: dict[int, list[str]] = {
+    # version 0 (empty file) -> 1
+    0: [
+        """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+        """CREATE TABLE pages (
+            id INTEGER PRIMARY KEY,
+            url TEXT NOT NULL UNIQUE,
+            host TEXT NOT NULL,
+            first_seen REAL NOT NULL,
+            fetched_at REAL NOT NULL,
+            digest TEXT NOT NULL,
+            simhash BLOB NOT NULL,
+            spec TEXT NOT NULL,
+            length INTEGER NOT NULL,
+            title TEXT,
+            canonical_link TEXT,
+            language TEXT,
+            status TEXT NOT NULL,
+            matched_id INTEGER,
+            distance INTEGER,
+            cluster_id INTEGER,
+            priority REAL
+        )""",
+        "CREATE INDEX pages_digest ON pages(digest)",
+        "CREATE INDEX pages_cluster ON pages(cluster_id)",
+        "CREATE INDEX pages_host ON pages(host)",
+        "CREATE INDEX pages_fetched ON pages(fetched_at)",
+        """CREATE TABLE clusters (
+            id INTEGER PRIMARY KEY,
+            canonical_id INTEGER,
+            size INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+    ],
+}
+
+PAGE_COLUMNS = (
+    "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
+    "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
+    "priority",
+)
+
+
+@dataclass
+class PageRecord:
+    """One stored page (its latest fetch). ``simhash`` is an int; ``id`` None until stored."""
+
+    url: str
+    host: str
+    first_seen: float
+    fetched_at: float
+    digest: str
+    simhash: int
+    spec: str
+    length: int
+    title: str | None
+    canonical_link: str | None
+    language: str | None
+    status: str
+    matched_id: int | None = None
+    distance: int | None = None
+    cluster_id: int | None = None
+    priority: float | None = None
+    id: int | None = None
+
+    def to_dict(self, bits: int = 64) -> dict[str, Any]:
+        out = {c: getattr(self, c) for c in PAGE_COLUMNS}
+        out["simhash"] = f"{self.simhash:0{bits // 4}x}"
+        return out
+
+
+def _blob(value: int, bits: int) -> bytes:
+    return int(value).to_bytes(bits // 8, "big")
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    msg = str(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+class SQLiteStore:
+    """Pages and clusters in one SQLite file (``":memory:"`` for a throwaway store).
+
+    All writes happen inside :meth:`transaction` (``BEGIN IMMEDIATE``), so concurrent
+    writers from other processes wait up to ``timeout`` seconds, then get
+    :class:`StoreLockedError`. Errors from a corrupt or unreadable file become
+    :class:`StoreError` with the file name."""
+
+    def __init__(self, path: str | Path = ":memory:", *, timeout: float = 10.0, create: bool = True) -> None:
+        self.path = str(path)
+        self.bits: int | None = None
+        if self.path != ":memory:":
+            p = Path(self.path)
+            if p.is_dir():
+                raise StoreError(f"store path {self.path} is a directory, not a database file")
+            if not p.exists():
+                if not create:
+                    raise StoreError(f"store {self.path} does not exist")
+                if not p.parent.exists():
+                    raise StoreError(f"cannot create store {self.path}: folder {p.parent} does not exist")
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA foreign_keys=ON")
+            if self.path != ":memory:":
+                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"store {self.path}: cannot switch to WAL mode (got {mode})")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if _locked(exc):
+                raise StoreLockedError(f"store {self.path} is locked by another process ({exc})") from None
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path} is not a valid neardup database ({exc})") from None
+        self._in_tx = False
+
+    # -- schema -----------------------------------------------------------------------
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path} has schema version {version}, newer than this neardup "
+                f"supports ({SCHEMA_VERSION}); upgrade neardup"
+            )
+        if version == 0:
+            tables = self._db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            if tables:
+                raise StoreError(f"store {self.path} is an SQLite file but not a neardup store")
+        if version == SCHEMA_VERSION:
+            self._check_tables()
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for step in range(version, SCHEMA_VERSION):
+                for sql in MIGRATIONS[step]:
+                    self._db.execute(sql)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _check_tables(self) -> None:
+        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = {"meta", "pages", "clusters"} - names
+        if missing:
+            raise StoreError(f"store {self.path} is damaged: missing table(s) {', '.join(sorted(missing))}")
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if _locked(exc):
+                raise StoreLockedError(f"store {self.path} is locked by another process ({exc})") from None
+            raise StoreError(f"store {self.path}: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path} is damaged ({exc})") from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; nested calls join the outer one."""
+        if self._in_tx:
+            yield
+            return
+        self._exec("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield
+        except BaseException:
+            self._in_tx = False
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise
+        self._in_tx = False
+        self._exec("COMMIT")
+
+    def close(self) -> None:
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
+
+    # -- meta -------------------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        row = self._exec("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except json.JSONDecodeError:
+            raise StoreError(f"store {self.path} is damaged: meta value {key!r} is not JSON") from None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.transaction():
+            self._exec("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                       (key, json.dumps(value, sort_keys=True)))
+
+    # -- pages ------------------------------------------------------------------------
+    def _record(self, row: Sequence[Any]) -> PageRecord:
+        data = dict(zip(PAGE_COLUMNS, row))
+        data["simhash"] = int.from_bytes(data["simhash"], "big")
+        return PageRecord(**data)
+
+    def page_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM pages").fetchone()[0])
+
+    def page_by_id(self, page_id: int) -> PageRecord | None:
+        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id=?", (page_id,)).fetchone()
+        return self._record(row) if row else None
+
+    def page_by_url(self, url: str) -> PageRecord | None:
+        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE url=?", (url,)).fetchone()
+        return self._record(row) if row else None
+
+    def page_by_digest(self, digest: str, prefer_url: str | None = None) -> PageRecord | None:
+        """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest."""
+        row = self._exec(
+            f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE digest=? AND status != 'empty' "
+            "ORDER BY (url = ?) DESC, id LIMIT 1", (digest, prefer_url or ""),
+        ).fetchone()
+        return self._record(row) if row else None
+
+    def cluster_members(self, cluster_id: int) -> list[PageRecord]:
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE cluster_id=? ORDER BY id",
+                          (cluster_id,)).fetchall()
+        return [self._record(r) for r in rows]
+
+    def insert_page(self, rec: PageRecord, bits: int) -> int:
+        values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
+        values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
+        cur = self._exec(
+            f"INSERT INTO pages({', '.join(PAGE_COLUMNS[1:])}) VALUES({', '.join('?' * (len(PAGE_COLUMNS) - 1))})",
+            values,
+        )
+        return int(cur.lastrowid)
+
+    def update_page(self, rec: PageRecord, bits: int) -> None:
+        values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
+        values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
+        self._exec(f"UPDATE pages SET {', '.join(c + '=?' for c in PAGE_COLUMNS[1:])} WHERE id=?",
+                   [*values, rec.id])
+
+    def delete_pages(self, ids: Sequence[int]) -> None:
+        self._exec(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
+
+    def expired_ids(self, before: float) -> list[int]:
+        return [int(r[0]) for r in self._exec("SELECT id FROM pages WHERE fetched_at < ?", (before,))]
+
+    def simhashes(self) -> tuple[np.ndarray, np.ndarray]:
+        """All (ids, simhash words) of non-empty pages, for rebuilding the index."""
+        rows = self._exec("SELECT id, simhash FROM pages WHERE status != 'empty' ORDER BY id").fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        blob = b"".join(r[1] for r in rows)
+        words = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
+        return ids, words
+
+    def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
+        last = 0
+        while True:
+            rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id > ? ORDER BY id LIMIT ?",
+                              (last, batch)).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield self._record(r)
+            last = rows[-1][0]
+
+    # -- clusters ---------------------------------------------------------------------
+    def new_cluster(self, now: float | None = None) -> int:
+        cur = self._exec("INSERT INTO clusters(canonical_id, size, created_at) VALUES(NULL, 0, ?)",
+                         (time.time() if now is None else now,))
+        return int(cur.lastrowid)
+
+    def cluster_canonical(self, cluster_id: int) -> int | None:
+        row = self._exec("SELECT canonical_id FROM clusters WHERE id=?", (cluster_id,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int) -> None:
+        if size <= 0:
+            self._exec("DELETE FROM clusters WHERE id=?", (cluster_id,))
+        else:
+            self._exec("UPDATE clusters SET canonical_id=?, size=? WHERE id=?", (canonical_id, size, cluster_id))
+
+    def cluster_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM clusters").fetchone()[0])
+
+    def status_counts(self) -> dict[str, int]:
+        return {str(s): int(n) for s, n in self._exec("SELECT status, count(*) FROM pages GROUP BY status")}
+
+    def host_stats(self, host: str) -> dict[str, int]:
+        counts = {str(s): int(n) for s, n in
+                  self._exec("SELECT status, count(*) FROM pages WHERE host=? GROUP BY status", (host,))}
+        return counts
