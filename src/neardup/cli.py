@@ -1,0 +1,302 @@
+"""The ``neardup`` command line: a thin layer over :class:`neardup.Detector`.
+
+Exit codes: 0 success; 1 bad input (unreadable page, bad URL, bad input file); 2 bad
+usage (unknown option, bad argument); 3 store problem (corrupt, locked, other spec).
+Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable, Iterator
+from functools import wraps
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from neardup import __version__
+from neardup.detector import Detector, Verdict
+from neardup.errors import ConfigError, NeardupError, StoreError
+from neardup.features import FeatureConfig
+from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
+from neardup.inputs import InputItem, read_input
+
+EXIT_INPUT = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
+VERDICT_FIELDS = ("source", "url", "status", "distance", "match_url", "match_id", "page_id", "cluster_id",
+                  "canonical_url", "title", "digest", "simhash", "error")
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"neardup: error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn library errors into one-line messages and documented exit codes."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StoreError as exc:
+            _fail(str(exc), EXIT_STORE)
+        except ConfigError as exc:
+            _fail(str(exc), EXIT_USAGE)
+        except NeardupError as exc:
+            _fail(str(exc), EXIT_INPUT)
+        except OSError as exc:
+            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), EXIT_INPUT)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+
+    return wrapper
+
+
+def fingerprint_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that set the fingerprint config (for a new store; an existing one keeps its own)."""
+    options = [
+        click.option("--extractor", type=click.Choice(["fast", "accurate", "full"]), default=None,
+                     help="Main-content extractor: fast (Resiliparse, default), accurate (trafilatura), full (no boilerplate removal)."),
+        click.option("--features", "scheme", type=click.Choice(["words", "shingles", "chars"]), default=None,
+                     help=f"Feature scheme (default {DEFAULT_CONFIG.features.scheme})."),
+        click.option("--ngram", type=click.IntRange(1, 16), default=None, help="n for shingles / chars schemes."),
+        click.option("--bits", type=click.Choice(["64", "128"]), default=None, help="SimHash width (default 64)."),
+        click.option("--min-tokens", type=click.IntRange(0), default=None,
+                     help=f"Pages with fewer main-content tokens are 'empty' (default {DEFAULT_CONFIG.min_tokens})."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def build_config(extractor: str | None, scheme: str | None, ngram: int | None, bits: str | None,
+                 min_tokens: int | None) -> FingerprintConfig | None:
+    """None when nothing was given (use the store's config, else the default)."""
+    if extractor is None and scheme is None and ngram is None and bits is None and min_tokens is None:
+        return None
+    base = DEFAULT_CONFIG
+    features = base.features
+    if scheme is not None or ngram is not None:
+        chosen = scheme or features.scheme
+        default_n = {"words": 1, "shingles": 3, "chars": 4}[chosen]
+        features = FeatureConfig(**{**features.to_dict(), "scheme": chosen, "ngram": ngram or default_n})
+    return base.with_(extractor=extractor or base.extractor, features=features,
+                      bits=int(bits) if bits else base.bits,
+                      min_tokens=base.min_tokens if min_tokens is None else min_tokens)
+
+
+def _read_content(file: str) -> bytes:
+    if file == "-":
+        return sys.stdin.buffer.read()
+    path = Path(file)
+    if path.is_dir():
+        raise NeardupError(f"{file}: is a directory (use 'neardup dedup' for folders)")
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise NeardupError(f"{file}: not a readable gzip file ({exc})") from None
+    return data
+
+
+def _headers(values: tuple[str, ...]) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for item in values:
+        if ":" not in item:
+            raise ConfigError(f"header {item!r} must look like 'Name: value'")
+        name, value = item.split(":", 1)
+        out[name.strip()] = value.strip()
+    return out or None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="neardup")
+def main() -> None:
+    """neardup: find exact and near-duplicate web pages.
+
+    Fingerprints the main content of pages (boilerplate removed) with SHA-256 and SimHash,
+    and keeps pages, clusters and canonical copies in a SQLite store. A page is a near
+    duplicate of a stored page when their SimHash distance is <= k (default 3).
+    """
+
+
+@main.command("fingerprint")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--url", default=None, help="Page URL (resolves relative rel=canonical links).")
+@click.option("--text", "with_text", is_flag=True, help="Include the normalised main text.")
+@fingerprint_options
+@handle_errors
+def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **opts: Any) -> None:
+    """Print one JSON line per FILE (or - for stdin): digest, simhash (hex), spec, title, canonical.
+
+    A file that cannot be read gets a JSON line with an "error" field; the exit code is 1
+    if any file failed."""
+    config = build_config(**opts) or DEFAULT_CONFIG
+    failed = False
+    for file in files:
+        try:
+            fp = fingerprint(_read_content(file), url=url, config=config)
+            click.echo(json.dumps({"file": file, **fp.to_dict(with_text=with_text)}, ensure_ascii=False))
+        except (NeardupError, OSError) as exc:
+            failed = True
+            msg = str(exc) if isinstance(exc, NeardupError) else f"{file}: {exc.strerror or exc}"
+            click.echo(json.dumps({"file": file, "error": msg}))
+            click.echo(f"neardup: error: {msg}", err=True)
+    if failed:
+        sys.exit(EXIT_INPUT)
+
+
+def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, ...], opts: dict[str, Any]) -> None:
+    content = _read_content(file)
+    with Detector.open(db, k=k, config=build_config(**opts)) as det:
+        verdict = det.add(url, content, _headers(header)) if add else det.check(url, content, _headers(header))
+    click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
+
+
+_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False), help="SQLite store file (created if missing).")
+_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 128), default=3, show_default=True,
+                         help="Hamming threshold: distance <= k is a near duplicate.")
+_header_option = click.option("-H", "--header", multiple=True, help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
+
+
+@main.command("add")
+@_db_option
+@click.argument("url")
+@click.argument("file")
+@_k_option
+@_header_option
+@fingerprint_options
+@handle_errors
+def add_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opts: Any) -> None:
+    """Decide what FILE (fetched from URL; - for stdin) is, record it, print the JSON verdict."""
+    _single(True, db, url, file, k, header, opts)
+
+
+@main.command("check")
+@_db_option
+@click.argument("url")
+@click.argument("file")
+@_k_option
+@_header_option
+@fingerprint_options
+@handle_errors
+def check_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opts: Any) -> None:
+    """Like add, without writing anything to the store."""
+    _single(False, db, url, file, k, header, opts)
+
+
+class VerdictWriter:
+    """Writes verdict rows as JSONL or CSV."""
+
+    def __init__(self, stream: TextIO, fmt: str) -> None:
+        self.stream = stream
+        self.fmt = fmt
+        self._csv = csv.DictWriter(stream, fieldnames=VERDICT_FIELDS) if fmt == "csv" else None
+        if self._csv:
+            self._csv.writeheader()
+
+    def write(self, source: str, verdict: Verdict) -> None:
+        row = {"source": source, **{f: getattr(verdict, f) for f in VERDICT_FIELDS[1:]}}
+        if self._csv:
+            self._csv.writerow(row)
+        else:
+            self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _batches(items: Iterator[InputItem], size: int) -> Iterator[list[InputItem]]:
+    batch: list[InputItem] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@main.command("dedup")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@_db_option
+@click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
+@_k_option
+@click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
+@fingerprint_options
+@handle_errors
+def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, k: int, batch_size: int,
+              progress: bool | None, **opts: Any) -> None:
+    """Deduplicate INPUT... (folders of .html/.html.gz files, JSONL files of {"url", "html"}, WARC files).
+
+    Prints a summary; with --out, writes every page's verdict and cluster. Runs again
+    incrementally against the same --db: pages already stored are compared with their stored
+    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged')."""
+    from tqdm import tqdm
+
+    fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
+    stream: TextIO | None = None
+    counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "empty": 0, "error": 0, "unchanged": 0}
+    clusters_touched: set[int] = set()
+    with Detector.open(db, k=k, config=build_config(**opts)) as det:
+        if out:
+            stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
+        writer = VerdictWriter(stream, fmt) if stream else None
+        bar = tqdm(unit="page", disable=(not progress) if progress is not None else None, file=sys.stderr)
+        try:
+            for path in inputs:
+                for batch in _batches(read_input(path), batch_size):
+                    readable = [it for it in batch if it.page is not None]
+                    verdicts = iter(det.add_many([it.page for it in readable if it.page is not None]))
+                    for item in batch:
+                        if item.page is None:
+                            verdict = Verdict(status="error", url="", error=item.error)
+                        else:
+                            verdict = next(verdicts)
+                        counts["pages"] += 1
+                        counts[verdict.status] += 1
+                        if verdict.status == "exact" and verdict.match_id == verdict.page_id:
+                            counts["unchanged"] += 1
+                        if verdict.status == "error":
+                            click.echo(f"neardup: skipped {item.source}: {verdict.error}", err=True)
+                        if verdict.cluster_id is not None:
+                            clusters_touched.add(verdict.cluster_id)
+                        if writer:
+                            writer.write(item.source, verdict)
+                    bar.update(len(batch))
+        finally:
+            bar.close()
+            if stream is not None and stream is not sys.stdout:
+                stream.close()
+        stats = det.stats()
+    summary = {**counts, "clusters": len(clusters_touched), "store_pages": stats["pages"],
+               "store_clusters": stats["clusters"], "db": db}
+    click.echo(
+        f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']} "
+        f"(unchanged {counts['unchanged']}), near {counts['near']}, empty {counts['empty']}, "
+        f"errors {counts['error']}; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
+        f"in {stats['clusters']} clusters", err=True,
+    )
+    click.echo(json.dumps(summary))
+
+
+@main.command("stats")
+@_db_option
+@handle_errors
+def stats_cmd(db: str) -> None:
+    """Print the store's page and cluster counts as JSON."""
+    if not Path(db).exists():
+        raise StoreError(f"store {db} does not exist")
+    with Detector.open(db, create=False) as det:
+        click.echo(json.dumps({**det.stats(), "spec": det.config.spec}))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
