@@ -152,7 +152,7 @@ def _minimal_html_to_markdown(text: str) -> str:
     text = _HEADING_OPEN.sub("\n# ", text)
     text = _LI_OPEN.sub("\n- ", text)
     text = _TAG.sub("\n", text)
-    return html_lib.unescape(text)
+    return html_lib.unescape(text).strip()
 
 
 def _language(text: str, tree: HTMLTree | None) -> str | None:

@@ -2,9 +2,13 @@
 
 >>> import neardup
 >>> a = neardup.fingerprint("The quick brown fox jumps over the lazy dog near the river bank today")
->>> b = neardup.fingerprint("The quick brown fox jumps over the lazy dog near the river bank, today!")
->>> a.digest == b.digest, neardup.hamming(a, b) <= 3
-(True, True)
+>>> b = neardup.fingerprint("the quick  brown fox jumps over the lazy dog near the river bank TODAY")
+>>> c = neardup.fingerprint("The quick brown fox jumps over the lazy dog near the river bank, today!")
+>>> a.digest == b.digest, a.digest == c.digest, neardup.hamming(a, c)
+(True, False, 0)
+
+Case and whitespace never change a digest; punctuation changes the digest but not the
+SimHash features (words).
 
 The match rule everywhere in neardup is ``hamming(a, b) <= k`` (k = 3 by default).
 """
