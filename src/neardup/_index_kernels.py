@@ -1,0 +1,197 @@
+"""Compiled (numba) loops of the permuted-table index (see :mod:`neardup.permuted`).
+
+A *table* is a sorted uint64 array of permuted fingerprints; its *directory* holds, for every
+value of the top ``d`` permuted bits, where that bucket starts (``2**d + 1`` offsets). A probe
+permutes the query like the table, reads one bucket and keeps the entries whose full Hamming
+distance is at most k; values are un-permuted before they are returned.
+
+Permutations move whole blocks: block ``b`` (``masks[b]`` wide at bit ``src[b]``) goes to bit
+``dst[b]``; the inverse swaps ``src`` and ``dst``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+U64 = np.uint64
+
+
+@intrinsic
+def popcount64(typingctx, x):  # type: ignore[no-untyped-def]
+    """LLVM ctpop: one instruction on CPUs with POPCNT."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def permute_one(v, src, dst, masks):
+    out = U64(0)
+    for b in range(src.shape[0]):
+        out |= ((v >> U64(src[b])) & masks[b]) << U64(dst[b])
+    return out
+
+
+@njit(cache=True)
+def permute_many(values, src, dst, masks):
+    out = np.empty(values.shape[0], dtype=np.uint64)
+    for i in range(values.shape[0]):
+        out[i] = permute_one(values[i], src, dst, masks)
+    return out
+
+
+@njit(cache=True)
+def build_directory(sorted_values, d):
+    """Bucket offsets of a sorted table on its top ``d`` bits (``2**d + 1`` entries)."""
+    n_buckets = 1 << d
+    counts = np.zeros(n_buckets + 1, dtype=np.int64)
+    shift = U64(64 - d)
+    for i in range(sorted_values.shape[0]):
+        counts[np.int64(sorted_values[i] >> shift) + 1] += 1
+    for i in range(1, n_buckets + 1):
+        counts[i] += counts[i - 1]
+    return counts
+
+
+@njit(cache=True, inline="always")
+def _grow(buf, need):
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+@njit(cache=True)
+def search_level(tables, dirs, d, src, dst, masks, queries, k):
+    """All (query index, stored value, distance) with distance <= k, for a batch of queries.
+
+    Each match appears once per table that finds it; the caller removes repeats."""
+    n_tables = tables.shape[0]
+    shift = U64(64 - d)
+    qidx = np.empty(64, dtype=np.int64)
+    vals = np.empty(64, dtype=np.uint64)
+    dist = np.empty(64, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    for qi in range(queries.shape[0]):
+        q = queries[qi]
+        for t in range(n_tables):
+            qp = permute_one(q, src[t], dst[t], masks)
+            key = np.int64(qp >> shift)
+            lo = dirs[t, key]
+            hi = dirs[t, key + 1]
+            row = tables[t]
+            for i in range(lo, hi):
+                x = row[i] ^ qp
+                pc = popcount64(x)
+                if pc <= kk:
+                    if c >= vals.shape[0]:
+                        qidx = _grow(qidx, c + 1)
+                        vals = _grow(vals, c + 1)
+                        dist = _grow(dist, c + 1)
+                    qidx[c] = qi
+                    vals[c] = permute_one(row[i], dst[t], src[t], masks)
+                    dist[c] = np.int64(pc)
+                    c += 1
+    return qidx[:c], vals[:c], dist[:c]
+
+
+@njit(cache=True)
+def scan(values, queries, k):
+    """Brute force: all (query index, stored position, distance <= k)."""
+    qidx = np.empty(64, dtype=np.int64)
+    pos = np.empty(64, dtype=np.int64)
+    dist = np.empty(64, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    for qi in range(queries.shape[0]):
+        q = queries[qi]
+        for i in range(values.shape[0]):
+            pc = popcount64(values[i] ^ q)
+            if pc <= kk:
+                if c >= pos.shape[0]:
+                    qidx = _grow(qidx, c + 1)
+                    pos = _grow(pos, c + 1)
+                    dist = _grow(dist, c + 1)
+                qidx[c] = qi
+                pos[c] = i
+                dist[c] = np.int64(pc)
+                c += 1
+    return qidx[:c], pos[:c], dist[:c]
+
+
+@njit(cache=True)
+def join_table(sorted_perm, order, dirs_row, d, k):
+    """Pairs inside one table's buckets with distance <= k, as positions of the unsorted
+    input (``order`` maps sorted rank -> input position), smaller position first."""
+    a = np.empty(64, dtype=np.int64)
+    b = np.empty(64, dtype=np.int64)
+    dist = np.empty(64, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    n_buckets = dirs_row.shape[0] - 1
+    for key in range(n_buckets):
+        lo = dirs_row[key]
+        hi = dirs_row[key + 1]
+        for i in range(lo, hi):
+            vi = sorted_perm[i]
+            for j in range(i + 1, hi):
+                pc = popcount64(vi ^ sorted_perm[j])
+                if pc <= kk:
+                    if c >= a.shape[0]:
+                        a = _grow(a, c + 1)
+                        b = _grow(b, c + 1)
+                        dist = _grow(dist, c + 1)
+                    x = order[i]
+                    y = order[j]
+                    if x < y:
+                        a[c] = x
+                        b[c] = y
+                    else:
+                        a[c] = y
+                        b[c] = x
+                    dist[c] = np.int64(pc)
+                    c += 1
+    return a[:c], b[:c], dist[:c]
+
+
+@njit(cache=True)
+def probe_stream(tables, dirs, d, src, dst, masks, stored, k):
+    """Manku's batch mode: stream ``stored`` fingerprints past tables built on the queries.
+
+    Returns (query value, stored position, distance) per (table, match)."""
+    n_tables = tables.shape[0]
+    shift = U64(64 - d)
+    qv = np.empty(64, dtype=np.uint64)
+    spos = np.empty(64, dtype=np.int64)
+    dist = np.empty(64, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    for si in range(stored.shape[0]):
+        s = stored[si]
+        for t in range(n_tables):
+            sp = permute_one(s, src[t], dst[t], masks)
+            key = np.int64(sp >> shift)
+            lo = dirs[t, key]
+            hi = dirs[t, key + 1]
+            row = tables[t]
+            for i in range(lo, hi):
+                pc = popcount64(row[i] ^ sp)
+                if pc <= kk:
+                    if c >= qv.shape[0]:
+                        qv = _grow(qv, c + 1)
+                        spos = _grow(spos, c + 1)
+                        dist = _grow(dist, c + 1)
+                    qv[c] = permute_one(row[i], dst[t], src[t], masks)
+                    spos[c] = si
+                    dist[c] = np.int64(pc)
+                    c += 1
+    return qv[:c], spos[:c], dist[:c]

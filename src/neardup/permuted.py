@@ -1,0 +1,528 @@
+"""Exact Hamming search with permuted sorted tables (Manku, Jain, Das Sarma, WWW 2007, §3).
+
+The 64 bits are split into blocks. Each *table* holds every fingerprint with its bits
+permuted so that a chosen group of blocks leads, sorted. If two fingerprints differ in at
+most k bits, at most k blocks differ, so for a layout where every choice of k blocks leaves
+some table whose leading blocks are all clean, probing each table for the entries that share
+the query's leading bits finds every match. :class:`Layout` checks that property when it is
+built, so every layout is exact; :func:`choose_layout` picks one from N, k and a memory budget.
+
+:class:`PermutedIndex` is the online index (the Detector's default): levels of immutable
+tables (a log-structured merge: a small brute-force *delta* absorbs inserts and is merged
+into geometrically growing levels), tombstones for deletes, memory-mapped persistence.
+:func:`self_join` and :func:`batch_join` are the batch tools.
+
+>>> idx = PermutedIndex(k=3)
+>>> idx.add_many([1, 2, 3], [0xFFFF, 0xFFFE, 0x0F0F_0000_0000_0000])
+>>> idx.search(0xFFFF, 3)
+[(1, 0), (2, 1)]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from neardup import _index_kernels as K
+from neardup.errors import ConfigError, StoreError
+from neardup.index import Match, to_words
+
+FORMAT_VERSION = 1
+MAX_DIRECTORY_BITS = 24
+
+
+def _split(total: int, parts: int) -> tuple[int, ...]:
+    base, extra = divmod(total, parts)
+    return tuple(base + (1 if i < extra else 0) for i in range(parts))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Blocks (widths, most significant first, summing to 64) and, per table, the blocks
+    that lead. Raises :class:`ConfigError` unless the layout is exact for distance ``k``.
+
+    >>> Layout.combinations(k=3, blocks=4).tables
+    ((0,), (1,), (2,), (3,))
+    >>> Layout(k=3, blocks=(32, 32), tables=((0,), (1,)))
+    Traceback (most recent call last):
+    ...
+    neardup.errors.ConfigError: layout is not exact for k=3: an error in blocks (0, 1) escapes every table
+    """
+
+    k: int
+    blocks: tuple[int, ...]
+    tables: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        if sum(self.blocks) != 64 or any(w <= 0 for w in self.blocks):
+            raise ConfigError(f"block widths must be positive and sum to 64, got {self.blocks}")
+        if not self.tables:
+            raise ConfigError("a layout needs at least one table")
+        nb = len(self.blocks)
+        for lead in self.tables:
+            if not lead or len(set(lead)) != len(lead) or any(not 0 <= b < nb for b in lead):
+                raise ConfigError(f"bad leading blocks {lead} for {nb} blocks")
+        for dirty in itertools.combinations(range(nb), min(self.k, nb)):
+            if not any(not set(lead) & set(dirty) for lead in self.tables):
+                raise ConfigError(f"layout is not exact for k={self.k}: an error in blocks {dirty} escapes every table")
+        if self.identity_table() is None:
+            raise ConfigError("a layout needs one table led by blocks 0..m (the identity order)")
+
+    @classmethod
+    def combinations(cls, k: int, blocks: int) -> "Layout":
+        """``blocks`` near-equal blocks; one table per choice of ``blocks - k`` leading blocks."""
+        if not 0 <= k < blocks <= 64:
+            raise ConfigError(f"need 0 <= k < blocks <= 64, got k={k}, blocks={blocks}")
+        widths = _split(64, blocks)
+        leads = tuple(itertools.combinations(range(blocks), blocks - k))
+        return cls(k=k, blocks=widths, tables=leads)
+
+    def identity_table(self) -> int | None:
+        for t, lead in enumerate(self.tables):
+            if tuple(sorted(lead)) == tuple(range(len(lead))):
+                return t
+        return None
+
+    def lead_bits(self, t: int) -> int:
+        return sum(self.blocks[b] for b in self.tables[t])
+
+    def permutation_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(src shifts (T, B), dst shifts (T, B), block masks (B,)) for the kernels."""
+        nb = len(self.blocks)
+        src_shift = [64 - sum(self.blocks[: b + 1]) for b in range(nb)]
+        masks = np.array([(1 << w) - 1 for w in self.blocks], dtype=np.uint64)
+        src = np.zeros((len(self.tables), nb), dtype=np.int64)
+        dst = np.zeros((len(self.tables), nb), dtype=np.int64)
+        for t, lead in enumerate(self.tables):
+            order = sorted(lead) + [b for b in range(nb) if b not in lead]
+            top = 64
+            for b in order:
+                top -= self.blocks[b]
+                src[t, b] = src_shift[b]
+                dst[t, b] = top
+        return src, dst, masks
+
+    def to_dict(self) -> dict:
+        return {"k": self.k, "blocks": list(self.blocks), "tables": [list(t) for t in self.tables]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Layout":
+        return cls(k=int(data["k"]), blocks=tuple(data["blocks"]), tables=tuple(tuple(t) for t in data["tables"]))
+
+
+def choose_layout(n: int, k: int = 3, bytes_per_fingerprint: float = 40.0) -> Layout:
+    """The cheapest exact layout whose tables fit ``bytes_per_fingerprint`` (8 bytes per table
+    plus 8 for the id): expected work = tables x (probe cost + n / 2**lead bits).
+
+    >>> choose_layout(10**8, k=3).tables            # 40 bytes: 4 tables of 16-bit leads
+    ((0,), (1,), (2,), (3,))
+    >>> len(choose_layout(10**8, k=3, bytes_per_fingerprint=100).tables)
+    10
+    """
+    if k < 0 or k >= 64:
+        raise ConfigError(f"k must be between 0 and 63, got {k}")
+    candidates: list[tuple[float, float, Layout]] = []  # (bytes per fp, cost, layout)
+    for blocks in range(k + 1, min(64, k + 6) + 1):
+        if math.comb(blocks, k) > 64:
+            break
+        layout = Layout.combinations(k, blocks)
+        tables = len(layout.tables)
+        lead = min(layout.lead_bits(t) for t in range(tables))
+        candidates.append((8.0 * tables + 8.0, tables * (20.0 + max(n, 1) / 2.0 ** lead), layout))
+    fitting = [c for c in candidates if c[0] <= bytes_per_fingerprint]
+    pool = fitting or [min(candidates, key=lambda c: c[0])]
+    return min(pool, key=lambda c: c[1])[2]
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(lo[i], hi[i])`` for all i, vectorised."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return starts + np.arange(total, dtype=np.int64)
+
+
+class _Level:
+    """One immutable set of tables: ``tables[t]`` sorted permuted values, ``ids`` aligned
+    with the identity table, ``dirs[t]`` bucket offsets on the top ``d`` bits."""
+
+    def __init__(self, tables: np.ndarray, dirs: np.ndarray, ids: np.ndarray, d: int, name: str) -> None:
+        self.tables, self.dirs, self.ids, self.d, self.name = tables, dirs, ids, d, name
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def build(cls, layout: Layout, perm: tuple[np.ndarray, np.ndarray, np.ndarray],
+              values: np.ndarray, ids: np.ndarray) -> "_Level":
+        src, dst, masks = perm
+        n = values.shape[0]
+        lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
+        d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1)))))
+        ident = layout.identity_table()
+        order = np.argsort(values, kind="stable")
+        tables = np.empty((len(layout.tables), n), dtype=np.uint64)
+        dirs = np.empty((len(layout.tables), (1 << d) + 1), dtype=np.int64)
+        for t in range(len(layout.tables)):
+            if t == ident:
+                tables[t] = values[order]
+            else:
+                tables[t] = np.sort(K.permute_many(values, src[t], dst[t], masks))
+            dirs[t] = K.build_directory(tables[t], d)
+        return cls(tables, dirs, np.ascontiguousarray(ids[order]), d, uuid.uuid4().hex[:12])
+
+    def ids_of(self, ident: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each value, the positions range in the identity table (left, right)."""
+        row = self.tables[ident]
+        return np.searchsorted(row, values, "left"), np.searchsorted(row, values, "right")
+
+
+class PermutedIndex:
+    """Online exact Hamming index over 64-bit fingerprints with permuted tables.
+
+    k: the largest distance the tables are built for (queries with a larger k fall back to
+        an exact scan). layout: default :func:`choose_layout` for ``expected_n``.
+    delta_limit: inserts wait in a brute-force buffer of this size, then become a level;
+        levels merge when a newer one is at least ``1 / merge_ratio`` of the older one.
+    """
+
+    bits = 64
+
+    def __init__(self, k: int = 3, layout: Layout | None = None, *, expected_n: int = 10**7,
+                 delta_limit: int = 4096, merge_ratio: int = 4) -> None:
+        self.layout = layout or choose_layout(expected_n, k)
+        if self.layout.k < k:
+            raise ConfigError(f"layout is built for k={self.layout.k}, less than k={k}")
+        self.k = self.layout.k
+        self._perm = self.layout.permutation_arrays()
+        self._ident = self.layout.identity_table()
+        self.delta_limit = max(1, delta_limit)
+        self.merge_ratio = max(2, merge_ratio)
+        self._levels: list[_Level] = []
+        self._delta_vals = np.empty(0, dtype=np.uint64)
+        self._delta_ids = np.empty(0, dtype=np.int64)
+        self._dead: set[tuple[int, int]] = set()
+        self._dead_ids: set[int] = set()
+        self.path: Path | None = None
+
+    # -- size ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return sum(lv.n for lv in self._levels) + int(self._delta_ids.shape[0]) - len(self._dead)
+
+    def __contains__(self, id: object) -> bool:
+        if not isinstance(id, (int, np.integer)):
+            return False
+        return self._find(int(id)) is not None
+
+    def _find(self, id: int) -> int | None:
+        """The live value stored under ``id`` (a scan of the id arrays), or None."""
+        hit = np.flatnonzero(self._delta_ids == id)
+        for pos in hit[::-1]:
+            v = int(self._delta_vals[pos])
+            if (id, v) not in self._dead:
+                return v
+        for lv in reversed(self._levels):
+            for pos in np.flatnonzero(lv.ids == id):
+                v = int(lv.tables[self._ident][pos])
+                if (id, v) not in self._dead:
+                    return v
+        return None
+
+    @property
+    def levels(self) -> list[int]:
+        """Sizes of the levels, oldest first (delta excluded)."""
+        return [lv.n for lv in self._levels]
+
+    def nbytes(self) -> int:
+        """Bytes held by tables, directories, ids and the delta."""
+        total = sum(lv.tables.nbytes + lv.dirs.nbytes + lv.ids.nbytes for lv in self._levels)
+        return total + self._delta_vals.nbytes + self._delta_ids.nbytes
+
+    # -- writes -------------------------------------------------------------------------
+    def add(self, id: int, simhash: int) -> None:
+        """Insert ``simhash`` under ``id`` (remove an id's old value first to replace it)."""
+        self.add_many([id], [simhash])
+
+    def add_many(self, ids: Sequence[int] | np.ndarray, simhashes: Iterable[int] | np.ndarray) -> None:
+        values = to_words(simhashes, 64)[:, 0] if not isinstance(simhashes, np.ndarray) else np.asarray(simhashes, dtype=np.uint64).reshape(-1)
+        ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if ids_arr.shape[0] != values.shape[0]:
+            raise ConfigError("ids and simhashes differ in length")
+        if self._dead:
+            keep = np.ones(values.shape[0], dtype=bool)
+            for i, (id_, v) in enumerate(zip(ids_arr.tolist(), values.tolist())):
+                if (id_, v) in self._dead:  # re-adding a deleted pair revives the stored copy
+                    self._dead.discard((id_, v))
+                    keep[i] = False
+            self._dead_ids = {i for i, _ in self._dead}
+            values, ids_arr = values[keep], ids_arr[keep]
+        if values.shape[0] >= self.delta_limit:
+            self._levels.append(_Level.build(self.layout, self._perm, values, ids_arr))
+            self._compact()
+            return
+        self._delta_vals = np.concatenate([self._delta_vals, values])
+        self._delta_ids = np.concatenate([self._delta_ids, ids_arr])
+        if self._delta_vals.shape[0] >= self.delta_limit:
+            self._flush_delta()
+
+    def remove(self, id: int, simhash: int | None = None) -> bool:
+        """Delete ``id`` (its current value; pass ``simhash`` to skip looking it up)."""
+        value = self._find(int(id)) if simhash is None else int(simhash)
+        if value is None:
+            return False
+        hit = np.flatnonzero((self._delta_ids == id) & (self._delta_vals == np.uint64(value)))
+        if hit.shape[0]:
+            keep = np.ones(self._delta_ids.shape[0], dtype=bool)
+            keep[hit] = False
+            self._delta_ids, self._delta_vals = self._delta_ids[keep], self._delta_vals[keep]
+            return True
+        if simhash is not None and self._find(int(id)) != value:
+            return False
+        self._dead.add((int(id), value))
+        self._dead_ids.add(int(id))
+        return True
+
+    def _flush_delta(self) -> None:
+        if self._delta_vals.shape[0]:
+            self._levels.append(_Level.build(self.layout, self._perm, self._delta_vals, self._delta_ids))
+            self._delta_vals = np.empty(0, dtype=np.uint64)
+            self._delta_ids = np.empty(0, dtype=np.int64)
+        self._compact()
+
+    def _compact(self) -> None:
+        while len(self._levels) >= 2 and self._levels[-1].n * self.merge_ratio >= self._levels[-2].n:
+            new, old = self._levels.pop(), self._levels.pop()
+            self._levels.append(self._merge([old, new]))
+
+    def _merge(self, levels: list[_Level]) -> _Level:
+        values = np.concatenate([lv.tables[self._ident] for lv in levels])
+        ids = np.concatenate([lv.ids for lv in levels])
+        if self._dead:
+            cand = np.flatnonzero(np.isin(ids, np.fromiter(self._dead_ids, dtype=np.int64)))
+            keep = np.ones(ids.shape[0], dtype=bool)
+            for pos in cand:
+                pair = (int(ids[pos]), int(values[pos]))
+                if pair in self._dead:
+                    keep[pos] = False
+                    self._dead.discard(pair)
+            self._dead_ids = {i for i, _ in self._dead}
+            values, ids = values[keep], ids[keep]
+        return _Level.build(self.layout, self._perm, values, ids)
+
+    def optimize(self) -> None:
+        """Merge everything (delta included) into one level, purging deleted entries."""
+        if self._delta_vals.shape[0]:
+            self._levels.append(_Level.build(self.layout, self._perm, self._delta_vals, self._delta_ids))
+            self._delta_vals = np.empty(0, dtype=np.uint64)
+            self._delta_ids = np.empty(0, dtype=np.int64)
+        if len(self._levels) > 1 or self._dead:
+            self._levels = [self._merge(self._levels)] if self._levels else []
+
+    # -- queries ------------------------------------------------------------------------
+    def search(self, simhash: int, k: int) -> list[Match]:
+        """All ``(id, distance)`` with ``distance <= k``, nearest first, then by id."""
+        return self.search_batch(np.array([int(simhash)], dtype=np.uint64), k)[0]
+
+    def search_arrays(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised batch search: (query index, id, distance) arrays, unsorted, unique."""
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
+        queries = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1)
+        parts_q, parts_id, parts_d = [], [], []
+        src, dst, masks = self._perm
+        for lv in self._levels:
+            if k <= self.k:
+                qi, vals, dist = K.search_level(lv.tables, lv.dirs, lv.d, src, dst, masks, queries, k)
+            else:
+                qi, pos, dist = K.scan(lv.tables[self._ident], queries, k)
+                vals = lv.tables[self._ident][pos]
+            if qi.shape[0] == 0:
+                continue
+            key = np.unique(np.stack([qi.astype(np.uint64), vals]), axis=1)
+            qi, vals = key[0].astype(np.int64), key[1]
+            lo, hi = lv.ids_of(self._ident, vals)
+            counts = hi - lo
+            rep_q = np.repeat(qi, counts)
+            rows = _expand(lo, hi)
+            ids = lv.ids[rows]
+            vals_rep = np.repeat(vals, counts)
+            parts_q.append(rep_q)
+            parts_id.append(ids)
+            parts_d.append(np.bitwise_count(vals_rep ^ queries[rep_q]).astype(np.int64))
+            if self._dead:
+                parts_q[-1], parts_id[-1], parts_d[-1] = self._drop_dead(rep_q, ids, vals_rep, parts_d[-1])
+        if self._delta_vals.shape[0]:
+            qi, pos, dist = K.scan(self._delta_vals, queries, k)
+            parts_q.append(qi)
+            parts_id.append(self._delta_ids[pos])
+            parts_d.append(dist)
+        if not parts_q:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        return np.concatenate(parts_q), np.concatenate(parts_id), np.concatenate(parts_d)
+
+    def _drop_dead(self, q: np.ndarray, ids: np.ndarray, vals: np.ndarray, d: np.ndarray):
+        keep = np.ones(ids.shape[0], dtype=bool)
+        for i in np.flatnonzero(np.isin(ids, np.fromiter(self._dead_ids, dtype=np.int64))):
+            if (int(ids[i]), int(vals[i])) in self._dead:
+                keep[i] = False
+        return q[keep], ids[keep], d[keep]
+
+    def search_batch(self, simhashes: Sequence[int] | np.ndarray, k: int) -> list[list[Match]]:
+        """:meth:`search` for many queries at once (one vectorised pass per level)."""
+        queries = to_words(simhashes, 64)[:, 0] if not isinstance(simhashes, np.ndarray) else np.asarray(simhashes, dtype=np.uint64).reshape(-1)
+        qi, ids, dist = self.search_arrays(queries, k)
+        out: list[list[Match]] = [[] for _ in range(queries.shape[0])]
+        if qi.shape[0]:
+            order = np.lexsort((ids, dist, qi))
+            seen: set[tuple[int, int]] = set()
+            for q, i, d in zip(qi[order].tolist(), ids[order].tolist(), dist[order].tolist()):
+                if (q, i) not in seen:
+                    seen.add((q, i))
+                    out[q].append((i, d))
+        return out
+
+    def items(self) -> Iterator[tuple[int, int]]:
+        """Every live ``(id, simhash)``."""
+        for lv in self._levels:
+            for i, v in zip(lv.ids.tolist(), lv.tables[self._ident].tolist()):
+                if (i, v) not in self._dead:
+                    yield i, v
+        yield from zip(self._delta_ids.tolist(), self._delta_vals.tolist())
+
+    # -- persistence --------------------------------------------------------------------
+    def save(self, path: str | Path, token: str | None = None) -> None:
+        """Write the index as .npy files plus ``manifest.json`` (levels already on disk are
+        kept, so saving after a few inserts writes only the delta). ``token`` records what
+        store state the index matches."""
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        names = []
+        for lv in self._levels:
+            names.append(lv.name)
+            for part in ("tables", "dirs", "ids"):
+                f = root / f"{lv.name}.{part}.npy"
+                if not f.exists():
+                    tmp = root / f".{lv.name}.{part}.tmp.npy"
+                    np.save(tmp, getattr(lv, part))
+                    os.replace(tmp, f)
+        dead = np.array(sorted(self._dead), dtype=np.int64).reshape(-1, 2) if self._dead else np.zeros((0, 2), np.int64)
+        if self._dead:
+            dead[:, 1] = np.array([v for _, v in sorted(self._dead)], dtype=np.uint64).view(np.int64)
+        np.save(root / ".delta.tmp.npy", np.stack([self._delta_ids, self._delta_vals.view(np.int64)]))
+        os.replace(root / ".delta.tmp.npy", root / "delta.npy")
+        np.save(root / ".dead.tmp.npy", dead)
+        os.replace(root / ".dead.tmp.npy", root / "dead.npy")
+        manifest = {"format": FORMAT_VERSION, "layout": self.layout.to_dict(), "levels": names,
+                    "d": [lv.d for lv in self._levels], "token": token, "delta_limit": self.delta_limit,
+                    "merge_ratio": self.merge_ratio}
+        tmp = root / ".manifest.tmp"
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, root / "manifest.json")
+        for f in root.glob("*.npy"):
+            stem = f.name.split(".")[0]
+            if stem not in names and stem not in ("delta", "dead"):
+                f.unlink()
+        self.path = root
+
+    @classmethod
+    def open(cls, path: str | Path, *, mmap: bool = True) -> "PermutedIndex":
+        """Open a saved index; tables are memory-mapped (no rebuild, pages load on demand)."""
+        root = Path(path)
+        try:
+            manifest = json.loads((root / "manifest.json").read_text())
+            if manifest.get("format") != FORMAT_VERSION:
+                raise StoreError(f"index {root} has format {manifest.get('format')}, expected {FORMAT_VERSION}")
+            layout = Layout.from_dict(manifest["layout"])
+            idx = cls(k=layout.k, layout=layout, delta_limit=manifest["delta_limit"],
+                      merge_ratio=manifest["merge_ratio"])
+            mode = "r" if mmap else None
+            for name, d in zip(manifest["levels"], manifest["d"]):
+                idx._levels.append(_Level(np.load(root / f"{name}.tables.npy", mmap_mode=mode),
+                                          np.load(root / f"{name}.dirs.npy", mmap_mode=mode),
+                                          np.load(root / f"{name}.ids.npy", mmap_mode=mode), int(d), name))
+            delta = np.load(root / "delta.npy")
+            idx._delta_ids = delta[0].astype(np.int64)
+            idx._delta_vals = delta[1].view(np.uint64).copy()
+            dead = np.load(root / "dead.npy")
+            idx._dead = {(int(i), int(v)) for i, v in zip(dead[:, 0], dead[:, 1].view(np.uint64))}
+            idx._dead_ids = {i for i, _ in idx._dead}
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise StoreError(f"index {root} is missing or damaged ({exc})") from None
+        idx.token = manifest.get("token")
+        idx.path = root
+        return idx
+
+    token: str | None = None
+
+
+def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
+              layout: Layout | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair of fingerprints in ``values`` within distance ``k``: (id_a, id_b, distance)
+    with id_a < id_b in input order (ids default to positions). Pairs of equal fingerprints
+    included.
+
+    >>> a, b, d = self_join(np.array([0b1111, 0b0111, 1 << 40], dtype=np.uint64), k=1)
+    >>> a.tolist(), b.tolist(), d.tolist()
+    ([0], [1], [1])
+    """
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    n = values.shape[0]
+    layout = layout or Layout.combinations(k, k + 1)
+    src, dst, masks = layout.permutation_arrays()
+    lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
+    d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1)))))
+    pa, pb, pd = [], [], []
+    for t in range(len(layout.tables)):
+        perm = K.permute_many(values, src[t], dst[t], masks)
+        order = np.argsort(perm, kind="stable")
+        sp = perm[order]
+        a, b, dist = K.join_table(sp, order, K.build_directory(sp, d), d, k)
+        pa.append(a), pb.append(b), pd.append(dist)
+    a, b, dist = np.concatenate(pa), np.concatenate(pb), np.concatenate(pd)
+    key = np.unique(a * np.int64(n) + b, return_index=True)[1]
+    a, b, dist = a[key], b[key], dist[key]
+    if ids is not None:
+        ids = np.asarray(ids, dtype=np.int64)
+        return ids[a], ids[b], dist
+    return a, b, dist
+
+
+def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
+               layout: Layout | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Manku's batch mode: tables on the (smaller) query batch, the stored set streamed past
+    once in chunks (e.g. slices of a ``np.memmap`` far larger than RAM).
+
+    Yields, per chunk, (query position, stored position within all chunks, distance)."""
+    queries = np.ascontiguousarray(queries, dtype=np.uint64)
+    layout = layout or choose_layout(queries.shape[0], k)
+    perm = layout.permutation_arrays()
+    level = _Level.build(layout, perm, queries, np.arange(queries.shape[0], dtype=np.int64))
+    ident = layout.identity_table()
+    src, dst, masks = perm
+    offset = 0
+    for chunk in stored:
+        chunk = np.ascontiguousarray(chunk, dtype=np.uint64)
+        qv, spos, dist = K.probe_stream(level.tables, level.dirs, level.d, src, dst, masks, chunk, k)
+        if qv.shape[0]:
+            key = np.unique(np.stack([qv, spos.astype(np.uint64)]), axis=1)
+            qv, spos = key[0], key[1].astype(np.int64)
+            lo, hi = level.ids_of(ident, qv)
+            counts = hi - lo
+            rows = _expand(lo, hi)
+            qpos = level.ids[rows]
+            sp = np.repeat(spos, counts)
+            d = np.bitwise_count(queries[qpos] ^ chunk[sp]).astype(np.int64)
+            yield qpos, sp + offset, d
+        offset += chunk.shape[0]
