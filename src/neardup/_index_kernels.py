@@ -195,3 +195,111 @@ def probe_stream(tables, dirs, d, src, dst, masks, stored, k):
                     dist[c] = np.int64(pc)
                     c += 1
     return qv[:c], spos[:c], dist[:c]
+
+
+@njit(cache=True)
+def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
+    """Like :func:`search_level`, but each match is reported once, already resolved to ids.
+
+    A match is reported by the first table whose leading blocks it shares in full with the
+    query (``leads[t]``: those bits in the original order); a layout is exact precisely when
+    such a table exists for every match, and it then holds the match in the probed bucket.
+    Returns (query index, id, stored value, distance)."""
+    n_tables = tables.shape[0]
+    shift = U64(64 - d)
+    base = tables[ident]
+    n = base.shape[0]
+    qidx = np.empty(16, dtype=np.int64)
+    out_ids = np.empty(16, dtype=np.int64)
+    out_vals = np.empty(16, dtype=np.uint64)
+    dist = np.empty(16, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    for qi in range(queries.shape[0]):
+        q = queries[qi]
+        for t in range(n_tables):
+            qp = permute_one(q, src[t], dst[t], masks)
+            key = np.int64(qp >> shift)
+            lo = dirs[t, key]
+            hi = dirs[t, key + 1]
+            row = tables[t]
+            for i in range(lo, hi):
+                pc = popcount64(row[i] ^ qp)
+                if pc > kk:
+                    continue
+                v = permute_one(row[i], dst[t], src[t], masks)
+                x = v ^ q
+                if x & leads[t] != U64(0):
+                    continue
+                first = True
+                for t2 in range(t):
+                    if x & leads[t2] == U64(0):
+                        first = False
+                        break
+                if not first:
+                    continue
+                # binary search v in the identity table, then every id stored with it
+                a = 0
+                b = n
+                while a < b:
+                    m = (a + b) >> 1
+                    if base[m] < v:
+                        a = m + 1
+                    else:
+                        b = m
+                while a < n and base[a] == v:
+                    if c >= out_ids.shape[0]:
+                        qidx = _grow(qidx, c + 1)
+                        out_ids = _grow(out_ids, c + 1)
+                        out_vals = _grow(out_vals, c + 1)
+                        dist = _grow(dist, c + 1)
+                    qidx[c] = qi
+                    out_ids[c] = ids[a]
+                    out_vals[c] = v
+                    dist[c] = np.int64(pc)
+                    c += 1
+                    a += 1
+    return qidx[:c], out_ids[:c], out_vals[:c], dist[:c]
+
+
+@njit(cache=True)
+def join_values(sorted_perm, dirs_row, k, t, src, dst, masks, leads):
+    """Pairs of distinct values inside one table's buckets with distance <= k, un-permuted,
+    each reported only by the first table whose leading blocks the pair shares (so a pair
+    comes out of exactly one table). Returns (value a, value b, distance)."""
+    va = np.empty(64, dtype=np.uint64)
+    vb = np.empty(64, dtype=np.uint64)
+    dist = np.empty(64, dtype=np.int64)
+    c = 0
+    kk = U64(k)
+    n_buckets = dirs_row.shape[0] - 1
+    for key in range(n_buckets):
+        lo = dirs_row[key]
+        hi = dirs_row[key + 1]
+        for i in range(lo, hi):
+            pi = sorted_perm[i]
+            for j in range(i + 1, hi):
+                pc = popcount64(pi ^ sorted_perm[j])
+                if pc > kk:
+                    continue
+                a = permute_one(pi, dst[t], src[t], masks)
+                b = permute_one(sorted_perm[j], dst[t], src[t], masks)
+                x = a ^ b
+                if x & leads[t] != U64(0):
+                    continue
+                first = True
+                for t2 in range(t):
+                    if x & leads[t2] == U64(0):
+                        first = False
+                        break
+                if not first:
+                    continue
+                if c >= va.shape[0]:
+                    va = _grow(va, c + 1)
+                    vb = _grow(vb, c + 1)
+                    dist = _grow(dist, c + 1)
+                va[c] = a
+                vb[c] = b
+                dist[c] = np.int64(pc)
+                c += 1
+    return va[:c], vb[:c], dist[:c]

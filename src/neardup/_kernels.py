@@ -14,22 +14,45 @@ Line model
     The normalised text is Markdown-like: one block per line. A line starting with ``#`` is a
     heading, one starting with a bullet (``-``, ``*``, ``+``, ``•``) or ``1.`` is a list item,
     anything else is a paragraph. Each token carries the weight of its line (see
-    :class:`neardup.features.FeatureConfig`).
+    :class:`neardup.features.FeatureConfig`). The kind is read from the raw line (before
+    whitespace normalisation), skipping leading ASCII blanks only.
 
 Hashes
     Token hash: FNV-1a 64 over the token's UTF-8 bytes, finished with the MurmurHash3
     ``fmix64`` avalanche. n-grams combine token hashes with a rotate-xor-multiply step and
     ``fmix64`` again. These definitions are part of the fingerprint spec: changing any
     constant changes every fingerprint (``tests/test_pinned.py`` guards them).
+
+Speed (see docs/benchmarks.md)
+    * Scanning: runs of printable ASCII are classified 8 bytes at a time (SWAR bit tricks on
+      a 64-bit word) into 64-bit masks of word / blank / special bytes; a run without
+      specials is copied to the output as is and its word boundaries are read off the masks
+      with count-trailing-zeros. Everything else (non-ASCII, line breaks, tabs, double
+      blanks, the last 63 bytes) goes through the reference per-character state machine.
+      Both paths keep exactly the same state, so the output does not depend on which one
+      ran.
+    * Token hashing is a separate pass over (start, end) pairs: FNV-1a is one serial
+      multiply per byte, so words up to 8 bytes are hashed with a fixed 8-step branch-free
+      loop, which lets the CPU overlap consecutive words instead of mispredicting the end
+      of every word.
+    * Features go straight into an open-addressing table (``int32`` slots indexing dense
+      first-occurrence arrays) without an intermediate feature array; SimHash voting sums
+      ``w & -bit`` over 64 lanes (vectorised), and counter = 2 * sum - total, which is
+      exactly ``sum(+-w)`` in two's complement arithmetic.
+    * Scratch arrays are sized from the input (no pre-count pass) and never zero-filled.
 """
 
 from __future__ import annotations
 
 import pathlib
+import sys
 import zlib
 
 import numpy as np
+from llvmlite import ir as _ir
 from numba import njit
+from numba.core import types as _types
+from numba.extending import intrinsic
 
 U64 = np.uint64
 FNV_OFFSET = U64(0xCBF29CE484222325)
@@ -60,6 +83,45 @@ LINE_PARAGRAPH = 0
 LINE_HEADING = 1
 LINE_LIST = 2
 
+# SWAR constants (8 bytes in a uint64)
+_HI = U64(0x8080808080808080)
+_LO7 = U64(0x7F7F7F7F7F7F7F7F)
+_C20 = U64(0x2020202020202020)
+_ADD_GE20 = U64(0x6060606060606060)  # + -> high bit iff byte >= 0x20
+_ADD_GE30 = U64(0x5050505050505050)  # byte >= 0x30
+_ADD_GT39 = U64(0x4646464646464646)  # byte >= 0x3a
+_ADD_GE61 = U64(0x1F1F1F1F1F1F1F1F)  # byte >= 0x61
+_ADD_GT7A = U64(0x0505050505050505)  # byte >= 0x7b
+_MOVEMASK = U64(0x0102040810204080)  # gathers bits 7, 15, .., 63 into the top byte
+_ALL = U64(0xFFFFFFFFFFFFFFFF)
+_LITTLE_ENDIAN = sys.byteorder == "little"  # the SWAR path assumes little-endian loads
+
+
+@intrinsic
+def _cttz(typingctx, x):
+    """Count trailing zeros of a uint64 (64 for 0)."""
+    if not isinstance(x, _types.Integer):
+        return None
+    sig = _types.uint64(_types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], _ir.Constant(_ir.IntType(1), 0))
+
+    return sig, codegen
+
+
+@intrinsic
+def _popcnt(typingctx, x):
+    """Population count of a uint64."""
+    if not isinstance(x, _types.Integer):
+        return None
+    sig = _types.uint64(_types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
 
 @njit(cache=True, inline="always")
 def fmix64(h):
@@ -76,6 +138,21 @@ def combine(h, t):
     """Order-dependent combination of two 64-bit hashes (n-gram building block)."""
     r = (h << U64(27)) | (h >> U64(37))
     return fmix64((r ^ t) * GOLDEN + U64(1))
+
+
+def _ascii_char_hashes() -> np.ndarray:
+    """``fmix64(cp ^ CHAR_SALT)`` for the 128 ASCII code points (exact uint64 numpy math)."""
+    h = np.arange(128, dtype=np.uint64) ^ CHAR_SALT
+    with np.errstate(over="ignore"):
+        h ^= h >> U64(33)
+        h *= M1
+        h ^= h >> U64(33)
+        h *= M2
+        h ^= h >> U64(33)
+    return h
+
+
+_ASCII_CHAR_HASH = _ascii_char_hashes()
 
 
 @njit(cache=True)
@@ -137,44 +214,140 @@ def _line_kind(buf, i, n):
 
 
 @njit(cache=True)
-def tokenize(buf, table):
-    """One pass over NFKC + casefolded UTF-8 bytes: whitespace normalisation and tokens.
+def _ascii_fast_ok(table):
+    """True when the table's ASCII part is the one the SWAR classifier hard-codes
+    (class 1 exactly for ``0-9A-Za-z``, class 0 otherwise)."""
+    if not _LITTLE_ENDIAN or table.shape[0] < 128:
+        return False
+    for b in range(128):
+        word = (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122)
+        if table[b] != (1 if word else 0):
+            return False
+    return True
 
-    Returns ``(normalized, hashes, lines, joined, line_kinds, line_counts)``: the normalised
-    bytes (``\n``/``\r`` end lines, other whitespace runs become one space, lines trimmed,
-    empty lines dropped); per token its 64-bit hash, its line number and whether it is a
-    class-2 character directly following another one; per line its kind and token count.
-    Line numbers count every input line, empty ones included (they hold no token)."""
+
+@intrinsic
+def _load8(typingctx, arr, idx):
+    """Unaligned little-endian uint64 load of ``arr[idx:idx + 8]`` (uint8 array; no checks)."""
+    if not (isinstance(arr, _types.Array) and arr.dtype == _types.uint8
+            and isinstance(idx, _types.Integer)):
+        return None
+    sig = _types.uint64(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], signature.args[1], _types.intp)
+        ptr = builder.gep(ary.data, [idx])
+        p64 = builder.bitcast(ptr, _ir.IntType(64).as_pointer())
+        return builder.load(p64, align=1)
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _masks64(buf, i):
+    """Classify ``buf[i:i + 64]``: bit q of each mask is byte ``i + q``.
+
+    Returns (word: ``0-9A-Za-z``, blank: ``0x20``, special: non-ASCII or below 0x20)."""
+    wm = U64(0)
+    bm = U64(0)
+    sm = U64(0)
+    for q in range(8):
+        x = _load8(buf, i + 8 * q)
+        hi = x & _HI
+        x7 = x & _LO7
+        ctrl = ~(x7 + _ADD_GE20) & _HI
+        digit = (x7 + _ADD_GE30) & ~(x7 + _ADD_GT39)
+        y = x7 | _C20
+        letter = (y + _ADD_GE61) & ~(y + _ADD_GT7A)
+        word = (digit | letter) & _HI & ~hi
+        blank = ~((x7 ^ _C20) + _LO7) & _HI & ~hi
+        special = hi | ctrl
+        sh = U64(8 * q)
+        wm |= (((word >> U64(7)) * _MOVEMASK) >> U64(56)) << sh
+        bm |= (((blank >> U64(7)) * _MOVEMASK) >> U64(56)) << sh
+        sm |= (((special >> U64(7)) * _MOVEMASK) >> U64(56)) << sh
+    return wm, bm, sm
+
+
+@njit(cache=True)
+def _scan(buf, table):
+    """Whitespace normalisation and token boundaries in one pass (see :func:`tokenize`).
+
+    Returns ``(out, o, tstart, tend, hashes, lines, joined, t, line_kinds, line_counts,
+    nlines)``: ``out[:o]`` is the normalised text; token ``k < t`` spans
+    ``buf[tstart[k]:tend[k]]`` (a word, hash not yet computed) or has ``tend[k] == -1`` (a
+    class-2 character whose hash is already in ``hashes[k]``)."""
     n = buf.shape[0]
     out = np.empty(n, dtype=np.uint8)
-    cap = n + 8
+    cap = n // 2 + 2  # a token takes >= 2 bytes with its separator (word + CJK: 1 + 3)
+    tstart = np.empty(cap, dtype=np.int64)
+    tend = np.empty(cap, dtype=np.int64)
     hashes = np.empty(cap, dtype=np.uint64)
     lines = np.empty(cap, dtype=np.int32)
-    joined = np.zeros(cap, dtype=np.bool_)
-    max_lines = 1
-    for i in range(n):
-        if buf[i] == 10 or buf[i] == 13:
-            max_lines += 1
-    line_kinds = np.empty(max_lines, dtype=np.uint8)
-    line_counts = np.zeros(max_lines, dtype=np.int32)
+    joined = np.empty(cap, dtype=np.bool_)
+    line_kinds = np.empty(n + 2, dtype=np.uint8)
+    line_counts = np.empty(n + 2, dtype=np.int32)
+    fast = _ascii_fast_ok(table)
     line = 0
     line_kinds[0] = _line_kind(buf, 0, n)
+    line_counts[0] = 0
     o = 0
     sep = 0  # separator owed before the next visible byte: 0 none, 1 space, 2 newline
     line_has_text = False
-    t = 0
+    ns = 0  # tokens started
+    t = 0  # tokens ended
     in_word = False
     prev_char_token = False
-    h = FNV_OFFSET
     i = 0
     while i < n:
         b = buf[i]
+        if fast and 0x21 <= b < 0x80 and i + 64 <= n:
+            # ---- fast path: a run of printable ASCII with single blanks ----
+            wm, bm, sm = _masks64(buf, i)
+            stop = sm | (bm & (bm >> U64(1)))
+            f = np.int64(_cttz(stop))  # 64 when no stop
+            if (bm >> U64(f - 1)) & U64(1):
+                f -= 1  # never end a run on a blank (it may start a blank run)
+            lm = _ALL if f == 64 else (U64(1) << U64(f)) - U64(1)
+            wm &= lm
+            shifted = (wm << U64(1)) | (U64(1) if in_word else U64(0))
+            starts = wm & ~shifted
+            ends = ~wm & shifted & lm
+            if sep == 1:
+                out[o] = 32
+                o += 1
+            elif sep == 2:
+                out[o] = 10
+                o += 1
+            sep = 0
+            line_has_text = True
+            prev_char_token = False
+            for q in range(f):
+                out[o + q] = buf[i + q]
+            o += f
+            while starts:
+                tstart[ns] = i + np.int64(_cttz(starts))
+                ns += 1
+                starts &= starts - U64(1)
+            line_counts[line] += np.int32(_popcnt(ends))
+            while ends:
+                tend[t] = i + np.int64(_cttz(ends))
+                lines[t] = line
+                joined[t] = False
+                t += 1
+                ends &= ends - U64(1)
+            in_word = ((wm >> U64(f - 1)) & U64(1)) != 0
+            i += f
+            continue
+        # ---- reference path: one character ----
         if b < 128:
             cls = table[b]
             if cls == 1:
                 if not in_word:
                     in_word = True
-                    h = FNV_OFFSET
+                    tstart[ns] = i
+                    ns += 1
                     if sep == 1:
                         out[o] = 32
                         o += 1
@@ -185,21 +358,13 @@ def tokenize(buf, table):
                     line_has_text = True
                 out[o] = b
                 o += 1
-                h = (h ^ U64(b)) * FNV_PRIME
                 i += 1
-                while i < n:  # tight loop over the rest of an ASCII word
-                    b = buf[i]
-                    if b >= 128 or table[b] != 1:
-                        break
-                    out[o] = b
-                    o += 1
-                    h = (h ^ U64(b)) * FNV_PRIME
-                    i += 1
                 prev_char_token = False
                 continue
             if in_word:
-                hashes[t] = fmix64(h)
+                tend[t] = i
                 lines[t] = line
+                joined[t] = False
                 line_counts[line] += 1
                 t += 1
                 in_word = False
@@ -211,6 +376,7 @@ def tokenize(buf, table):
                 line_has_text = False
                 line += 1
                 line_kinds[line] = _line_kind(buf, i, n)
+                line_counts[line] = 0
             elif b == 32 or b == 9 or b == 11 or b == 12 or (28 <= b <= 31):
                 if line_has_text and sep == 0:
                     sep = 1
@@ -229,8 +395,9 @@ def tokenize(buf, table):
         cp, ln = _decode_at(buf, i, n)
         if _is_space_cp(cp):
             if in_word:
-                hashes[t] = fmix64(h)
+                tend[t] = i
                 lines[t] = line
+                joined[t] = False
                 line_counts[line] += 1
                 t += 1
                 in_word = False
@@ -255,18 +422,21 @@ def tokenize(buf, table):
         if cls == 1:
             if not in_word:
                 in_word = True
-                h = FNV_OFFSET
-            for j in range(ln):
-                h = (h ^ U64(buf[i + j])) * FNV_PRIME
+                tstart[ns] = i
+                ns += 1
             prev_char_token = False
         else:
             if in_word:
-                hashes[t] = fmix64(h)
+                tend[t] = i
                 lines[t] = line
+                joined[t] = False
                 line_counts[line] += 1
                 t += 1
                 in_word = False
             if cls == 2:
+                tstart[ns] = i
+                ns += 1
+                tend[t] = -1
                 hashes[t] = fmix64(U64(cp) ^ CHAR_SALT)
                 lines[t] = line
                 joined[t] = prev_char_token
@@ -277,12 +447,48 @@ def tokenize(buf, table):
                 prev_char_token = False
         i += ln
     if in_word:
-        hashes[t] = fmix64(h)
+        tend[t] = n
         lines[t] = line
+        joined[t] = False
         line_counts[line] += 1
         t += 1
-    return (out[:o], hashes[:t], lines[:t], joined[:t], line_kinds[: line + 1],
-            line_counts[: line + 1])
+    return out, o, tstart, tend, hashes, lines, joined, t, line_kinds, line_counts, line + 1
+
+
+@njit(cache=True)
+def _hash_words(buf, tstart, tend, hashes, t):
+    """FNV-1a 64 + fmix64 of every word token (class-2 tokens are already hashed)."""
+    n = buf.shape[0]
+    for k in range(t):
+        e = tend[k]
+        if e < 0:
+            continue
+        s = tstart[k]
+        ln = e - s
+        h = FNV_OFFSET
+        if ln <= 8 and s + 8 <= n:
+            # fixed trip count, no data-dependent branch: consecutive words overlap
+            for q in range(8):
+                hq = (h ^ U64(buf[s + q])) * FNV_PRIME
+                h = hq if q < ln else h
+        else:
+            for q in range(s, e):
+                h = (h ^ U64(buf[q])) * FNV_PRIME
+        hashes[k] = fmix64(h)
+
+
+@njit(cache=True)
+def tokenize(buf, table):
+    """One pass over NFKC + casefolded UTF-8 bytes: whitespace normalisation and tokens.
+
+    Returns ``(normalized, hashes, lines, joined, line_kinds, line_counts)``: the normalised
+    bytes (``\n``/``\r`` end lines, other whitespace runs become one space, lines trimmed,
+    empty lines dropped); per token its 64-bit hash, its line number and whether it is a
+    class-2 character directly following another one; per line its kind and token count.
+    Line numbers count every input line, empty ones included (they hold no token)."""
+    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    _hash_words(buf, tstart, tend, hashes, t)
+    return out[:o], hashes[:t], lines[:t], joined[:t], kinds[:nl], counts[:nl]
 
 
 @njit(cache=True)
@@ -346,30 +552,41 @@ def emit_features(hashes, lines, joined, lw, scheme, ngram):
 
 
 @njit(cache=True)
-def char_features(buf, table, ngram, w_heading, w_list):
-    """Code-point n-grams over word and class-2 characters (separators dropped)."""
+def _char_hashes(buf, table, w_heading, w_list):
+    """Per word / class-2 character of normalised bytes: its hash and its line weight
+    (separators dropped). Returns (hashes, weights, count)."""
     n = buf.shape[0]
     cps = np.empty(n + 1, dtype=np.uint64)
     cw = np.empty(n + 1, dtype=np.float64)
     c = 0
     kind = _line_kind(buf, 0, n)
+    w = w_heading if kind == LINE_HEADING else (w_list if kind == LINE_LIST else 1.0)
     i = 0
     while i < n:
-        if buf[i] == 10:
-            kind = _line_kind(buf, i + 1, n)
+        b = buf[i]
+        if b < 128:
+            if b == 10:
+                kind = _line_kind(buf, i + 1, n)
+                w = w_heading if kind == LINE_HEADING else (w_list if kind == LINE_LIST else 1.0)
+            elif _char_class(b, table) != 0:
+                cps[c] = _ASCII_CHAR_HASH[b]
+                cw[c] = w
+                c += 1
             i += 1
             continue
         cp, ln = _decode_at(buf, i, n)
         if _char_class(cp, table) != 0:
             cps[c] = fmix64(U64(cp) ^ CHAR_SALT)
-            if kind == LINE_HEADING:
-                cw[c] = w_heading
-            elif kind == LINE_LIST:
-                cw[c] = w_list
-            else:
-                cw[c] = 1.0
+            cw[c] = w
             c += 1
         i += ln
+    return cps, cw, c
+
+
+@njit(cache=True)
+def char_features(buf, table, ngram, w_heading, w_list):
+    """Code-point n-grams over word and class-2 characters (separators dropped)."""
+    cps, cw, c = _char_hashes(buf, table, w_heading, w_list)
     if c == 0:
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
     if c < ngram:
@@ -396,53 +613,6 @@ def char_features(buf, table, ngram, w_heading, w_list):
 WEIGHT_SCALE = 65536.0
 
 
-@njit(cache=True)
-def aggregate(feats, weights, tf_mode):
-    """Merge repeated features: one integer weight per distinct feature hash.
-
-    raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
-    Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
-    independent of feature order. Distinct features keep their first-occurrence order."""
-    m = feats.shape[0]
-    size = 16
-    while size < 2 * m:
-        size <<= 1
-    mask = U64(size - 1)
-    keys = np.empty(size, dtype=np.uint64)
-    used = np.zeros(size, dtype=np.bool_)
-    wsum = np.empty(size, dtype=np.float64)
-    wmax = np.empty(size, dtype=np.float64)
-    cnt = np.empty(size, dtype=np.int64)
-    slots = np.empty(m, dtype=np.int64)
-    u = 0
-    for i in range(m):
-        f = feats[i]
-        w = weights[i]
-        s = np.int64(f & mask)
-        while used[s] and keys[s] != f:
-            s = (s + 1) & (size - 1)
-        if not used[s]:
-            used[s] = True
-            keys[s] = f
-            slots[u] = s
-            u += 1
-            wsum[s] = w
-            wmax[s] = w
-            cnt[s] = 1
-        else:
-            wsum[s] += w
-            cnt[s] += 1
-            if w > wmax[s]:
-                wmax[s] = w
-    uf = np.empty(u, dtype=np.uint64)
-    uw = np.empty(u, dtype=np.int64)
-    for i in range(u):
-        s = slots[i]
-        uf[i] = keys[s]
-        uw[i] = np.int64(np.round(_tf(wsum[s], wmax[s], cnt[s], tf_mode) * WEIGHT_SCALE))
-    return uf, uw
-
-
 @njit(cache=True, inline="always")
 def _tf(wsum, wmax, count, tf_mode):
     if tf_mode == TF_RAW:
@@ -452,6 +622,109 @@ def _tf(wsum, wmax, count, tf_mode):
     return (wsum / count) * (1.0 + np.log(count))
 
 
+# ---- feature table: open addressing, int32 slots -> dense first-occurrence arrays ----
+
+@njit(cache=True)
+def _table_new(m):
+    """An empty table for at most ``m`` distinct features."""
+    size = 16
+    while size < 2 * m:
+        size <<= 1
+    slots = np.zeros(size, dtype=np.int32)  # 0: empty, else index + 1
+    keys = np.empty(m + 1, dtype=np.uint64)
+    wsum = np.empty(m + 1, dtype=np.float64)
+    wmax = np.empty(m + 1, dtype=np.float64)
+    cnt = np.empty(m + 1, dtype=np.int64)
+    return slots, U64(size - 1), keys, wsum, wmax, cnt
+
+
+@njit(cache=True, inline="always")
+def _table_add(slots, mask, keys, wsum, wmax, cnt, u, f, w):
+    """Add one occurrence of feature ``f`` with weight ``w``; returns the new distinct count."""
+    s = f & mask
+    while True:
+        e = slots[s]
+        if e == 0:
+            slots[s] = np.int32(u + 1)
+            keys[u] = f
+            wsum[u] = w
+            wmax[u] = w
+            cnt[u] = 1
+            return u + 1
+        e -= 1
+        if keys[e] == f:
+            wsum[e] += w
+            cnt[e] += 1
+            if w > wmax[e]:
+                wmax[e] = w
+            return u
+        s = (s + U64(1)) & mask
+
+
+@njit(cache=True)
+def _table_weights(wsum, wmax, cnt, u, tf_mode):
+    """Fixed-point int64 weight of each of the ``u`` distinct features."""
+    uw = np.empty(u, dtype=np.int64)
+    logs = np.full(64, -1.0)  # 1 + ln(count) for small counts, filled on first use
+    for i in range(u):
+        c = cnt[i]
+        if tf_mode == TF_LOG:
+            if c < 64:
+                lg = logs[c]
+                if lg < 0.0:
+                    lg = 1.0 + np.log(c)
+                    logs[c] = lg
+            else:
+                lg = 1.0 + np.log(c)
+            v = (wsum[i] / c) * lg
+        else:
+            v = _tf(wsum[i], wmax[i], c, tf_mode)
+        uw[i] = np.int64(np.round(v * WEIGHT_SCALE))
+    return uw
+
+
+@njit(cache=True)
+def aggregate(feats, weights, tf_mode):
+    """Merge repeated features: one integer weight per distinct feature hash.
+
+    raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
+    Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
+    independent of feature order. Distinct features keep their first-occurrence order."""
+    m = feats.shape[0]
+    slots, mask, keys, wsum, wmax, cnt = _table_new(m)
+    u = 0
+    for i in range(m):
+        u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, feats[i], weights[i])
+    return keys[:u].copy(), _table_weights(wsum, wmax, cnt, u, tf_mode)
+
+
+@njit(cache=True)
+def _vote(feats, weights, u, words):
+    """SimHash of the first ``u`` (feature, weight) pairs (see :func:`simhash`)."""
+    out = np.zeros(words, dtype=np.uint64)
+    acc = np.empty(64, dtype=np.int64)
+    for j in range(words):
+        for b in range(64):
+            acc[b] = 0
+        total = np.int64(0)
+        salt = GOLDEN * U64(j)
+        for i in range(u):
+            h = feats[i]
+            if j > 0:
+                h = fmix64(h ^ salt)
+            w = weights[i]
+            total += w
+            for b in range(64):
+                # sum of w over set bits; the +-w counter is 2 * that - total
+                acc[b] += w & -np.int64((h >> U64(b)) & U64(1))
+        v = U64(0)
+        for b in range(64):
+            if 2 * acc[b] - total > 0:
+                v |= U64(1) << U64(b)
+        out[j] = v
+    return out
+
+
 @njit(cache=True)
 def simhash(feats, weights, words):
     """Charikar SimHash: every feature adds (bit set) or subtracts (bit clear) its weight
@@ -459,26 +732,59 @@ def simhash(feats, weights, words):
 
     Word ``j > 0`` uses the feature hash re-mixed with ``j``, so 128-bit fingerprints get
     independent bits. Returns ``words`` uint64 values, most significant word first."""
-    acc = np.zeros(64 * words, dtype=np.int64)
-    m = feats.shape[0]
-    for j in range(words):
-        base = 64 * j
-        for i in range(m):
-            h = feats[i]
-            if j > 0:
-                h = fmix64(h ^ (GOLDEN * U64(j)))
-            w = weights[i]
-            for b in range(64):
-                bit = np.int64((h >> U64(b)) & U64(1))
-                acc[base + b] += w * (2 * bit - 1)
-    out = np.zeros(words, dtype=np.uint64)
-    for j in range(words):
-        v = U64(0)
-        for b in range(64):
-            if acc[64 * j + b] > 0:
-                v |= U64(1) << U64(b)
-        out[j] = v
-    return out
+    return _vote(feats, weights, feats.shape[0], words)
+
+
+@njit(cache=True)
+def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode):
+    """Fused tokenise -> emit -> aggregate. Returns (out, o, keys, weights, u, ntok)."""
+    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    if scheme == SCHEME_CHARS:
+        cps, cw, c = _char_hashes(out[:o], table, w_heading, w_list)
+        m = 0 if c == 0 else (1 if c < ngram else c - ngram + 1)
+        slots, mask, keys, wsum, wmax, cnt = _table_new(m)
+        u = 0
+        if c > 0 and c < ngram:
+            h = cps[0]
+            for j in range(1, c):
+                h = combine(h, cps[j])
+            u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, cw[c - 1])
+        elif c > 0:
+            for i in range(m):
+                h = cps[i]
+                for j in range(1, ngram):
+                    h = combine(h, cps[i + j])
+                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, cw[i + ngram - 1])
+        ntok = m
+    else:
+        _hash_words(buf, tstart, tend, hashes, t)
+        lw = line_weights(kinds[:nl], counts[:nl], w_heading, w_list, w_short, short_tokens)
+        slots, mask, keys, wsum, wmax, cnt = _table_new(t)
+        u = 0
+        if scheme == SCHEME_WORDS:
+            for i in range(t):
+                if joined[i]:
+                    u = _table_add(slots, mask, keys, wsum, wmax, cnt, u,
+                                   combine(hashes[i - 1], hashes[i]), lw[lines[i]])
+                elif not (i + 1 < t and joined[i + 1]):
+                    u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, hashes[i], lw[lines[i]])
+        elif t < ngram:
+            if t > 0:
+                h = hashes[0]
+                for j in range(1, t):
+                    h = combine(h, hashes[j])
+                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, lw[lines[t - 1]])
+        elif ngram == 1:
+            for i in range(t):
+                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, hashes[i], lw[lines[i]])
+        else:
+            for i in range(t - ngram + 1):
+                h = hashes[i]
+                for j in range(1, ngram):
+                    h = combine(h, hashes[i + j])
+                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, lw[lines[i + ngram - 1]])
+        ntok = t
+    return out, o, keys, _table_weights(wsum, wmax, cnt, u, tf_mode), u, ntok
 
 
 @njit(cache=True)
@@ -487,16 +793,10 @@ def features_from_bytes(
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
     fixed-point weights, token count)."""
-    normalized, hashes, lines, joined, kinds, counts = tokenize(buf, table)
-    if scheme == SCHEME_CHARS:
-        feats, weights = char_features(normalized, table, ngram, w_heading, w_list)
-        ntok = feats.shape[0]
-    else:
-        lw = line_weights(kinds, counts, w_heading, w_list, w_short, short_tokens)
-        feats, weights = emit_features(hashes, lines, joined, lw, scheme, ngram)
-        ntok = hashes.shape[0]
-    uf, uw = aggregate(feats, weights, tf_mode)
-    return normalized, uf, uw, ntok
+    out, o, keys, uw, u, ntok = _features(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
+    )
+    return out[:o], keys[:u].copy(), uw, ntok
 
 
 @njit(cache=True)
@@ -505,12 +805,14 @@ def simhash_from_bytes(
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, SimHash words, token count,
     distinct feature count)."""
-    normalized, uf, uw, ntok = features_from_bytes(
+    out, o, keys, uw, u, ntok = _features(
         buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
     )
-    return normalized, simhash(uf, uw, words), ntok, uf.shape[0]
+    return out[:o], _vote(keys, uw, u, words), ntok, u
+
 
 @njit(cache=True)
 def collapse_whitespace(buf, table):
     """Whitespace normalisation only (see :func:`tokenize`)."""
-    return tokenize(buf, table)[0]
+    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    return out[:o]

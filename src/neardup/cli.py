@@ -99,10 +99,11 @@ def _read_content(file: str) -> bytes:
     data = path.read_bytes()
     if path.name.endswith(".gz"):
         import gzip
+        import zlib
 
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise NeardupError(f"{file}: not a readable gzip file ({exc})") from None
     return data
 

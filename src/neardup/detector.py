@@ -33,6 +33,7 @@ from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, policy_fr
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
 from neardup.index import BruteForceIndex, HammingIndex
+from neardup.permuted import PermutedIndex
 from neardup.store import PageRecord, SQLiteStore
 from neardup.urls import host_of, validate_url
 
@@ -106,8 +107,11 @@ class Detector:
     k: Hamming threshold, ``distance <= k`` matches (default 3).
     config: fingerprint settings; default: the store's own, else :data:`DEFAULT_CONFIG`.
     canonical: canonical policy spec, e.g. ``"rel-canonical,first-seen"`` or ``"shortest-url"``.
-    index: a :class:`~neardup.index.HammingIndex` (default: exact brute force), rebuilt
-        from the store at start.
+    index: a :class:`~neardup.index.HammingIndex`. Default: the permuted-table index
+        (:class:`~neardup.permuted.PermutedIndex`, exact) for 64-bit fingerprints, brute
+        force for 128-bit ones. For a file store it is saved next to it (``<db>.index/``) on
+        :meth:`close` and memory-mapped at the next open when it still matches the store;
+        otherwise it is rebuilt from the store.
     """
 
     def __init__(
@@ -128,12 +132,30 @@ class Detector:
         self.policy = policy_from_spec(canonical if canonical is not None else (stored_policy or DEFAULT_POLICY))
         if stored_policy != self.policy.spec:
             self.store.set_meta("canonical_policy", self.policy.spec)
-        self.index: HammingIndex = index if index is not None else BruteForceIndex(self.config.bits)
+        self._index_dir = None if self.store.path == ":memory:" else Path(self.store.path + ".index")
+        self._generation = int(self.store.get_meta("generation") or 0)
+        self._saved_generation = -1
+        self.index: HammingIndex = index if index is not None else self._default_index()
         if self.index.bits != self.config.bits:
             raise ConfigError(f"index is {self.index.bits}-bit but fingerprints are {self.config.bits}-bit")
-        ids, words = self.store.simhashes()
-        if len(ids):
-            self.index.add_many(ids.tolist(), words)
+        if index is not None or len(self.index) == 0:
+            ids, words = self.store.simhashes()
+            if len(ids):
+                self.index.add_many(ids, words)
+
+    def _default_index(self) -> HammingIndex:
+        if self.config.bits != 64:
+            return BruteForceIndex(self.config.bits)
+        if self._index_dir is not None and (self._index_dir / "manifest.json").exists():
+            try:
+                saved = PermutedIndex.open(self._index_dir)
+            except NeardupError:
+                saved = None
+            if saved is not None and saved.token == str(self._generation) and saved.k >= self.k:
+                self._saved_generation = self._generation
+                return saved
+        n = self.store.page_count()
+        return PermutedIndex(k=max(self.k, 3), expected_n=max(n, 10**6))
 
     @classmethod
     def open(
@@ -267,14 +289,19 @@ class Detector:
             raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
         with self.store.transaction():
             ids = self.store.expired_ids(time.time() - older_than)
+            if ids:
+                self._bump_generation()
             touched: set[int] = set()
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 for pid in chunk:
                     rec = self.store.page_by_id(pid)
-                    if rec and rec.cluster_id is not None:
+                    if rec is None:
+                        continue
+                    if rec.cluster_id is not None:
                         touched.add(rec.cluster_id)
-                    self.index.remove(pid)
+                    if rec.status != "empty":
+                        self.index.remove(pid, rec.simhash)
                 self.store.delete_pages(chunk)
             for cid in touched:
                 self._refresh_cluster(cid)
@@ -292,7 +319,21 @@ class Detector:
                 **{s: counts.get(s, 0) for s in STATUSES[:4]}}
 
     def close(self) -> None:
+        """Save the index next to a file store (when it changed) and close the store."""
+        try:
+            if (self._index_dir is not None and isinstance(self.index, PermutedIndex)
+                    and self._saved_generation != self._generation):
+                self.index.save(self._index_dir, token=str(self._generation))
+                self._saved_generation = self._generation
+        except OSError:
+            pass  # the index is rebuilt from the store at the next open
         self.store.close()
+
+    def _bump_generation(self) -> None:
+        """Called inside every write transaction: the saved index is valid only for the
+        generation it was saved at."""
+        self._generation += 1
+        self.store.set_meta("generation", self._generation)
 
     def __enter__(self) -> "Detector":
         return self
@@ -339,14 +380,15 @@ class Detector:
             priority=priority if priority is not None else (own.priority if own else None),
             id=own.id if own else None,
         )
+        self._bump_generation()
         if own is not None:
             self.store.update_page(rec, self.config.bits)
+            if own.status != "empty":
+                self.index.remove(own.id, own.simhash)
         else:
             rec.id = self.store.insert_page(rec, self.config.bits)
         assert rec.id is not None
-        if status == "empty":
-            self.index.remove(rec.id)
-        else:
+        if status != "empty":
             self.index.add(rec.id, fp.simhash)
         if old_cluster is not None and old_cluster != cluster_id:
             self._refresh_cluster(old_cluster)

@@ -46,7 +46,7 @@ class HammingIndex(Protocol):
 
     def add_many(self, ids: Sequence[int], simhashes: Iterable[int] | np.ndarray) -> None: ...
 
-    def remove(self, id: int) -> bool: ...
+    def remove(self, id: int, simhash: int | None = None) -> bool: ...
 
     def search(self, simhash: int, k: int) -> list[Match]: ...
 
@@ -109,8 +109,8 @@ class BruteForceIndex:
             self._pos[int(id)] = start + offset
         self._n += len(ids)
 
-    def remove(self, id: int) -> bool:
-        """Delete ``id``; returns False when it was not there."""
+    def remove(self, id: int, simhash: int | None = None) -> bool:
+        """Delete ``id``; returns False when it was not there (``simhash`` is not needed)."""
         pos = self._pos.pop(int(id), None)
         if pos is None:
             return False

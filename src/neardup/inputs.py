@@ -45,7 +45,7 @@ def _read_file(path: Path) -> bytes:
         try:
             with gzip.open(path, "rb") as fh:
                 return fh.read()
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise InputFormatError(f"{path}: not a readable gzip file ({exc})") from None
     return path.read_bytes()
 
@@ -118,7 +118,7 @@ def read_jsonl(path: Path) -> Iterator[InputItem]:
                     headers = {**(headers or {}), "content-type": "text/plain"}
                 yield InputItem(source, Page(url=url, content=content, headers=headers,
                                              fetched_at=obj.get("fetched_at"), priority=obj.get("priority")))
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             yield InputItem(f"{path}:{lineno + 1}", error=f"{path}: file is truncated or corrupt after line {lineno} ({exc})")
 
 

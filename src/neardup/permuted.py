@@ -94,6 +94,17 @@ class Layout:
     def lead_bits(self, t: int) -> int:
         return sum(self.blocks[b] for b in self.tables[t])
 
+    def lead_masks(self) -> np.ndarray:
+        """Per table, the mask of its leading blocks' bits in the original bit order."""
+        shifts = [64 - sum(self.blocks[: b + 1]) for b in range(len(self.blocks))]
+        out = np.zeros(len(self.tables), dtype=np.uint64)
+        for t, lead in enumerate(self.tables):
+            m = 0
+            for b in lead:
+                m |= ((1 << self.blocks[b]) - 1) << shifts[b]
+            out[t] = m
+        return out
+
     def permutation_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(src shifts (T, B), dst shifts (T, B), block masks (B,)) for the kernels."""
         nb = len(self.blocks)
@@ -207,6 +218,7 @@ class PermutedIndex:
         self.k = self.layout.k
         self._perm = self.layout.permutation_arrays()
         self._ident = self.layout.identity_table()
+        self._leads = self.layout.lead_masks()
         self.delta_limit = max(1, delta_limit)
         self.merge_ratio = max(2, merge_ratio)
         self._levels: list[_Level] = []
@@ -332,7 +344,10 @@ class PermutedIndex:
     # -- queries ------------------------------------------------------------------------
     def search(self, simhash: int, k: int) -> list[Match]:
         """All ``(id, distance)`` with ``distance <= k``, nearest first, then by id."""
-        return self.search_batch(np.array([int(simhash)], dtype=np.uint64), k)[0]
+        _, ids, dist = self.search_arrays(np.array([int(simhash)], dtype=np.uint64), k)
+        if ids.shape[0] == 0:
+            return []
+        return sorted(set(zip(ids.tolist(), dist.tolist())), key=lambda m: (m[1], m[0]))
 
     def search_arrays(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Vectorised batch search: (query index, id, distance) arrays, unsorted, unique."""
@@ -343,25 +358,18 @@ class PermutedIndex:
         src, dst, masks = self._perm
         for lv in self._levels:
             if k <= self.k:
-                qi, vals, dist = K.search_level(lv.tables, lv.dirs, lv.d, src, dst, masks, queries, k)
+                qi, ids, vals, dist = K.search_ids(lv.tables, lv.dirs, lv.d, src, dst, masks, self._leads,
+                                                   self._ident, lv.ids, queries, k)
             else:
                 qi, pos, dist = K.scan(lv.tables[self._ident], queries, k)
-                vals = lv.tables[self._ident][pos]
+                ids, vals = lv.ids[pos], lv.tables[self._ident][pos]
             if qi.shape[0] == 0:
                 continue
-            key = np.unique(np.stack([qi.astype(np.uint64), vals]), axis=1)
-            qi, vals = key[0].astype(np.int64), key[1]
-            lo, hi = lv.ids_of(self._ident, vals)
-            counts = hi - lo
-            rep_q = np.repeat(qi, counts)
-            rows = _expand(lo, hi)
-            ids = lv.ids[rows]
-            vals_rep = np.repeat(vals, counts)
-            parts_q.append(rep_q)
-            parts_id.append(ids)
-            parts_d.append(np.bitwise_count(vals_rep ^ queries[rep_q]).astype(np.int64))
             if self._dead:
-                parts_q[-1], parts_id[-1], parts_d[-1] = self._drop_dead(rep_q, ids, vals_rep, parts_d[-1])
+                qi, ids, dist = self._drop_dead(qi, ids, vals, dist)
+            parts_q.append(qi)
+            parts_id.append(ids)
+            parts_d.append(dist)
         if self._delta_vals.shape[0]:
             qi, pos, dist = K.scan(self._delta_vals, queries, k)
             parts_q.append(qi)
@@ -480,19 +488,46 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
     values = np.ascontiguousarray(values, dtype=np.uint64)
     n = values.shape[0]
     layout = layout or Layout.combinations(k, k + 1)
+    if layout.k < k:
+        raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
     src, dst, masks = layout.permutation_arrays()
+    leads = layout.lead_masks()
+    order = np.argsort(values)
+    sorted_vals = values[order]
+    change = np.ones(n, dtype=bool)
+    change[1:] = sorted_vals[1:] != sorted_vals[:-1]
+    uniq = sorted_vals[change]
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, n))
     lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
-    d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1)))))
-    pa, pb, pd = [], [], []
+    d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(uniq.shape[0] + 1)))))
+    parts_a, parts_b, parts_d = [], [], []
     for t in range(len(layout.tables)):
-        perm = K.permute_many(values, src[t], dst[t], masks)
-        order = np.argsort(perm, kind="stable")
-        sp = perm[order]
-        a, b, dist = K.join_table(sp, order, K.build_directory(sp, d), d, k)
-        pa.append(a), pb.append(b), pd.append(dist)
-    a, b, dist = np.concatenate(pa), np.concatenate(pb), np.concatenate(pd)
-    key = np.unique(a * np.int64(n) + b, return_index=True)[1]
-    a, b, dist = a[key], b[key], dist[key]
+        sp = np.sort(K.permute_many(uniq, src[t], dst[t], masks))
+        va, vb, dist = K.join_values(sp, K.build_directory(sp, d), k, t, src, dst, masks, leads)
+        ua, ub = np.searchsorted(uniq, va), np.searchsorted(uniq, vb)
+        single = (counts[ua] == 1) & (counts[ub] == 1)
+        parts_a.append(order[starts[ua[single]]])
+        parts_b.append(order[starts[ub[single]]])
+        parts_d.append(dist[single])
+        for i in np.flatnonzero(~single):  # values stored more than once: every copy pairs
+            xs = order[starts[ua[i]]:starts[ua[i]] + counts[ua[i]]]
+            ys = order[starts[ub[i]]:starts[ub[i]] + counts[ub[i]]]
+            parts_a.append(np.repeat(xs, ys.shape[0]))
+            parts_b.append(np.tile(ys, xs.shape[0]))
+            parts_d.append(np.full(xs.shape[0] * ys.shape[0], dist[i], dtype=np.int64))
+    for g in np.flatnonzero(counts > 1):  # equal fingerprints: distance 0
+        members = order[starts[g]:starts[g] + counts[g]]
+        ia, ib = np.triu_indices(members.shape[0], 1)
+        parts_a.append(members[ia])
+        parts_b.append(members[ib])
+        parts_d.append(np.zeros(ia.shape[0], dtype=np.int64))
+    a = np.concatenate(parts_a) if parts_a else np.empty(0, np.int64)
+    b = np.concatenate(parts_b) if parts_b else np.empty(0, np.int64)
+    dist = np.concatenate(parts_d) if parts_d else np.empty(0, np.int64)
+    a, b = np.minimum(a, b), np.maximum(a, b)
+    srt = np.lexsort((b, a))
+    a, b, dist = a[srt], b[srt], dist[srt]
     if ids is not None:
         ids = np.asarray(ids, dtype=np.int64)
         return ids[a], ids[b], dist
