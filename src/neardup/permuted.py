@@ -425,9 +425,11 @@ class PermutedIndex:
                     tmp = root / f".{lv.name}.{part}.tmp.npy"
                     np.save(tmp, getattr(lv, part))
                     os.replace(tmp, f)
-        dead = np.array(sorted(self._dead), dtype=np.int64).reshape(-1, 2) if self._dead else np.zeros((0, 2), np.int64)
-        if self._dead:
-            dead[:, 1] = np.array([v for _, v in sorted(self._dead)], dtype=np.uint64).view(np.int64)
+        pairs = sorted(self._dead)
+        dead = np.zeros((len(pairs), 2), dtype=np.int64)
+        if pairs:
+            dead[:, 0] = np.array([i for i, _ in pairs], dtype=np.int64)
+            dead[:, 1] = np.array([v for _, v in pairs], dtype=np.uint64).view(np.int64)
         np.save(root / ".delta.tmp.npy", np.stack([self._delta_ids, self._delta_vals.view(np.int64)]))
         os.replace(root / ".delta.tmp.npy", root / "delta.npy")
         np.save(root / ".dead.tmp.npy", dead)

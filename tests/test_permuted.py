@@ -1,0 +1,172 @@
+"""The permuted-table index must give exactly the brute-force answers, for every layout."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup import ConfigError, Detector
+from neardup.index import BruteForceIndex
+from neardup.permuted import Layout, PermutedIndex, batch_join, choose_layout, self_join
+
+MASK = (1 << 64) - 1
+
+
+def _flip(value: int, distance: int, rng: np.random.Generator) -> int:
+    for bit in rng.choice(64, distance, replace=False):
+        value ^= 1 << int(bit)
+    return value
+
+
+def _planted(rng: np.random.Generator, bases: int, k: int) -> list[int]:
+    """Base fingerprints plus neighbours at every distance 0..k+1."""
+    out = []
+    for b in rng.integers(0, 2**63, bases, dtype=np.int64).tolist():
+        b = (b << 1) ^ int(rng.integers(0, 2))
+        out.append(b)
+        out.extend(_flip(b, d, rng) for d in range(k + 2))
+    return out
+
+
+def _layouts() -> list[tuple[int, Layout]]:
+    cases = []
+    for k in range(0, 7):
+        for blocks in range(k + 1, k + 4):
+            if itertools.combinations and blocks <= 64:
+                cases.append((k, Layout.combinations(k, blocks)))
+        for n in (10**3, 10**6, 10**9):
+            for budget in (40, 100, 400):
+                cases.append((k, choose_layout(n, k, budget)))
+    return cases
+
+
+@pytest.mark.parametrize(("k", "layout"), _layouts(), ids=lambda x: str(x) if isinstance(x, int) else f"{x.blocks}/{len(x.tables)}")
+def test_every_layout_matches_brute_force(k: int, layout: Layout) -> None:
+    rng = np.random.default_rng(k * 1000 + len(layout.tables))
+    values = _planted(rng, 40, k)
+    idx = PermutedIndex(k=k, layout=layout, delta_limit=64)
+    ref = BruteForceIndex()
+    idx.add_many(list(range(100)), values[:100])          # one bulk level
+    for i in range(100, len(values)):                     # then online inserts through the delta
+        idx.add(i, values[i])
+    for i, v in enumerate(values):
+        ref.add(i, v)
+    queries = values[::2] + [_flip(v, 1, rng) for v in values[:30]]
+    for kq in {0, k}:
+        assert idx.search_batch(queries, kq) == [ref.search(q, kq) for q in queries]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    k=st.integers(0, 5),
+    seed=st.integers(0, 2**32 - 1),
+    deletes=st.lists(st.integers(0, 10**6), max_size=30),
+    delta_limit=st.sampled_from([1, 7, 50, 4096]),
+)
+def test_inserts_deletes_and_reopen_stay_exact(tmp_path_factory, k: int, seed: int, deletes: list[int], delta_limit: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = _planted(rng, 12, k)
+    idx = PermutedIndex(k=k, delta_limit=delta_limit)
+    ref = BruteForceIndex()
+    for i, v in enumerate(values):
+        idx.add(i, v)
+        ref.add(i, v)
+    for d in deletes:
+        victim = d % len(values)
+        assert idx.remove(victim) == ref.remove(victim)
+    # replace a few ids with new values (remove old, add new), re-add a deleted pair
+    for i in range(0, len(values), 5):
+        if i in ref:
+            idx.remove(i, values[i])
+            ref.remove(i)
+        new = _flip(values[i], 2, rng)
+        idx.add(i, new)
+        ref.add(i, new)
+    queries = values + [_flip(v, k, rng) for v in values[:10]]
+    expected = [ref.search(q, k) for q in queries]
+    assert idx.search_batch(queries, k) == expected
+    assert [idx.search(q, k) for q in queries[:10]] == expected[:10]
+    assert len(idx) == len(ref)
+    path = tmp_path_factory.mktemp("idx")
+    idx.save(path, token="t1")
+    reopened = PermutedIndex.open(path)
+    assert reopened.token == "t1"
+    assert reopened.search_batch(queries, k) == expected
+    reopened.optimize()
+    assert reopened.search_batch(queries, k) == expected
+    assert len(reopened) == len(ref)
+
+
+def test_larger_k_than_the_layout_falls_back_to_an_exact_scan() -> None:
+    rng = np.random.default_rng(7)
+    values = _planted(rng, 30, 6)
+    idx = PermutedIndex(k=2, delta_limit=10)
+    ref = BruteForceIndex()
+    idx.add_many(list(range(len(values))), values)
+    for i, v in enumerate(values):
+        ref.add(i, v)
+    assert idx.search_batch(values, 6) == [ref.search(q, 6) for q in values]
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(0, 5), seed=st.integers(0, 2**32 - 1), dupes=st.integers(0, 5))
+def test_self_join_equals_all_pairs(k: int, seed: int, dupes: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = _planted(rng, 15, k)
+    values += values[:dupes]  # equal fingerprints stored twice
+    arr = np.array(values, dtype=np.uint64)
+    a, b, d = self_join(arr, k)
+    dist = np.bitwise_count(arr[:, None] ^ arr[None, :])
+    ia, ib = np.nonzero(np.triu(dist <= k, 1))
+    assert sorted(zip(a.tolist(), b.tolist(), d.tolist())) == sorted(
+        zip(ia.tolist(), ib.tolist(), dist[ia, ib].astype(int).tolist()))
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(0, 4), seed=st.integers(0, 2**32 - 1), chunk=st.integers(1, 200))
+def test_batch_join_streams_to_the_same_answer(k: int, seed: int, chunk: int) -> None:
+    rng = np.random.default_rng(seed)
+    stored = np.array(_planted(rng, 20, k), dtype=np.uint64)
+    queries = np.array([_flip(int(v), 1, rng) for v in stored[::4]] + [int(stored[3])], dtype=np.uint64)
+    got = set()
+    chunks = (stored[i:i + chunk] for i in range(0, stored.shape[0], chunk))
+    for qp, sp, dist in batch_join(queries, chunks, k):
+        assert np.array_equal(dist, np.bitwise_count(queries[qp] ^ stored[sp]))
+        got |= set(zip(qp.tolist(), sp.tolist()))
+    qi, si = np.nonzero(np.bitwise_count(queries[:, None] ^ stored[None, :]) <= k)
+    assert got == set(zip(qi.tolist(), si.tolist()))
+
+
+def test_layout_validation_names_the_problem() -> None:
+    with pytest.raises(ConfigError, match="not exact for k=3"):
+        Layout(k=3, blocks=(16, 16, 16, 16), tables=((0, 1), (2, 3)))
+    with pytest.raises(ConfigError, match="sum to 64"):
+        Layout(k=1, blocks=(32, 16), tables=((0,),))
+    with pytest.raises(ConfigError):
+        PermutedIndex(k=4, layout=Layout.combinations(3, 4))
+    assert len(choose_layout(10**9, 3, 40).tables) == 4
+    assert len(choose_layout(10**9, 3, 1000).tables) > 4
+
+
+def test_detector_reopens_its_saved_index_and_rebuilds_a_stale_one(tmp_path) -> None:
+    db = tmp_path / "s.db"
+    text = " ".join(f"w{i}" for i in range(500))
+    with Detector.open(db) as det:
+        det.add("https://a.example/1", text)
+        assert isinstance(det.index, PermutedIndex)
+    assert (tmp_path / "s.db.index" / "manifest.json").exists()
+    with Detector.open(db) as det:
+        assert det.index.path is not None  # memory-mapped from disk, not rebuilt
+        assert det.check("https://b.example/1", text).status == "exact"
+        det.add("https://c.example/1", text.replace("w9 ", "x "))
+    # a writer that did not save its index (crash): the saved index is stale and rebuilt
+    det = Detector.open(db)
+    det.add("https://d.example/1", text.replace("w20 ", "y "))
+    det.store.close()
+    with Detector.open(db) as det:
+        assert len(det.index) == 3
+        assert det.check("https://e.example/1", text.replace("w20 ", "y ")).match_url == "https://d.example/1"
