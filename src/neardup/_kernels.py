@@ -244,6 +244,26 @@ def _load8(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def _store8(typingctx, arr, idx, val):
+    """Unaligned store of uint64 ``val`` into ``arr[idx:idx + 8]`` (uint8 array; no checks)."""
+    if not (isinstance(arr, _types.Array) and arr.dtype == _types.uint8
+            and isinstance(idx, _types.Integer) and isinstance(val, _types.Integer)):
+        return None
+    sig = _types.void(arr, idx, val)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], signature.args[1], _types.intp)
+        v = context.cast(builder, args[2], signature.args[2], _types.uint64)
+        ptr = builder.gep(ary.data, [idx])
+        p64 = builder.bitcast(ptr, _ir.IntType(64).as_pointer())
+        builder.store(v, p64, align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, inline="always")
 def _masks64(buf, i):
     """Classify ``buf[i:i + 64]``: bit q of each mask is byte ``i + q``.
@@ -279,7 +299,7 @@ def _scan(buf, table):
     ``buf[tstart[k]:tend[k]]`` (a word, hash not yet computed) or has ``tend[k] == -1`` (a
     class-2 character whose hash is already in ``hashes[k]``)."""
     n = buf.shape[0]
-    out = np.empty(n, dtype=np.uint8)
+    out = np.empty(n + 64, dtype=np.uint8)
     cap = n // 2 + 2  # a token takes >= 2 bytes with its separator (word + CJK: 1 + 3)
     tstart = np.empty(cap, dtype=np.int64)
     tend = np.empty(cap, dtype=np.int64)
@@ -323,8 +343,8 @@ def _scan(buf, table):
             sep = 0
             line_has_text = True
             prev_char_token = False
-            for q in range(f):
-                out[o + q] = buf[i + q]
+            for q in range(0, 64, 8):  # copy 64 bytes, keep f (out has 64 spare bytes)
+                _store8(out, o + q, _load8(buf, i + q))
             o += f
             while starts:
                 tstart[ns] = i + np.int64(_cttz(starts))
@@ -455,26 +475,67 @@ def _scan(buf, table):
     return out, o, tstart, tend, hashes, lines, joined, t, line_kinds, line_counts, line + 1
 
 
+@njit(cache=True, inline="always")
+def _fnv_tail(buf, s, e, h):
+    for q in range(s, e):
+        h = (h ^ U64(buf[q])) * FNV_PRIME
+    return h
+
+
 @njit(cache=True)
 def _hash_words(buf, tstart, tend, hashes, t):
-    """FNV-1a 64 + fmix64 of every word token (class-2 tokens are already hashed)."""
+    """FNV-1a 64 + fmix64 of every word token (class-2 tokens are already hashed).
+
+    FNV-1a is one serial multiply per byte, and a loop to the end of each word mispredicts
+    once per word. So four words are hashed side by side over a fixed 8 steps (a step past
+    a word's end keeps its hash: a select, not a branch); longer words finish alone."""
     n = buf.shape[0]
-    for k in range(t):
+    k = 0
+    while k + 4 <= t and tstart[k + 3] + 8 <= n:
+        s0 = tstart[k]
+        s1 = tstart[k + 1]
+        s2 = tstart[k + 2]
+        s3 = tstart[k + 3]
+        l0 = tend[k] - s0
+        l1 = tend[k + 1] - s1
+        l2 = tend[k + 2] - s2
+        l3 = tend[k + 3] - s3
+        h0 = FNV_OFFSET
+        h1 = FNV_OFFSET
+        h2 = FNV_OFFSET
+        h3 = FNV_OFFSET
+        for q in range(8):
+            g0 = (h0 ^ U64(buf[s0 + q])) * FNV_PRIME
+            g1 = (h1 ^ U64(buf[s1 + q])) * FNV_PRIME
+            g2 = (h2 ^ U64(buf[s2 + q])) * FNV_PRIME
+            g3 = (h3 ^ U64(buf[s3 + q])) * FNV_PRIME
+            h0 = g0 if q < l0 else h0
+            h1 = g1 if q < l1 else h1
+            h2 = g2 if q < l2 else h2
+            h3 = g3 if q < l3 else h3
+        if l0 > 8:
+            h0 = _fnv_tail(buf, s0 + 8, s0 + l0, h0)
+        if l1 > 8:
+            h1 = _fnv_tail(buf, s1 + 8, s1 + l1, h1)
+        if l2 > 8:
+            h2 = _fnv_tail(buf, s2 + 8, s2 + l2, h2)
+        if l3 > 8:
+            h3 = _fnv_tail(buf, s3 + 8, s3 + l3, h3)
+        # class-2 tokens (tend < 0) already hold their hash
+        if l0 >= 0:
+            hashes[k] = fmix64(h0)
+        if l1 >= 0:
+            hashes[k + 1] = fmix64(h1)
+        if l2 >= 0:
+            hashes[k + 2] = fmix64(h2)
+        if l3 >= 0:
+            hashes[k + 3] = fmix64(h3)
+        k += 4
+    while k < t:
         e = tend[k]
-        if e < 0:
-            continue
-        s = tstart[k]
-        ln = e - s
-        h = FNV_OFFSET
-        if ln <= 8 and s + 8 <= n:
-            # fixed trip count, no data-dependent branch: consecutive words overlap
-            for q in range(8):
-                hq = (h ^ U64(buf[s + q])) * FNV_PRIME
-                h = hq if q < ln else h
-        else:
-            for q in range(s, e):
-                h = (h ^ U64(buf[q])) * FNV_PRIME
-        hashes[k] = fmix64(h)
+        if e >= 0:
+            hashes[k] = fmix64(_fnv_tail(buf, tstart[k], e, FNV_OFFSET))
+        k += 1
 
 
 @njit(cache=True)

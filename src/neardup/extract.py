@@ -173,7 +173,11 @@ def _canonical(tree: HTMLTree, url: str | None) -> str | None:
     if doc is None:
         return None
     el = doc.query_selector('link[rel~="canonical" i]')
-    href = el.getattr("href") if el is not None else None
+    return _resolve(el.getattr("href") if el is not None else None, url)
+
+
+def _resolve(href: str | None, url: str | None) -> str | None:
+    """A canonical href resolved against the page URL (None when empty or malformed)."""
     if not href or not href.strip():
         return None
     href = href.strip()
@@ -183,14 +187,35 @@ def _canonical(tree: HTMLTree, url: str | None) -> str | None:
         return None
 
 
-def _trafilatura_text(html: str, url: str | None) -> str:
-    import trafilatura  # imported lazily: it is slow to import and only this mode needs it
+_EMPHASIS = re.compile(r"(?<![\w*_])(\*{1,3}|_{1,3})(?=[^\s*_])|(?<=[^\s*_])(\*{1,3}|_{1,3})(?![\w*_])")
+_HEADING_LEVEL = re.compile(r"^#{2,6} ", re.MULTILINE)
 
+
+def _markdown_structure_only(text: str) -> str:
+    r"""Keep headings ('# ', any level) and list items; drop emphasis markers, which depend
+    on a template's use of <b>/<em>, not on the content.
+
+    >>> _markdown_structure_only("## Title\n- item with **bold** and *it*\nsnake_case stays")
+    '# Title\n- item with bold and it\nsnake_case stays'
+    """
+    return _HEADING_LEVEL.sub("# ", _EMPHASIS.sub("", text))
+
+
+def _trafilatura_page(html: str, url: str | None) -> tuple[str, str | None, str | None]:
+    """(main text, title, canonical href) from one lxml parse shared with trafilatura."""
+    import trafilatura  # imported lazily: it is slow to import and only this mode needs it
+    from trafilatura.utils import load_html
+
+    tree = load_html(html)
+    if tree is None:
+        return "", None, None
+    title = tree.findtext(".//title")
+    hrefs = tree.xpath('//link[contains(concat(" ", normalize-space(translate(@rel, "CANONIAL", "canonial")), " "), " canonical ")]/@href')
     out = trafilatura.extract(
-        html, url=url, output_format="markdown", include_comments=False, include_tables=True,
+        tree, url=url, output_format="markdown", include_comments=False, include_tables=True,
         include_images=False, include_links=False, fast=True, deduplicate=False,
     )
-    return out or ""
+    return _markdown_structure_only(out or ""), title, (str(hrefs[0]) if hrefs else None)
 
 
 def extract_main_content(
@@ -223,17 +248,21 @@ def extract_main_content(
         text = text.replace("\x00", "")
     if not looks_like_html(text, ctype):
         return ExtractedPage(text=text, language=_language(text, None), encoding=encoding, is_html=False)
+    if extractor == "accurate":
+        main, title, href = _trafilatura_page(text, url)
+        title = " ".join(title.split()) if title else None
+        return ExtractedPage(
+            text=main, title=title or None, canonical_url=_resolve(href, url),
+            language=_language(main, None), encoding=encoding, is_html=True,
+        )
     tree = HTMLTree.parse(text)
     title = tree.title.strip() if tree.title else None
-    if extractor == "accurate":
-        main = _trafilatura_text(text, url)
-    else:
-        raw = extract_plain_text(
-            tree, preserve_formatting="minimal_html", main_content=(extractor == "fast"),
-            list_bullets=False, alt_texts=False, links=False, form_fields=False, noscript=False,
-            comments=False,
-        )
-        main = _minimal_html_to_markdown(raw)
+    raw = extract_plain_text(
+        tree, preserve_formatting="minimal_html", main_content=(extractor == "fast"),
+        list_bullets=False, alt_texts=False, links=False, form_fields=False, noscript=False,
+        comments=False,
+    )
+    main = _minimal_html_to_markdown(raw)
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url),
         language=_language(main, tree), encoding=encoding, is_html=True,

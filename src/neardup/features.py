@@ -8,7 +8,7 @@ lines) and how repeated features are weighted (``tf``). The work itself is compi
 >>> from neardup.features import FeatureConfig, extract_features
 >>> hashes, weights = extract_features("# Title\\nsome words here", FeatureConfig())
 >>> len(hashes), weights.tolist()
-(4, [131072, 32768, 32768, 32768])
+(4, [65536, 65536, 65536, 65536])
 """
 
 from __future__ import annotations
@@ -39,16 +39,21 @@ class FeatureConfig:
         (``ngram`` consecutive tokens) or ``chars`` (``ngram`` consecutive characters,
         separators dropped).
     w_heading / w_list: weight of tokens on Markdown heading / list-item lines (paragraph 1.0).
-    w_short, short_tokens: lines with at most ``short_tokens`` tokens (bylines, timestamps,
-        "Advertisement") have their weight multiplied by ``w_short``.
+    w_short, short_tokens: lines other than headings with at most ``short_tokens`` tokens
+        (bylines, timestamps, "Advertisement") have their weight multiplied by ``w_short``
+        (word schemes only; the ``chars`` scheme applies heading and list weights only).
     tf: ``log`` (mean line weight x (1 + ln count)), ``raw`` (sum) or ``binary`` (max).
+
+    The defaults are the best measured by ``benchmarks/quality.py`` (docs/quality.md): with
+    the trafilatura extractor, structural weights other than 1 did not raise recall at the
+    same false-positive rate, so they are available but neutral by default.
     """
 
     scheme: str = "words"
     ngram: int = 1
-    w_heading: float = 2.0
+    w_heading: float = 1.0
     w_list: float = 1.0
-    w_short: float = 0.5
+    w_short: float = 1.0
     short_tokens: int = 3
     tf: str = "log"
 
@@ -69,10 +74,8 @@ class FeatureConfig:
     def spec(self) -> str:
         """Compact, stable description used inside fingerprint specs."""
         gram = "" if self.scheme == "words" else str(self.ngram)
-        return (
-            f"{self.scheme}{gram};w=h{self.w_heading:g},l{self.w_list:g},"
-            f"s{self.w_short:g}@{self.short_tokens};tf={self.tf}"
-        )
+        short = "" if self.scheme == "chars" else f",s{self.w_short:g}@{self.short_tokens}"
+        return f"{self.scheme}{gram};w=h{self.w_heading:g},l{self.w_list:g}{short};tf={self.tf}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

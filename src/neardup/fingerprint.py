@@ -10,7 +10,8 @@
 Case and whitespace never change a digest; punctuation changes the digest but not the
 SimHash features (words).
 
-The match rule everywhere in neardup is ``hamming(a, b) <= k`` (k = 3 by default).
+The match rule everywhere in neardup is ``hamming(a, b) <= k`` (k = 7 by default in the
+Detector; see docs/quality.md).
 """
 
 from __future__ import annotations
@@ -33,16 +34,19 @@ class FingerprintConfig:
     """Everything that determines the bits of a fingerprint (and so its :attr:`spec`).
 
     bits: SimHash width, 64 or 128.
-    extractor: ``fast`` (Resiliparse), ``accurate`` (trafilatura) or ``full`` (no
-        boilerplate removal); plain-text input is never extracted.
+    extractor: ``accurate`` (trafilatura, default), ``fast`` (Resiliparse, about 10x faster
+        but it keeps more template text: lower recall, more false positives on our data,
+        see docs/quality.md) or ``full`` (no boilerplate removal); plain text is never
+        extracted.
     features: see :class:`neardup.features.FeatureConfig`.
-    min_tokens: main content with fewer tokens is *empty*: fingerprinted, but never
-        declared a duplicate of anything (pages whose extractor found no article).
+    min_tokens: main content with fewer tokens (and always content with no token at all) is
+        *empty*: fingerprinted, but never declared a duplicate of anything (pages whose
+        extractor found no article).
     max_bytes: larger inputs are rejected with :class:`neardup.errors.InputError`.
     """
 
     bits: int = 64
-    extractor: str = "fast"
+    extractor: str = "accurate"
     features: FeatureConfig = field(default_factory=FeatureConfig)
     min_tokens: int = 10
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -148,7 +152,7 @@ def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
         canonical_url=page.canonical_url if page else None,
         language=page.language if page else None,
         length=len(normalized), tokens=int(ntok), features=int(nfeat),
-        empty=int(ntok) < config.min_tokens, normalized=normalized,
+        empty=int(ntok) < max(1, config.min_tokens), normalized=normalized,
     )
 
 

@@ -98,6 +98,10 @@ class BruteForceIndex:
         words = to_words(simhashes, self.bits)
         if len(ids) != words.shape[0]:
             raise ConfigError("ids and simhashes differ in length")
+        last: dict[int, int] = {int(id): i for i, id in enumerate(ids)}  # a repeated id: last wins
+        if len(last) != len(ids):
+            keep = sorted(last.values())
+            ids, words = [ids[i] for i in keep], words[keep]
         for id in ids:
             if int(id) in self._pos:
                 self.remove(int(id))

@@ -141,6 +141,47 @@ def _gzip_tail_complete(path: Path, offset: int) -> bool:
     return True
 
 
+def _dechunk(raw: bytes) -> bytes:
+    """Undo HTTP/1.1 chunked transfer coding (raises ValueError when malformed)."""
+    out = bytearray()
+    pos = 0
+    while True:
+        end = raw.find(b"\r\n", pos)
+        if end < 0:
+            raise ValueError("chunk size line without CRLF")
+        size = int(raw[pos:end].split(b";")[0].strip() or b"0", 16)
+        pos = end + 2
+        if size == 0:
+            return bytes(out)
+        if pos + size > len(raw):
+            raise ValueError("chunk runs past the end of the body")
+        out += raw[pos:pos + size]
+        pos += size + 2
+
+
+def decode_http_body(raw: bytes, headers: dict[str, str]) -> bytes:
+    """Undo ``Transfer-Encoding: chunked`` and ``Content-Encoding: gzip/deflate`` as stored
+    by crawlers in WARC response records (raises ValueError for a broken body)."""
+    lower = {k.lower(): v.lower() for k, v in headers.items()}
+    body = raw
+    if "chunked" in lower.get("transfer-encoding", ""):
+        body = _dechunk(body)
+    for coding in reversed([c.strip() for c in lower.get("content-encoding", "").split(",") if c.strip()]):
+        try:
+            if coding in ("gzip", "x-gzip"):
+                body = zlib.decompress(body, 47)
+            elif coding == "deflate":
+                try:
+                    body = zlib.decompress(body)
+                except zlib.error:
+                    body = zlib.decompress(body, -15)
+            elif coding != "identity":
+                raise ValueError(f"unsupported Content-Encoding {coding!r}")
+        except zlib.error as exc:
+            raise ValueError(f"cannot decode Content-Encoding {coding}: {exc}") from None
+    return body
+
+
 def read_warc(path: Path) -> Iterator[InputItem]:
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -178,6 +219,11 @@ def read_warc(path: Path) -> Iterator[InputItem]:
                 if record.http_headers.status_code != 200:
                     continue
                 headers = {str(k): str(v) for k, v in record.http_headers.items()}
+                try:
+                    body = decode_http_body(body, headers)
+                except ValueError as exc:
+                    yield InputItem(source, error=f"{source}: {exc}")
+                    continue
                 date = record.record_date
                 yield InputItem(source, Page(url=url, content=body, headers=headers,
                                              fetched_at=date.timestamp() if date else None))

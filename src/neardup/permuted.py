@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from neardup import _index_kernels as K
-from neardup.errors import ConfigError, StoreError
+from neardup.errors import ConfigError, NeardupError, StoreError
 from neardup.index import Match, to_words
 
 FORMAT_VERSION = 1
@@ -452,6 +452,8 @@ class PermutedIndex:
         root = Path(path)
         try:
             manifest = json.loads((root / "manifest.json").read_text())
+            if not isinstance(manifest, dict):
+                raise ValueError("manifest is not a JSON object")
             if manifest.get("format") != FORMAT_VERSION:
                 raise StoreError(f"index {root} has format {manifest.get('format')}, expected {FORMAT_VERSION}")
             layout = Layout.from_dict(manifest["layout"])
@@ -468,7 +470,7 @@ class PermutedIndex:
             dead = np.load(root / "dead.npy")
             idx._dead = {(int(i), int(v)) for i, v in zip(dead[:, 0], dead[:, 1].view(np.uint64))}
             idx._dead_ids = {i for i, _ in idx._dead}
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, NeardupError) as exc:
             raise StoreError(f"index {root} is missing or damaged ({exc})") from None
         idx.token = manifest.get("token")
         idx.path = root

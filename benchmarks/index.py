@@ -1,0 +1,1096 @@
+"""Speed, memory and exactness of neardup's permuted-table Hamming index (k = 3, 64-bit).
+
+Random 64-bit fingerprints (``numpy.random.default_rng``, fixed seed) with planted
+neighbours of the queries at distances 0..3 and decoys at 4..5. Everything runs in one
+process, single-threaded, side by side with the peers:
+
+* **online** (per ``--n``): neardup :class:`~neardup.permuted.PermutedIndex` (build time,
+  bytes per fingerprint from ``nbytes()`` and from the RSS delta, peak RSS during the build,
+  single-query p50/p99 with ``search`` one query at a time, batch queries/s with
+  ``search_arrays``, exactness against numpy brute force, save + memory-mapped open);
+  numpy brute force (chunked, preallocated); ``faiss`` ``IndexBinaryMultiHash(64, 4, 16)``;
+  the ``simhash`` package's ``SimhashIndex`` (N <= 10^6 only);
+* **inserts**: ``add`` one by one into an index of ``--inserts-base`` fingerprints;
+* **self-join** (``--selfjoin N``): :func:`~neardup.permuted.self_join` against
+  ``simhash-pybind``'s ``find_all`` (run in a subprocess from its own venv, because both
+  peers install a module named ``simhash``; see ``--pybind-python``);
+* **batch mode** (``--batch-stored S --batch-queries Q``): Manku's batch join of Q queries
+  against S stored fingerprints streamed from a raw uint64 file under ``/tmp``
+  (``np.memmap``), with planted neighbours that must all be found.
+
+Usage::
+
+    python benchmarks/index.py --quick                      # < 1 minute
+    python benchmarks/index.py --n 1000000 --n 10000000 --selfjoin 1000000 \\
+        --batch-stored 1000000000 --batch-queries 1000000
+
+Progress goes to stderr, the results into the ``index`` section of ``docs/benchmarks.md``
+(between ``<!-- index:start -->`` and ``<!-- index:end -->``; ``--no-doc`` to skip; ``--quick``
+skips it unless ``--doc`` is given) and a JSON summary is the last line of stdout.
+Optional peers that are not installed are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # single-threaded peers (faiss)
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from importlib import metadata  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+try:
+    import neardup  # noqa: F401
+except ImportError:  # running from a checkout without an installed package
+    sys.path.insert(0, str(REPO_ROOT / "src"))
+
+from neardup.permuted import PermutedIndex, batch_join, self_join  # noqa: E402
+
+K = 3
+SEED = 20240607
+DOC_START, DOC_END = "<!-- index:start -->", "<!-- index:end -->"
+
+# Peer figures measured earlier on this machine class (shared/reference/peer-benchmarks.md §2).
+PEERS = {
+    "numpy4x16": {  # numpy permuted tables 4x16 prototype
+        10**5: {"p50": 22.6, "p99": 37.5, "batch": 718_893, "bytes": 48.0, "build": 0.009},
+        10**6: {"p50": 24.0, "p99": 42.8, "batch": 380_126, "bytes": 48.0, "build": 0.208},
+        10**7: {"p50": 28.7, "p99": 52.1, "batch": 59_301, "bytes": 48.0, "build": 3.83},
+    },
+    "faiss": {
+        10**5: {"p50": 9.76, "p99": 15.5, "batch": 514_271, "bytes": 211.0, "build": 0.084},
+        10**6: {"p50": 23.7, "p99": 46.5, "batch": 177_775, "bytes": 88.0, "build": 0.578},
+        10**7: {"p50": 147.0, "p99": 252.0, "batch": 8_445, "bytes": 69.0, "build": 4.13},
+    },
+    "simhashindex": {
+        10**5: {"p50": 41.6, "p99": 75.5, "bytes": 1068.0, "build": 1.35},
+        10**6: {"p50": 223.0, "p99": 302.0, "bytes": 659.0, "build": 13.6},
+    },
+    "brute": {
+        10**5: {"p50": 58.2, "p99": 88.2},
+        10**6: {"p50": 519.0, "p99": 636.0},
+        10**7: {"p50": 6075.0, "p99": 6684.0},
+    },
+    "selfjoin": {10**5: {"pybind": 0.05, "numpy4x16": 0.14}, 10**6: {"pybind": 1.47, "numpy4x16": 5.20}},
+}
+
+TARGETS = {"p99_1e7_us": 50.0, "p99_1e8_us": 100.0, "extra_bytes_per_fp": 32.0,
+           "selfjoin_1e6_s": 1.0, "batch_1e6_vs_1e9_s": 600.0}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- memory -------------------------------------------------------------------------------
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class MemWatch:
+    """RSS before, after (delta) and peak (VmHWM, reset through /proc/self/clear_refs)."""
+
+    def __enter__(self) -> "MemWatch":
+        gc.collect()
+        self.peak_ok = reset_peak()
+        self.before = rss()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        gc.collect()
+        self.after = rss()
+        self.peak = peak_rss() if self.peak_ok else None
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+    @property
+    def peak_extra(self) -> int | None:
+        return None if self.peak is None else self.peak - self.before
+
+
+# -- data -----------------------------------------------------------------------------------
+def flip_masks(rng: np.random.Generator, dists: np.ndarray) -> np.ndarray:
+    """One uint64 mask per entry with exactly ``dists[i]`` distinct bits set."""
+    dists = np.asarray(dists, dtype=np.int64)
+    bits = np.argsort(rng.random((dists.shape[0], 64)), axis=1).astype(np.uint64)
+    sel = np.arange(64)[None, :] < dists[:, None]
+    words = np.where(sel, np.left_shift(np.uint64(1), bits), np.uint64(0))
+    out = np.bitwise_or.reduce(words, axis=1).astype(np.uint64)
+    assert np.array_equal(np.bitwise_count(out), dists)
+    return out
+
+
+def random_u64(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
+
+
+def online_dataset(n: int, q: int, seed: int) -> dict[str, Any]:
+    """Stored values, queries, planted (query, position, distance) and decoys (4..5).
+
+    Every query gets a neighbour at distance ``i % 4``; even queries a second one at 1..3;
+    every third query a decoy at distance 4 or 5 (must not be reported)."""
+    rng = np.random.default_rng([seed, n, q])
+    stored = random_u64(rng, n)
+    queries = random_u64(rng, q)
+    qi = np.arange(q)
+    p_q = np.concatenate([qi, qi[qi % 2 == 0]])
+    p_d = np.concatenate([qi % 4, rng.integers(1, 4, size=int((qi % 2 == 0).sum()))])
+    d_q = qi[qi % 3 == 0]
+    d_d = rng.integers(4, 6, size=d_q.shape[0])
+    total = p_q.shape[0] + d_q.shape[0]
+    if total > n // 2:
+        raise SystemExit(f"--n {n} is too small for {q} queries with planted neighbours")
+    pos = rng.permutation(n)[:total] if n <= 10**7 else _distinct_positions(rng, n, total)
+    masks = flip_masks(rng, np.concatenate([p_d, d_d]))
+    stored[pos] = queries[np.concatenate([p_q, d_q])] ^ masks
+    return {"stored": stored, "queries": queries,
+            "planted": (p_q, pos[: p_q.shape[0]], p_d),
+            "decoys": (d_q, pos[p_q.shape[0]:], d_d)}
+
+
+def _distinct_positions(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
+    while True:
+        cand = np.unique(rng.integers(0, n, size=2 * count + 16))
+        if cand.shape[0] >= count:
+            return rng.permutation(cand)[:count]
+
+
+# -- brute force --------------------------------------------------------------------------
+class NumpyBrute:
+    """Chunked, preallocated numpy scan: xor, bitwise_count, compare, flatnonzero."""
+
+    def __init__(self, stored: np.ndarray, chunk: int = 1 << 16) -> None:
+        self.stored = stored
+        self.chunk = chunk
+        self.x = np.empty(chunk, dtype=np.uint64)
+        self.c = np.empty(chunk, dtype=np.uint8)
+        self.m = np.empty(chunk, dtype=bool)
+
+    def search(self, q: np.uint64, k: int) -> tuple[np.ndarray, np.ndarray]:
+        pos_parts, d_parts = [], []
+        n, ch = self.stored.shape[0], self.chunk
+        for a in range(0, n, ch):
+            b = min(n, a + ch)
+            m = b - a
+            np.bitwise_xor(self.stored[a:b], q, out=self.x[:m])
+            np.bitwise_count(self.x[:m], out=self.c[:m])
+            np.less_equal(self.c[:m], k, out=self.m[:m])
+            hit = np.flatnonzero(self.m[:m])
+            if hit.shape[0]:
+                pos_parts.append(hit + a)
+                d_parts.append(self.c[hit].astype(np.int64))
+        if not pos_parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate(pos_parts), np.concatenate(d_parts)
+
+
+def percentiles(lat_ns: list[int] | np.ndarray) -> dict[str, float]:
+    us = np.asarray(lat_ns, dtype=np.float64) / 1e3
+    return {"p50_us": float(np.percentile(us, 50)), "p99_us": float(np.percentile(us, 99)),
+            "mean_us": float(us.mean()), "qps": float(1e6 / us.mean())}
+
+
+def compare(found: list[set[tuple[int, int]]], truth: list[set[tuple[int, int]]]) -> dict[str, Any]:
+    """Recall and false positives of per-query (id, distance) sets against the truth."""
+    want = sum(len(t) for t in truth)
+    hit = sum(len(f & t) for f, t in zip(found, truth))
+    extra = sum(len(f - t) for f, t in zip(found, truth))
+    return {"queries": len(truth), "expected": want, "recall": (hit / want) if want else 1.0,
+            "false_positives": extra, "exact": hit == want and extra == 0}
+
+
+# -- online --------------------------------------------------------------------------------
+def bench_online(n: int, nq: int, n_truth: int, seed: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    log(f"online N={n:,}: generating data")
+    data = online_dataset(n, nq, seed)
+    stored, queries = data["stored"], data["queries"]
+    qlist = queries.tolist()
+    p_q, p_pos, p_d = data["planted"]
+    d_q, d_pos, _ = data["decoys"]
+    out: dict[str, Any] = {"n": n, "queries": nq, "planted": int(p_q.shape[0]), "decoys": int(d_q.shape[0]),
+                           "truth_queries": n_truth, "methods": {}}
+
+    # numpy brute force: latency and the ground truth for the first n_truth queries
+    log(f"online N={n:,}: numpy brute force on {n_truth} queries")
+    brute = NumpyBrute(stored)
+    brute.search(queries[0], K)
+    truth: list[set[tuple[int, int]]] = []
+    lat = []
+    for i in range(n_truth):
+        t0 = time.perf_counter_ns()
+        pos, dist = brute.search(queries[i], K)
+        lat.append(time.perf_counter_ns() - t0)
+        truth.append(set(zip(pos.tolist(), dist.tolist())))
+    planted_truth = {(int(a), int(b)) for a, b in zip(p_q, p_pos) if a < n_truth}
+    truth_pairs = {(i, p) for i, s in enumerate(truth) for p, _ in s}
+    decoy_pairs = {(int(a), int(b)) for a, b in zip(d_q, d_pos)}
+    out["truth_contains_planted"] = planted_truth <= truth_pairs and not (decoy_pairs & truth_pairs)
+    out["methods"]["numpy brute force (chunked)"] = {
+        "build_s": 0.0, "bytes_per_fp": 0.0, "rss_bytes_per_fp": 0.0, "peak_extra_bytes_per_fp": 0.0,
+        **percentiles(lat), "single_queries": n_truth, "batch_qps": None,
+        "exactness": {"queries": n_truth, "recall": 1.0, "false_positives": 0, "exact": True,
+                      "note": "reference"}}
+
+    # neardup
+    log(f"online N={n:,}: neardup PermutedIndex build")
+    ids = np.arange(n, dtype=np.int64)
+    with MemWatch() as mw:
+        idx = PermutedIndex(k=K, expected_n=n)
+        idx.add_many(ids, stored)
+    del ids
+    nd: dict[str, Any] = {"build_s": mw.seconds, "bytes_per_fp": idx.nbytes() / n,
+                          "rss_bytes_per_fp": mw.delta / n,
+                          "peak_extra_bytes_per_fp": None if mw.peak_extra is None else mw.peak_extra / n,
+                          "levels": idx.levels, "layout": idx.layout.to_dict()}
+    log(f"online N={n:,}: neardup build {mw.seconds:.2f} s, {nd['bytes_per_fp']:.1f} B/fp; single queries")
+    idx.search(qlist[0], K)
+    lat, single = [], []
+    for qv in qlist:
+        t0 = time.perf_counter_ns()
+        r = idx.search(qv, K)
+        lat.append(time.perf_counter_ns() - t0)
+        single.append(r)
+    nd.update(percentiles(lat))
+    nd["single_queries"] = nq
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        bq, bid, bd = idx.search_arrays(queries, K)
+        times.append(time.perf_counter() - t0)
+    nd["batch_qps"] = nq / float(np.median(times))
+    nd["batch_queries"] = nq
+    # exactness: the sample against brute force, then every query
+    found = [set(single[i]) for i in range(n_truth)]
+    ex = compare(found, truth)
+    batch_sets: list[set[tuple[int, int]]] = [set() for _ in range(nq)]
+    for a, b, c in zip(bq.tolist(), bid.tolist(), bd.tolist()):
+        batch_sets[a].add((b, c))
+    ex["batch_equals_single"] = all(batch_sets[i] == set(single[i]) for i in range(nq))
+    ex["batch_has_repeats"] = int(bq.shape[0]) != sum(len(s) for s in batch_sets)
+    ex["all_reported_distances_correct"] = bool(np.all(np.bitwise_count(stored[bid] ^ queries[bq]) == bd)) and bool(np.all(bd <= K))
+    got = {(a, b) for a, s in enumerate(batch_sets) for b, _ in s}
+    ex["planted_found"] = sum((int(a), int(b)) in got for a, b in zip(p_q, p_pos)) / p_q.shape[0]
+    ex["decoys_reported"] = sum((int(a), int(b)) in got for a, b in zip(d_q, d_pos))
+    ex["exact"] = bool(ex["exact"] and ex["batch_equals_single"] and not ex["batch_has_repeats"]
+                       and ex["all_reported_distances_correct"] and ex["planted_found"] == 1.0
+                       and ex["decoys_reported"] == 0)
+    nd["exactness"] = ex
+    log(f"online N={n:,}: neardup p50 {nd['p50_us']:.1f} µs p99 {nd['p99_us']:.1f} µs, "
+        f"batch {nd['batch_qps']:,.0f} q/s, exact={ex['exact']}")
+
+    # persistence
+    pdir = tmp / f"neardup-index-{n}"
+    shutil.rmtree(pdir, ignore_errors=True)
+    t0 = time.perf_counter()
+    idx.save(pdir)
+    save_s = time.perf_counter() - t0
+    disk = sum(f.stat().st_size for f in pdir.iterdir())
+    t0 = time.perf_counter()
+    idx2 = PermutedIndex.open(pdir, mmap=True)
+    open_s = time.perf_counter() - t0
+    t0 = time.perf_counter_ns()
+    first = idx2.search(qlist[0], K)
+    first_ns = time.perf_counter_ns() - t0
+    lat2, same = [], True
+    for i, qv in enumerate(qlist):
+        t0 = time.perf_counter_ns()
+        r = idx2.search(qv, K)
+        lat2.append(time.perf_counter_ns() - t0)
+        same = same and r == single[i]
+    nd["persistence"] = {"save_s": save_s, "open_s": open_s, "disk_bytes_per_fp": disk / n,
+                         "first_query_us": first_ns / 1e3, "first_query_ok": first == single[0],
+                         **{f"reopened_{k}": v for k, v in percentiles(lat2).items()},
+                         "reopened_results_equal": same}
+    log(f"online N={n:,}: save {save_s:.2f} s, open {open_s*1e3:.1f} ms, first query {first_ns/1e3:.0f} µs, same={same}")
+    del idx2
+    shutil.rmtree(pdir, ignore_errors=True)
+    out["methods"]["neardup PermutedIndex"] = nd
+    del idx, single, batch_sets, bq, bid, bd
+    gc.collect()
+
+    # faiss
+    if not args.no_faiss:
+        out["methods"]["faiss IndexBinaryMultiHash(64,4,16)"] = bench_faiss(n, stored, queries, truth, args)
+    # simhash SimhashIndex
+    if n <= args.simhashindex_max and not args.no_simhashindex:
+        out["methods"]["simhash.SimhashIndex (k=3)"] = bench_simhashindex(n, stored, queries, truth)
+    return out
+
+
+def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list, args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        import faiss
+    except ImportError:
+        return {"skipped": "faiss-cpu is not installed"}
+    need = n * 90
+    if need + 2 * 2**30 > mem_available():
+        return {"skipped": f"not enough memory (needs ~{need / 2**30:.1f} GiB)"}
+    faiss.omp_set_num_threads(1)
+    log(f"online N={n:,}: faiss build")
+    codes = stored.view(np.uint8).reshape(-1, 8)
+    qcodes = queries.view(np.uint8).reshape(-1, 8)
+    with MemWatch() as mw:
+        ix = faiss.IndexBinaryMultiHash(64, 4, 16)
+        ix.add(codes)
+    res: dict[str, Any] = {"build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
+                           "peak_extra_bytes_per_fp": None if mw.peak_extra is None else mw.peak_extra / n}
+    # binary range_search keeps distances < radius: radius k + 1 gives distance <= k
+    ix.range_search(qcodes[:1], K + 1)
+    lat, found = [], []
+    for i in range(queries.shape[0]):
+        row = qcodes[i:i + 1]
+        t0 = time.perf_counter_ns()
+        lims, D, I = ix.range_search(row, K + 1)
+        lat.append(time.perf_counter_ns() - t0)
+        if i < len(truth):
+            found.append(set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())))
+    res.update(percentiles(lat))
+    res["single_queries"] = int(queries.shape[0])
+    times = []
+    for _ in range(3 if n <= 10**7 else 1):
+        t0 = time.perf_counter()
+        ix.range_search(qcodes, K + 1)
+        times.append(time.perf_counter() - t0)
+    res["batch_qps"] = queries.shape[0] / float(np.median(times))
+    res["exactness"] = compare(found, truth)
+    log(f"online N={n:,}: faiss p50 {res['p50_us']:.1f} µs, exact={res['exactness']['exact']}")
+    del ix
+    gc.collect()
+    return res
+
+
+def bench_simhashindex(n: int, stored: np.ndarray, queries: np.ndarray, truth: list) -> dict[str, Any]:
+    try:
+        from simhash import Simhash, SimhashIndex
+    except ImportError:
+        return {"skipped": "simhash is not installed"}
+    import logging
+    logging.getLogger("simhash").setLevel(logging.ERROR)
+    log(f"online N={n:,}: simhash.SimhashIndex build")
+    vals = stored.tolist()
+    with MemWatch() as mw:
+        objs = [(str(i), Simhash(v)) for i, v in enumerate(vals)]
+        ix = SimhashIndex(objs, f=64, k=K)
+        del objs
+    del vals
+    res: dict[str, Any] = {"build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
+                           "peak_extra_bytes_per_fp": None if mw.peak_extra is None else mw.peak_extra / n}
+    qs = [Simhash(v) for v in queries.tolist()]
+    lat, found = [], []
+    for i, q in enumerate(qs):
+        t0 = time.perf_counter_ns()
+        r = ix.get_near_dups(q)
+        lat.append(time.perf_counter_ns() - t0)
+        if i < len(truth):
+            pos = np.array([int(x) for x in r], dtype=np.int64)
+            d = np.bitwise_count(stored[pos] ^ queries[i]).astype(np.int64) if pos.shape[0] else pos
+            found.append(set(zip(pos.tolist(), d.tolist())))
+    res.update(percentiles(lat))
+    res["single_queries"] = len(qs)
+    res["batch_qps"] = None
+    res["exactness"] = compare(found, truth)
+    log(f"online N={n:,}: SimhashIndex p50 {res['p50_us']:.1f} µs, exact={res['exactness']['exact']}")
+    del ix, qs
+    gc.collect()
+    return res
+
+
+# -- inserts --------------------------------------------------------------------------------
+def bench_inserts(base: int, inserts: int, nq: int, seed: int) -> dict[str, Any]:
+    log(f"inserts: {inserts:,} one by one into {base:,}")
+    rng = np.random.default_rng([seed, 99, base, inserts])
+    values = random_u64(rng, base + inserts)
+    queries = random_u64(rng, nq)
+    # planted neighbours: half of the queries in the base set, half among the inserts
+    half = nq // 2
+    pos = np.concatenate([rng.choice(base, half, replace=False),
+                          base + rng.choice(inserts, nq - half, replace=False)])
+    dists = np.arange(nq) % 4
+    values[pos] = queries ^ flip_masks(rng, dists)
+    idx = PermutedIndex(k=K, expected_n=base + inserts)
+    idx.add_many(np.arange(base, dtype=np.int64), values[:base])
+    new = values[base:].tolist()
+    before = rss()
+    t0 = time.perf_counter()
+    slowest = 0
+    for j, v in enumerate(new):
+        s = time.perf_counter_ns()
+        idx.add(base + j, v)
+        slowest = max(slowest, time.perf_counter_ns() - s)
+    total = time.perf_counter() - t0
+    res: dict[str, Any] = {"base": base, "inserts": inserts, "total_s": total, "us_per_insert": total / inserts * 1e6,
+                           "slowest_insert_ms": slowest / 1e6, "levels": idx.levels,
+                           "delta": len(idx) - sum(idx.levels), "rss_delta_bytes_per_insert": (rss() - before) / inserts}
+    qlist = queries.tolist()
+    lat, found = [], []
+    for qv in qlist:
+        t0 = time.perf_counter_ns()
+        r = idx.search(qv, K)
+        lat.append(time.perf_counter_ns() - t0)
+        found.append(r)
+    res.update({f"after_{k}": v for k, v in percentiles(lat).items()})
+    brute = NumpyBrute(values)
+    ntruth = min(200, nq)
+    truth = []
+    for i in range(ntruth):
+        p, d = brute.search(queries[i], K)
+        truth.append(set(zip(p.tolist(), d.tolist())))
+    ex = compare([set(f) for f in found[:ntruth]], truth)
+    ex["planted_found"] = sum(int(p) in {a for a, _ in found[i]} for i, p in enumerate(pos)) / nq
+    ex["exact"] = bool(ex["exact"] and ex["planted_found"] == 1.0)
+    res["exactness"] = ex
+    log(f"inserts: {res['us_per_insert']:.1f} µs/insert, levels {idx.levels}, query p50 {res['after_p50_us']:.1f} µs "
+        f"p99 {res['after_p99_us']:.1f} µs, exact={ex['exact']}")
+    return res
+
+
+# -- self-join -----------------------------------------------------------------------------
+PYBIND_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import simhash
+vals = np.load(sys.argv[1])
+blocks = int(sys.argv[3])
+hashes = vals.tolist()
+times, c_times = [], []
+for _ in range(int(sys.argv[4])):
+    t0 = time.perf_counter(); pairs = simhash.find_all(hashes, blocks, 3); times.append(time.perf_counter() - t0)
+s = set(hashes)
+for _ in range(int(sys.argv[4])):
+    t0 = time.perf_counter(); pairs2 = simhash.c_find_all(s, blocks, 3); c_times.append(time.perf_counter() - t0)
+assert pairs == pairs2
+arr = np.array([(min(a, b), max(a, b)) for a, b in pairs], dtype=np.uint64).reshape(-1, 2)
+np.save(sys.argv[2], arr)
+try:
+    from importlib import metadata
+    ver = metadata.version("simhash-pybind")
+except Exception:
+    ver = None
+print(json.dumps({"times": times, "c_times": c_times, "pairs": len(pairs), "version": ver}))
+"""
+
+
+def selfjoin_dataset(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Random values with n/100 planted pairs at distances 0..3 and n/1000 decoy pairs at 4..5."""
+    rng = np.random.default_rng([seed, 17, n])
+    values = random_u64(rng, n)
+    pairs, decoys = n // 100, n // 1000
+    pos = rng.permutation(n)[: 2 * (pairs + decoys)]
+    a, b = pos[0::2], pos[1::2]
+    dist = np.concatenate([np.arange(pairs) % 4, 4 + np.arange(decoys) % 2])
+    values[b] = values[a] ^ flip_masks(rng, dist)
+    return values, a, b, dist
+
+
+def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repeats: int) -> dict[str, Any]:
+    log(f"self-join N={n:,}")
+    values, pa, pb, pdist = selfjoin_dataset(n, seed)
+    res: dict[str, Any] = {"n": n, "planted_pairs": int((pdist <= K).sum()), "decoy_pairs": int((pdist > K).sum())}
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        a, b, d = self_join(values, K)
+        times.append(time.perf_counter() - t0)
+    res["neardup_s"] = float(np.median(times))
+    res["neardup_s_all"] = times
+    res["neardup_pairs"] = int(a.shape[0])
+    # exactness: planted found, decoys not, distances right, brute force on a sample of rows
+    got = set(zip(a.tolist(), b.tolist()))
+    want = {(min(x, y), max(x, y)) for x, y, dd in zip(pa.tolist(), pb.tolist(), pdist.tolist()) if dd <= K}
+    decoy = {(min(x, y), max(x, y)) for x, y, dd in zip(pa.tolist(), pb.tolist(), pdist.tolist()) if dd > K}
+    ex: dict[str, Any] = {"planted_found": len(want & got) / len(want), "decoys_reported": len(decoy & got),
+                          "distances_correct": bool(np.all(np.bitwise_count(values[a] ^ values[b]) == d) and np.all(d <= K)),
+                          "ordered_a_lt_b": bool(np.all(a < b)), "repeats": len(got) != a.shape[0]}
+    rng = np.random.default_rng([seed, 18, n])
+    sample = np.unique(np.concatenate([pa[:100], pb[100:200], rng.integers(0, n, 100)]))
+    brute = NumpyBrute(values)
+    partners: dict[int, set[tuple[int, int]]] = {int(i): set() for i in sample.tolist()}
+    sset = set(partners)
+    for x, y, dd in zip(a.tolist(), b.tolist(), d.tolist()):
+        if x in sset:
+            partners[x].add((y, dd))
+        if y in sset:
+            partners[y].add((x, dd))
+    truth, found = [], []
+    for i in sample.tolist():
+        p, dd = brute.search(values[i], K)
+        truth.append({(int(x), int(y)) for x, y in zip(p.tolist(), dd.tolist()) if x != i})
+        found.append(partners[i])
+    ex.update({f"sample_{k}": v for k, v in compare(found, truth).items()})
+    ex["exact"] = bool(ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0 and ex["distances_correct"]
+                       and ex["ordered_a_lt_b"] and not ex["repeats"] and ex["sample_exact"])
+    res["exactness"] = ex
+    distinct = d > 0
+    va, vb = values[a[distinct]], values[b[distinct]]
+    vpairs = np.unique(np.stack([np.minimum(va, vb), np.maximum(va, vb)], axis=1), axis=0)
+    res["neardup_distinct_value_pairs"] = int(vpairs.shape[0])
+    log(f"self-join N={n:,}: neardup {res['neardup_s']:.3f} s, {a.shape[0]} pairs, exact={ex['exact']}")
+
+    if pybind_python:
+        f_in, f_out = tmp / f"selfjoin-{n}.npy", tmp / f"selfjoin-{n}-pybind.npy"
+        np.save(f_in, values)
+        for blocks in (4,):
+            try:
+                p = subprocess.run([pybind_python, "-c", PYBIND_SCRIPT, str(f_in), str(f_out), str(blocks), str(repeats)],
+                                   capture_output=True, text=True, timeout=3600)
+                info = json.loads(p.stdout.strip().splitlines()[-1])
+            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+                res["pybind"] = {"skipped": f"simhash-pybind failed: {exc} {getattr(p, 'stderr', '')[-500:]}"}
+                break
+            theirs = np.load(f_out)
+            theirs = np.unique(theirs, axis=0) if theirs.shape[0] else theirs.reshape(0, 2)
+            res["pybind"] = {"blocks": blocks, "s": float(np.median(info["times"])), "s_all": info["times"],
+                             "c_find_all_s": float(np.median(info["c_times"])), "pairs": info["pairs"],
+                             "version": info["version"],
+                             "same_pairs": bool(theirs.shape == vpairs.shape and np.array_equal(theirs, vpairs))}
+            if not res["pybind"]["same_pairs"]:
+                mine = {tuple(r) for r in vpairs.tolist()}
+                other = {tuple(r) for r in theirs.tolist()}
+                res["pybind"]["only_neardup"] = len(mine - other)
+                res["pybind"]["only_pybind"] = len(other - mine)
+            log(f"self-join N={n:,}: simhash-pybind find_all {res['pybind']['s']:.3f} s, "
+                f"same pairs={res['pybind']['same_pairs']}")
+        for f in (f_in, f_out):
+            f.unlink(missing_ok=True)
+    else:
+        res["pybind"] = {"skipped": "no simhash-pybind interpreter (--pybind-python)"}
+    return res
+
+
+# -- batch mode -------------------------------------------------------------------------------
+def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep: bool, verify_queries: int) -> dict[str, Any]:
+    rng = np.random.default_rng([seed, 33, stored_n, nq])
+    queries = random_u64(rng, nq)
+    n_chunks = -(-stored_n // chunk)
+    planted_n = min(nq // 10, 10_000)
+    decoy_n = planted_n // 5
+    pq = rng.choice(nq, planted_n + decoy_n, replace=False)
+    ppos = _distinct_positions(rng, stored_n, planted_n + decoy_n)
+    pdist = np.concatenate([np.arange(planted_n) % 4, 4 + np.arange(decoy_n) % 2])
+    pval = queries[pq] ^ flip_masks(rng, pdist)
+    res: dict[str, Any] = {"stored": stored_n, "queries": nq, "chunk": chunk, "chunks": n_chunks,
+                           "planted": planted_n, "decoys": decoy_n, "file": str(path)}
+    meta = path.with_suffix(".json")
+    key = {"stored": stored_n, "queries": nq, "chunk": chunk, "seed": seed, "version": 1}
+    if path.exists() and meta.exists() and json.loads(meta.read_text()) == key and path.stat().st_size == 8 * stored_n:
+        res["generate_s"] = None
+        log(f"batch: reusing {path}")
+    else:
+        if 8 * stored_n + 2**30 > shutil.disk_usage(path.parent).free:
+            return {"skipped": f"not enough disk under {path.parent} for {8 * stored_n / 2**30:.1f} GiB"}
+        log(f"batch: writing {stored_n:,} fingerprints to {path}")
+        meta.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        with open(path, "wb") as f:
+            for c in range(n_chunks):
+                lo, hi = c * chunk, min(stored_n, (c + 1) * chunk)
+                block = random_u64(np.random.default_rng([seed, 34, c]), hi - lo)
+                sel = (ppos >= lo) & (ppos < hi)
+                block[ppos[sel] - lo] = pval[sel]
+                block.tofile(f)
+                del block
+        res["generate_s"] = time.perf_counter() - t0
+        meta.write_text(json.dumps(key))
+        log(f"batch: written in {res['generate_s']:.1f} s")
+    mm = np.memmap(path, dtype=np.uint64, mode="r")
+
+    def chunks():
+        for c in range(n_chunks):
+            yield mm[c * chunk:min(stored_n, (c + 1) * chunk)]
+
+    log(f"batch: {nq:,} queries x {stored_n:,} stored, {n_chunks} chunks")
+    parts_q, parts_s, parts_d = [], [], []
+    t0 = time.perf_counter()
+    per_chunk = []
+    tc = t0
+    for qpos, spos, dist in batch_join(queries, chunks(), K):
+        parts_q.append(qpos)
+        parts_s.append(spos)
+        parts_d.append(dist)
+        now = time.perf_counter()
+        per_chunk.append(now - tc)
+        tc = now
+        if len(per_chunk) % 5 == 0:
+            log(f"batch: {len(per_chunk)}/{n_chunks} chunks, {now - t0:.1f} s")
+    total = time.perf_counter() - t0
+    qpos, spos, dist = (np.concatenate(p) if p else np.empty(0, np.int64) for p in (parts_q, parts_s, parts_d))
+    res.update({"total_s": total, "stored_per_s": stored_n / total, "pairs_per_s": stored_n * nq / total,
+                "slowest_chunk_s": max(per_chunk) if per_chunk else None, "matches": int(qpos.shape[0])})
+    got = set(zip(qpos.tolist(), spos.tolist()))
+    ex: dict[str, Any] = {
+        "planted_found": sum((int(a), int(b)) in got for a, b, d in zip(pq, ppos, pdist) if d <= K) / planted_n,
+        "decoys_reported": sum((int(a), int(b)) in got for a, b, d in zip(pq, ppos, pdist) if d > K),
+        "distances_correct": bool(np.all(np.bitwise_count(queries[qpos] ^ np.asarray(mm[spos])) == dist)
+                                  and np.all(dist <= K)),
+        "repeats": len(got) != qpos.shape[0], "unplanted_matches": len(got - {(int(a), int(b)) for a, b in zip(pq, ppos)})}
+    # independent brute force over the whole stored file for a few queries (planted and random)
+    if verify_queries:
+        log(f"batch: numpy brute force of {verify_queries} queries over the stored file")
+        vr = np.random.default_rng([seed, 35])
+        half = verify_queries // 2
+        sample = np.concatenate([pq[:half], vr.choice(nq, verify_queries - half, replace=False)])
+        truth: list[set[int]] = [set() for _ in sample]
+        x = np.empty(chunk, dtype=np.uint64)
+        cnt = np.empty(chunk, dtype=np.uint8)
+        t1 = time.perf_counter()
+        for c in range(n_chunks):
+            lo, hi = c * chunk, min(stored_n, (c + 1) * chunk)
+            block = np.asarray(mm[lo:hi])
+            m = hi - lo
+            for j, qv in enumerate(queries[sample]):
+                np.bitwise_xor(block, qv, out=x[:m])
+                np.bitwise_count(x[:m], out=cnt[:m])
+                truth[j].update((np.flatnonzero(cnt[:m] <= K) + lo).tolist())
+        ex["brute_force_s"] = time.perf_counter() - t1
+        by_q: dict[int, set[int]] = {}
+        for a, b in got:
+            by_q.setdefault(a, set()).add(b)
+        ex["brute_force_queries"] = int(sample.shape[0])
+        ex["brute_force_pairs"] = sum(len(t) for t in truth)
+        ex["brute_force_equal"] = all(by_q.get(int(q), set()) == t for q, t in zip(sample.tolist(), truth))
+    ex["exact"] = bool(ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0 and ex["distances_correct"]
+                       and not ex["repeats"] and ex.get("brute_force_equal", True))
+    res["exactness"] = ex
+    log(f"batch: {total:.1f} s, {stored_n / total:,.0f} stored/s, {qpos.shape[0]} matches, exact={ex['exact']}")
+    del mm
+    if not keep:
+        path.unlink(missing_ok=True)
+        meta.unlink(missing_ok=True)
+    return res
+
+
+# -- report ---------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    model = platform.processor() or ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    with open("/proc/meminfo") as f:
+        total = int(f.readline().split()[1]) * 1024
+
+    def ver(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"cpu": model, "nproc": os.cpu_count(), "ram_gib": round(total / 2**30, 1),
+            "python": platform.python_version(), "os": platform.platform(),
+            "versions": {p: ver(p) for p in ("neardup", "numpy", "numba", "faiss-cpu", "simhash")},
+            "loadavg_start": os.getloadavg()}
+
+
+def fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "**NO**"
+    if isinstance(v, float):
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "n/a"
+    return f"{a / b:.2f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    L = ["## Hamming index (k = 3, 64-bit fingerprints)", "",
+         f"Produced by `{results['command']}` on {results['date']} "
+         f"(`benchmarks/index.py`; the JSON summary is the last stdout line).", "",
+         f"Machine: {m['cpu']}, {m['nproc']} cores, {m['ram_gib']} GiB RAM, Python {m['python']}; "
+         + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
+         + (f", simhash-pybind {results['selfjoin']['pybind'].get('version')}"
+            if results.get("selfjoin", {}).get("pybind", {}).get("version") else "") + ".", "",
+         f"Load average at start {'/'.join(f'{x:.1f}' for x in m['loadavg_start'])}, at end "
+         f"{'/'.join(f'{x:.1f}' for x in results['loadavg_end'])}: the 2 cores are shared with other "
+         "work (test suites, other benchmarks), so absolute times are noisy (easily ±30 %, worse for "
+         "p99); compare rows within one table, which ran in the same process minutes apart. "
+         "Everything is single-threaded (numba kernels are serial, faiss is pinned to 1 OpenMP thread).", "",
+         "Data: uniform random 64-bit fingerprints; each query has planted neighbours at distance 0..3 "
+         "(every query one at `i % 4`, even queries a second at 1..3) and every third query a decoy at "
+         "distance 4..5 that must not be reported. Exact = recall 1.0 and no false positive against numpy "
+         "brute force (`np.bitwise_count(stored ^ q) <= 3`) on the first queries (count in the heading); "
+         "for neardup additionally: all planted neighbours of all queries found, no decoy, every reported "
+         "distance recomputed, `search_arrays` (batch) = `search` (one by one) on every query.", ""]
+
+    # targets
+    tg = results["targets"]
+    L += ["### Targets", "", "| target | measured | met |", "|---|---:|:--:|"]
+    for row in tg:
+        L.append(f"| {row['target']} | {row['measured']} | {row['met']} |")
+    L.append("")
+
+    # online tables
+    for o in results.get("online", []):
+        n = o["n"]
+        L += [f"### Online index, N = {n:,}", "",
+              f"{o['queries']:,} queries one by one ({o['planted']:,} planted neighbours at distance ≤ 3, "
+              f"{o['decoys']:,} decoys at 4-5); brute-force truth on the first {o['truth_queries']:,} queries "
+              f"(truth contains every planted neighbour and no decoy: {fmt(o['truth_contains_planted'])}).", "",
+              "| method | build s | bytes/fp (arrays) | bytes/fp (RSS Δ) | peak extra bytes/fp in build | "
+              "single p50 µs | single p99 µs | single q/s | batch q/s | p50 × neardup | exact |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|"]
+        base = o["methods"].get("neardup PermutedIndex", {}).get("p50_us")
+        for name, r in o["methods"].items():
+            if "skipped" in r:
+                L.append(f"| {name} | skipped: {r['skipped']} |||||||||")
+                continue
+            q = f" ({r['single_queries']:,} q)" if r.get("single_queries") and r["single_queries"] != o["queries"] else ""
+            L.append(f"| {name}{q} | {fmt(r['build_s'], 3 if r['build_s'] < 1 else 2)} | {fmt(r['bytes_per_fp'])} | "
+                     f"{fmt(r['rss_bytes_per_fp'])} | {fmt(r['peak_extra_bytes_per_fp'])} | {fmt(r['p50_us'])} | "
+                     f"{fmt(r['p99_us'])} | {fmt(r['qps'])} | {fmt(r['batch_qps'])} | {ratio(r['p50_us'], base)} | "
+                     f"{fmt(r['exactness']['exact'])} |")
+        nd = o["methods"].get("neardup PermutedIndex")
+        if nd:
+            ex, p = nd["exactness"], nd["persistence"]
+            L += ["", f"neardup details: layout {len(nd['layout']['tables'])} tables of blocks "
+                  f"{nd['layout']['blocks']}, levels {nd['levels']}; recall {ex['recall']:.3f} and "
+                  f"{ex['false_positives']} false positives on {ex['queries']} brute-forced queries; planted found "
+                  f"{ex['planted_found']:.3f}, decoys reported {ex['decoys_reported']}, batch = single "
+                  f"{fmt(ex['batch_equals_single'])}, distances correct {fmt(ex['all_reported_distances_correct'])}.",
+                  "", f"Persistence: save {p['save_s']:.2f} s ({p['disk_bytes_per_fp']:.1f} bytes/fp on disk), "
+                  f"open (mmap) {p['open_s'] * 1e3:.1f} ms, first query after open {p['first_query_us']:.0f} µs "
+                  f"(right: {fmt(p['first_query_ok'])}), then p50 {p['reopened_p50_us']:.1f} µs / p99 "
+                  f"{p['reopened_p99_us']:.1f} µs (files just written, so in the page cache); same results as "
+                  f"before saving on every query: {fmt(p['reopened_results_equal'])}.", ""]
+
+    ins = results.get("inserts")
+    if ins:
+        ex = ins["exactness"]
+        L += ["### Inserts (online path)", "",
+              f"`add(id, value)` one at a time, {ins['inserts']:,} inserts into an index built with "
+              f"{ins['base']:,} fingerprints (delta buffer 4096, levels merged when a newer level reaches 1/4 "
+              "of the older one); then 10,000 queries one by one (half of them have their planted neighbour "
+              "among the inserted fingerprints).", "",
+              "| inserts | total s | µs/insert (amortised) | slowest insert ms | levels after | query p50 µs after | "
+              "query p99 µs after | exact after |", "|---:|---:|---:|---:|---|---:|---:|:--:|",
+              f"| {ins['inserts']:,} | {ins['total_s']:.2f} | {ins['us_per_insert']:.1f} | {ins['slowest_insert_ms']:.1f} | "
+              f"{ins['levels']} + delta {ins['delta']} | {ins['after_p50_us']:.1f} | {ins['after_p99_us']:.1f} | "
+              f"{fmt(ex['exact'])} (recall {ex['recall']:.3f}, {ex['false_positives']} false +, planted "
+              f"{ex['planted_found']:.3f}) |", ""]
+
+    sj = results.get("selfjoin")
+    if sj:
+        ex, pb = sj["exactness"], sj.get("pybind", {})
+        L += [f"### Self-join, N = {sj['n']:,}", "",
+              f"All pairs within distance 3 among N fingerprints with {sj['planted_pairs']:,} planted pairs "
+              f"(distance 0..3) and {sj['decoy_pairs']:,} decoy pairs (4..5); median of the repeats. "
+              "simhash-pybind runs in its own venv in a subprocess (timed inside it); it returns distinct "
+              "values, so the comparison is on distinct-value pairs (distance 1..3).", "",
+              "| method | seconds | fingerprints/s | pairs | distinct-value pairs | same pairs as pybind | × neardup | exact |",
+              "|---|---:|---:|---:|---:|:--:|---:|:--:|",
+              f"| neardup self_join | {sj['neardup_s']:.3f} | {fmt(sj['n'] / sj['neardup_s'])} | {sj['neardup_pairs']:,} | "
+              f"{sj['neardup_distinct_value_pairs']:,} | {fmt(pb.get('same_pairs'))} | 1.00 | {fmt(ex['exact'])} |"]
+        if "s" in pb:
+            L.append(f"| simhash-pybind find_all(list, blocks=4) | {pb['s']:.3f} | {fmt(sj['n'] / pb['s'])} | n/a | "
+                     f"{pb['pairs']:,} | yes | {pb['s'] / sj['neardup_s']:.2f} | n/a |")
+            L.append(f"| simhash-pybind c_find_all(prebuilt set) | {pb['c_find_all_s']:.3f} | "
+                     f"{fmt(sj['n'] / pb['c_find_all_s'])} | n/a | {pb['pairs']:,} | yes | "
+                     f"{pb['c_find_all_s'] / sj['neardup_s']:.2f} | n/a |")
+        else:
+            L.append(f"| simhash-pybind | {pb.get('skipped', 'n/a')} |||||||")
+        L += ["", f"neardup self-join exactness: planted found {ex['planted_found']:.3f}, decoys {ex['decoys_reported']}, "
+              f"distances correct {fmt(ex['distances_correct'])}, brute force on {ex['sample_queries']} rows: "
+              f"recall {ex['sample_recall']:.3f}, {ex['sample_false_positives']} false +. Repeats: "
+              f"{', '.join(f'{t:.3f}' for t in sj['neardup_s_all'])} s.", ""]
+
+    bt = results.get("batch")
+    if bt and "skipped" not in bt:
+        ex = bt["exactness"]
+        L += [f"### Batch mode (Manku): {bt['queries']:,} queries vs {bt['stored']:,} stored", "",
+              f"Tables on the queries, stored set streamed once from a raw uint64 file under /tmp "
+              f"(`np.memmap`, {bt['chunks']} chunks of {bt['chunk']:,}; generated and written in "
+              f"{fmt(bt['generate_s'])} s, not counted; the file fits in the page cache, so the read is from "
+              f"memory). {bt['planted']:,} planted neighbours (distance 0..3) and {bt['decoys']:,} decoys (4..5).", "",
+              "| total s | stored fingerprints/s | query×stored pairs/s | slowest chunk s | matches | planted found | "
+              "decoys reported | distances correct | brute-force check | exact |",
+              "|---:|---:|---:|---:|---:|---:|---:|:--:|---|:--:|",
+              f"| {bt['total_s']:.1f} | {fmt(bt['stored_per_s'])} | {bt['pairs_per_s']:.3g} | {fmt(bt['slowest_chunk_s'], 2)} | "
+              f"{bt['matches']:,} | {ex['planted_found']:.3f} | {ex['decoys_reported']} | {fmt(ex['distances_correct'])} | "
+              + (f"{ex['brute_force_queries']} queries over all stored ({ex['brute_force_pairs']} pairs, "
+                 f"{ex['brute_force_s']:.0f} s): equal {fmt(ex['brute_force_equal'])}" if "brute_force_equal" in ex else "n/a")
+              + f" | {fmt(ex['exact'])} |", "",
+              f"Matches not planted (random pairs within distance 3, expected ≈ "
+              f"{bt['queries'] * bt['stored'] * 43745 / 2**64:.1f}): {ex['unplanted_matches']}.", ""]
+    elif bt:
+        L += ["### Batch mode (Manku)", "", f"skipped: {bt['skipped']}", ""]
+
+    # peers
+    L += ["### Against the peer figures", "",
+          "Peer numbers are from `shared/reference/peer-benchmarks.md` §2 (measured earlier on the same machine "
+          "class, medians of 3 fresh processes); the same-run columns are the peers measured above in this run. "
+          "Ratio = peer / neardup (> 1: neardup is faster or smaller).", "",
+          "| N | metric | neardup (this run) | peer (reference) | ratio | same peer, this run | ratio |",
+          "|---:|---|---:|---:|---:|---:|---:|"]
+    for o in results.get("online", []):
+        n = o["n"]
+        nd = o["methods"].get("neardup PermutedIndex")
+        if not nd:
+            continue
+        same = o["methods"]
+        for peer, label, run_name in (("numpy4x16", "numpy permuted tables 4x16", None),
+                                      ("faiss", "faiss MultiHash", "faiss IndexBinaryMultiHash(64,4,16)"),
+                                      ("simhashindex", "simhash.SimhashIndex", "simhash.SimhashIndex (k=3)"),
+                                      ("brute", "numpy brute force", "numpy brute force (chunked)")):
+            ref = PEERS[peer].get(n)
+            run = same.get(run_name) if run_name else None
+            if run is not None and "skipped" in run:
+                run = None
+            if not ref and not run:
+                continue
+            ref = ref or {}
+            run = run or {}
+            for metric, key in (("p50 µs", "p50_us"), ("p99 µs", "p99_us")):
+                L.append(f"| {n:,} | {label} {metric} | {fmt(nd[key])} | {fmt(ref.get(key[:3]))} | "
+                         f"{ratio(ref.get(key[:3]), nd[key])} | {fmt(run.get(key))} | {ratio(run.get(key), nd[key])} |")
+            if "batch" in ref or run.get("batch_qps"):
+                L.append(f"| {n:,} | {label} batch q/s | {fmt(nd['batch_qps'])} | {fmt(ref.get('batch'))} | "
+                         f"{ratio(nd['batch_qps'], ref.get('batch'))} | {fmt(run.get('batch_qps'))} | "
+                         f"{ratio(nd['batch_qps'], run.get('batch_qps'))} |")
+            if "bytes" in ref or run.get("rss_bytes_per_fp"):
+                L.append(f"| {n:,} | {label} bytes/fp | {fmt(nd['bytes_per_fp'])} | {fmt(ref.get('bytes'))} | "
+                         f"{ratio(ref.get('bytes'), nd['bytes_per_fp'])} | {fmt(run.get('rss_bytes_per_fp'))} (RSS) | "
+                         f"{ratio(run.get('rss_bytes_per_fp'), nd['rss_bytes_per_fp'])} (RSS vs RSS) |")
+    if sj:
+        ref = PEERS["selfjoin"].get(sj["n"], {})
+        pb = sj.get("pybind", {})
+        L.append(f"| {sj['n']:,} | self-join s vs simhash-pybind | {sj['neardup_s']:.3f} | {fmt(ref.get('pybind'), 2)} | "
+                 f"{ratio(ref.get('pybind'), sj['neardup_s'])} | {fmt(pb.get('s'), 3)} | {ratio(pb.get('s'), sj['neardup_s'])} |")
+        L.append(f"| {sj['n']:,} | self-join s vs numpy tables 4x16 | {sj['neardup_s']:.3f} | {fmt(ref.get('numpy4x16'), 2)} | "
+                 f"{ratio(ref.get('numpy4x16'), sj['neardup_s'])} | n/a | n/a |")
+    L.append("")
+    return "\n".join(L)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    by_n = {o["n"]: o["methods"].get("neardup PermutedIndex") for o in results.get("online", [])}
+    for n, key in ((10**7, "p99_1e7_us"), (10**8, "p99_1e8_us")):
+        nd = by_n.get(n)
+        rows.append({"target": f"single-query p99 ≤ {TARGETS[key]:.0f} µs at N = {n:,}",
+                     "measured": f"{nd['p99_us']:.1f} µs (p50 {nd['p50_us']:.1f})" if nd else "not run",
+                     "met": fmt(nd["p99_us"] <= TARGETS[key]) if nd else "n/a", "key": key,
+                     "value": nd["p99_us"] if nd else None})
+    extra = {n: nd["bytes_per_fp"] - 8 for n, nd in by_n.items() if nd}
+    big = max(extra) if extra else None
+    rows.append({"target": "≤ 32 bytes per fingerprint beyond the 8-byte fingerprint",
+                 "measured": ", ".join(f"{v:.1f} at {n:,} (RSS Δ {by_n[n]['rss_bytes_per_fp'] - 8:.1f})"
+                                       for n, v in sorted(extra.items())) or "not run",
+                 "met": fmt(extra[big] <= TARGETS["extra_bytes_per_fp"]) + (" at the largest N" if len(extra) > 1 else "")
+                 if big else "n/a", "key": "extra_bytes_per_fp", "value": extra.get(big) if big else None})
+    sj = results.get("selfjoin")
+    ok = sj and sj["n"] == 10**6
+    rows.append({"target": "self-join of 10^6 ≤ 1.0 s", "measured": f"{sj['neardup_s']:.3f} s" if ok else "not run",
+                 "met": fmt(sj["neardup_s"] <= 1.0) if ok else "n/a", "key": "selfjoin_1e6_s",
+                 "value": sj["neardup_s"] if ok else None})
+    bt = results.get("batch")
+    ok = bt and "skipped" not in bt and bt["stored"] >= 10**9 and bt["queries"] >= 10**6
+    rows.append({"target": "10^6 queries vs 10^9 stored ≤ 10 minutes",
+                 "measured": f"{bt['total_s']:.0f} s" if ok else "not run",
+                 "met": fmt(bt["total_s"] <= 600) if ok else "n/a", "key": "batch_1e6_vs_1e9_s",
+                 "value": bt["total_s"] if ok else None})
+    return rows
+
+
+def write_doc(path: Path, section: str) -> None:
+    block = f"{DOC_START}\n{section.rstrip()}\n{DOC_END}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else ""  # re-read right before writing
+    if DOC_START in text and DOC_END in text and text.index(DOC_START) < text.index(DOC_END):
+        head, rest = text.split(DOC_START, 1)
+        tail = rest.split(DOC_END, 1)[1]
+        new = head + block + tail
+    else:
+        new = text + ("" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")) + block + "\n"
+    tmp = path.with_name(f".{path.name}.index.tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
+
+
+def summary(results: dict[str, Any]) -> dict[str, Any]:
+    s: dict[str, Any] = {"benchmark": "index", "k": K, "online": {}}
+    for o in results.get("online", []):
+        nd = o["methods"].get("neardup PermutedIndex", {})
+        s["online"][str(o["n"])] = {
+            "build_s": round(nd["build_s"], 3), "bytes_per_fp": round(nd["bytes_per_fp"], 2),
+            "rss_bytes_per_fp": round(nd["rss_bytes_per_fp"], 2), "p50_us": round(nd["p50_us"], 2),
+            "p99_us": round(nd["p99_us"], 2), "batch_qps": round(nd["batch_qps"]), "exact": nd["exactness"]["exact"],
+            "peers_p50_us": {k: round(v["p50_us"], 2) for k, v in o["methods"].items()
+                             if "p50_us" in v and k != "neardup PermutedIndex"},
+            "peers_exact": {k: v["exactness"]["exact"] for k, v in o["methods"].items()
+                            if "exactness" in v and k != "neardup PermutedIndex"}}
+    if results.get("inserts"):
+        i = results["inserts"]
+        s["inserts"] = {"us_per_insert": round(i["us_per_insert"], 2), "after_p50_us": round(i["after_p50_us"], 2),
+                        "after_p99_us": round(i["after_p99_us"], 2), "exact": i["exactness"]["exact"]}
+    if results.get("selfjoin"):
+        sj = results["selfjoin"]
+        s["selfjoin"] = {"n": sj["n"], "neardup_s": round(sj["neardup_s"], 3), "exact": sj["exactness"]["exact"],
+                         "pybind_s": round(sj["pybind"]["s"], 3) if "s" in sj.get("pybind", {}) else None,
+                         "same_pairs_as_pybind": sj.get("pybind", {}).get("same_pairs")}
+    if results.get("batch"):
+        b = results["batch"]
+        s["batch"] = ({"skipped": b["skipped"]} if "skipped" in b else
+                      {"stored": b["stored"], "queries": b["queries"], "total_s": round(b["total_s"], 1),
+                       "stored_per_s": round(b["stored_per_s"]), "exact": b["exactness"]["exact"]})
+    s["targets"] = {r["key"]: {"value": r["value"], "met": r["met"]} for r in results["targets"]}
+    s["all_exact"] = all(v.get("exact", True) for v in s["online"].values()) and all(
+        s.get(x, {}).get("exact", True) for x in ("inserts", "selfjoin", "batch"))
+    return s
+
+
+def warm_up() -> None:
+    """Load the cached numba kernels (and compile any missing) before timing anything."""
+    rng = np.random.default_rng(0)
+    v = random_u64(rng, 20_000)
+    idx = PermutedIndex(k=K, expected_n=20_000)
+    idx.add_many(np.arange(20_000), v)
+    idx.search(int(v[0]), K)
+    idx.search_arrays(v[:100], K)
+    idx.add(10**9, int(v[1]))
+    idx.search(int(v[1]), K)
+    idx.search(int(v[1]), K + 2)
+    self_join(v, K)
+    list(batch_join(v[:1000], [v[:5000], v[5000:]], K))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=float, action="append", help="online index size (repeatable)")
+    ap.add_argument("--queries", type=int, default=10_000, help="queries per online size (default 10,000)")
+    ap.add_argument("--truth-queries", type=int, default=None,
+                    help="queries checked against brute force (default 1,000 up to N=10^6, else 200)")
+    ap.add_argument("--selfjoin", type=float, default=None, help="self-join size (e.g. 1e6)")
+    ap.add_argument("--selfjoin-repeats", type=int, default=3)
+    ap.add_argument("--batch-stored", type=float, default=None, help="batch mode: stored fingerprints (e.g. 1e9)")
+    ap.add_argument("--batch-queries", type=float, default=1e6, help="batch mode: queries (default 10^6)")
+    ap.add_argument("--batch-chunk", type=float, default=5e7, help="batch mode: stored chunk (default 5*10^7)")
+    ap.add_argument("--batch-file", type=Path, default=None, help="raw uint64 file for the stored set (default under /tmp)")
+    ap.add_argument("--batch-verify", type=int, default=8, help="queries brute-forced over the whole stored set")
+    ap.add_argument("--keep-stored", action="store_true", help="keep the stored file (reused when parameters match)")
+    ap.add_argument("--inserts", type=float, default=None, help="one-by-one inserts (default 10^5; 0 to skip)")
+    ap.add_argument("--inserts-base", type=float, default=None, help="index size before the inserts (default 10^6)")
+    ap.add_argument("--no-faiss", action="store_true")
+    ap.add_argument("--no-simhashindex", action="store_true")
+    ap.add_argument("--simhashindex-max", type=float, default=1e6)
+    ap.add_argument("--pybind-python", default=None,
+                    help="python of a venv with simhash-pybind (default /tmp/pybind-venv/bin/python if present)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, < 1 minute")
+    ap.add_argument("--doc", type=Path, default=None, help="markdown file to update (default docs/benchmarks.md)")
+    ap.add_argument("--no-doc", action="store_true")
+    ap.add_argument("--json-out", type=Path, default=None, help="also write the full results as JSON")
+    ap.add_argument("--seed", type=int, default=SEED)
+    args = ap.parse_args(argv)
+
+    ns = [int(x) for x in (args.n or ([10**5] if args.quick else [10**6]))]
+    if args.quick:
+        args.selfjoin = args.selfjoin if args.selfjoin is not None else 1e5
+        args.batch_stored = args.batch_stored if args.batch_stored is not None else 1e7
+        args.batch_queries = 1e5 if args.batch_queries == 1e6 else args.batch_queries
+        args.batch_chunk = 2e6 if args.batch_chunk == 5e7 else args.batch_chunk
+        args.inserts = args.inserts if args.inserts is not None else 1e4
+        args.inserts_base = args.inserts_base if args.inserts_base is not None else 1e5
+        args.batch_verify = min(args.batch_verify, 4)
+    inserts = int(args.inserts if args.inserts is not None else 1e5)
+    inserts_base = int(args.inserts_base if args.inserts_base is not None else 1e6)
+    args.simhashindex_max = int(args.simhashindex_max)
+    pybind = args.pybind_python
+    if pybind is None and Path("/tmp/pybind-venv/bin/python").exists():
+        pybind = "/tmp/pybind-venv/bin/python"
+    doc = None if args.no_doc or (args.quick and args.doc is None) else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
+
+    cmd = "python benchmarks/index.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    results: dict[str, Any] = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+                               "machine": machine(), "online": []}
+    log(f"machine: {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
+    t_all = time.perf_counter()
+    warm_up()
+    with tempfile.TemporaryDirectory(prefix="neardup-bench-", dir="/tmp") as td:
+        tmp = Path(td)
+        for n in ns:
+            nt = args.truth_queries or (min(1000, args.queries) if n <= 10**6 else min(200, args.queries))
+            results["online"].append(bench_online(n, args.queries, nt, args.seed, tmp, args))
+            gc.collect()
+        if inserts:
+            results["inserts"] = bench_inserts(inserts_base, inserts, args.queries, args.seed)
+            gc.collect()
+        if args.selfjoin:
+            results["selfjoin"] = bench_selfjoin(int(args.selfjoin), args.seed, pybind, tmp, args.selfjoin_repeats)
+            gc.collect()
+        if args.batch_stored:
+            s, q, c = int(args.batch_stored), int(args.batch_queries), int(args.batch_chunk)
+            path = args.batch_file or Path(f"/tmp/neardup-bench-stored-{s}-{args.seed}.u64")
+            results["batch"] = bench_batch(s, q, c, args.seed, path, args.keep_stored, args.batch_verify)
+    results["loadavg_end"] = os.getloadavg()
+    results["wall_s"] = time.perf_counter() - t_all
+    results["targets"] = targets(results)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1, default=str))
+    if doc:
+        write_doc(Path(doc), render(results))
+        log(f"wrote the index section of {doc}")
+    else:
+        print(render(results), file=sys.stderr)
+    log(f"done in {results['wall_s']:.1f} s")
+    print(json.dumps(summary(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

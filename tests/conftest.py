@@ -1,0 +1,70 @@
+"""Shared fixtures: the bundled sample pages and the optional shared corpus.
+
+* ``sample_pages``: every page of ``examples/sample`` (real HTML, URLs and duplicate groups from
+  ``examples/sample/urls.tsv``), keyed by file stem (``"cnbc-cybersecurity-2019"``).
+* ``corpus``: path of the shared third-party corpus (``../shared/corpus`` next to the
+  repository, or ``$NEARDUP_CORPUS``); tests that use it are skipped when it is absent.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_DIR = ROOT / "examples" / "sample"
+CORPUS_DIR = Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+@dataclass(frozen=True)
+class SamplePage:
+    """One real page of the bundled sample, with its row of ``urls.tsv``."""
+
+    name: str  # file stem, e.g. "cnbc-cybersecurity-2019"
+    path: Path
+    url: str
+    captured: str
+    group: str  # pages of one group are captures of the same article
+    note: str
+    content: bytes = field(repr=False)  # the raw (decompressed) page bytes
+
+    @property
+    def host(self) -> str:
+        """Host name without a leading ``www.``."""
+        return (urlsplit(self.url).hostname or "").removeprefix("www.")
+
+
+def load_sample_pages() -> dict[str, SamplePage]:
+    pages: dict[str, SamplePage] = {}
+    with open(SAMPLE_DIR / "urls.tsv", encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            path = SAMPLE_DIR / row["file"]
+            name = path.name.removesuffix(".gz").removesuffix(".html")
+            pages[name] = SamplePage(
+                name=name, path=path, url=row["url"], captured=row["captured"],
+                group=row["group"], note=row["note"], content=gzip.decompress(path.read_bytes()),
+            )
+    return pages
+
+
+@pytest.fixture(scope="session")
+def sample_pages() -> dict[str, SamplePage]:
+    """All sample pages keyed by file stem (26 real news pages)."""
+    pages = load_sample_pages()
+    assert pages, "examples/sample/urls.tsv lists no pages"
+    return pages
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """Root of the shared corpus; skips the test when it is not there."""
+    if not (CORPUS_DIR / "README.md").is_file():
+        pytest.skip(f"shared corpus not found at {CORPUS_DIR}")
+    return CORPUS_DIR
+

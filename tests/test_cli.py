@@ -1,0 +1,444 @@
+"""The command line, through click's CliRunner, on the real pages of examples/sample."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from neardup import __version__
+from neardup.cli import VERDICT_FIELDS, main
+from neardup.detector import DEFAULT_K
+
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
+PAGES = SAMPLE / "pages"
+
+
+@lru_cache(maxsize=None)
+def rows() -> tuple[dict, ...]:
+    with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
+        return tuple(csv.DictReader(fh, delimiter="\t"))
+
+
+def group_of_file(name: str) -> str:
+    return next(r["group"] for r in rows() if Path(r["file"]).name == name)
+
+
+def group_of_url(url: str) -> str:
+    groups = {r["group"] for r in rows() if r["url"] == url}
+    assert len(groups) == 1, url
+    return groups.pop()
+
+
+def url_of(name: str) -> str:
+    return next(r["url"] for r in rows() if Path(r["file"]).name == f"{name}.html.gz")
+
+
+def page_file(name: str) -> str:
+    return str(PAGES / f"{name}.html.gz")
+
+
+def run(*args: str, input: bytes | None = None):
+    result = CliRunner().invoke(main, [str(a) for a in args], input=input)
+    # never an unhandled exception (which would be a traceback for a user)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output and "Traceback" not in result.stderr
+    return result
+
+
+def assert_one_line_error(result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("neardup: error:"), lines[0]
+    return lines[0]
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+# -- help -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [[], ["fingerprint"], ["add"], ["check"], ["dedup"], ["stats"]])
+def test_help(command):
+    r = run(*command, "--help")
+    assert r.exit_code == 0
+    assert "Usage:" in r.stdout
+    r = run(*command, "-h")
+    assert r.exit_code == 0
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0 and __version__ in r.stdout
+
+
+# -- fingerprint ---------------------------------------------------------------------------------
+
+def test_fingerprint_files():
+    r = run("fingerprint", page_file("npr-dylann-roof-2022"), page_file("npr-dylann-roof-2022-mirror"),
+            page_file("newyorker-teas-2019"))
+    assert r.exit_code == 0, r.stderr
+    out = json_lines(r.stdout)
+    assert len(out) == 3
+    for o in out:
+        assert {"file", "digest", "simhash", "spec", "title", "canonical_url"} <= o.keys()
+        assert len(o["digest"]) == 64 and len(o["simhash"]) == 16
+        int(o["simhash"], 16)
+        assert o["spec"].startswith("neardup-simhash/")
+        assert "text" not in o
+    assert out[0]["digest"] == out[1]["digest"] and out[0]["digest"] != out[2]["digest"]
+    assert out[0]["title"].startswith("Dylann Roof")
+    assert out[0]["canonical_url"] == url_of("npr-dylann-roof-2022")
+    assert out[2]["file"] == page_file("newyorker-teas-2019")
+
+
+def test_fingerprint_text_and_options():
+    r = run("fingerprint", "--text", "--features", "chars", "--ngram", "3", "--bits", "128",
+            page_file("japan-cnet-apple-news-2019"))
+    assert r.exit_code == 0, r.stderr
+    (o,) = json_lines(r.stdout)
+    assert len(o["simhash"]) == 32
+    assert "chars3" in o["spec"] and "f=128" in o["spec"]
+    assert "apple" in o["text"]  # normalised text is case-folded
+
+
+def test_fingerprint_stdin():
+    data = gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes())
+    r = run("fingerprint", "-", input=data)
+    assert r.exit_code == 0, r.stderr
+    (o,) = json_lines(r.stdout)
+    f = json_lines(run("fingerprint", page_file("newyorker-teas-2019")).stdout)[0]
+    assert o["file"] == "-"
+    assert (o["digest"], o["simhash"], o["title"]) == (f["digest"], f["simhash"], f["title"])
+
+
+def test_fingerprint_bad_file_among_good(tmp_path):
+    png = tmp_path / "logo.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    r = run("fingerprint", page_file("newyorker-teas-2019"), str(png), str(tmp_path / "missing.html"))
+    assert r.exit_code == 1
+    out = json_lines(r.stdout)
+    assert len(out) == 3
+    assert "digest" in out[0] and "error" in out[1] and "error" in out[2]
+    for line in r.stderr.strip().splitlines():
+        assert line.startswith("neardup: error:")
+
+
+def test_fingerprint_corrupt_gzip_is_an_input_error(tmp_path):
+    bad = tmp_path / "broken.html.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 not really gzip data at all")
+    r = run("fingerprint", str(bad))
+    assert r.exit_code == 1
+
+
+# -- add / check --------------------------------------------------------------------------------
+
+def test_add_and_check(tmp_path):
+    db = tmp_path / "s.db"
+    r = run("add", "--db", db, url_of("nytimes-nikki-haley-2018"), page_file("nytimes-nikki-haley-2018"))
+    assert r.exit_code == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["status"] == "new" and v["url"] == url_of("nytimes-nikki-haley-2018")
+    assert {"page_id", "match_id", "distance", "cluster_id", "canonical_url", "digest", "simhash"} <= v.keys()
+
+    other = "https://web.archive.org/web/2019/" + url_of("nytimes-nikki-haley-2019")
+    r = run("check", "--db", db, other, page_file("nytimes-nikki-haley-2019"))
+    assert r.exit_code == 0, r.stderr
+    c = json.loads(r.stdout)
+    assert c["status"] == "near" and c["match_id"] == v["page_id"] and c["distance"] <= 3
+    assert c["page_id"] is None
+    assert json.loads(run("stats", "--db", db).stdout)["pages"] == 1  # check wrote nothing
+
+    r = run("check", "--db", db, "-k", "0", other, page_file("nytimes-nikki-haley-2019"))
+    assert json.loads(r.stdout)["status"] == "new"
+
+    r = run("add", "--db", db, other, page_file("nytimes-nikki-haley-2019"))
+    a = json.loads(r.stdout)
+    assert a["status"] == "near" and a["cluster_id"] == v["cluster_id"]
+    assert a["canonical_url"] == url_of("nytimes-nikki-haley-2018")
+
+    data = gzip.decompress(Path(page_file("nytimes-nikki-haley-2018")).read_bytes())
+    r = run("add", "--db", db, "https://mirror.example/nikki", "-", input=data)
+    assert json.loads(r.stdout)["status"] == "exact"
+
+    stats = json.loads(run("stats", "--db", db).stdout)
+    assert stats["pages"] == 3 and stats["clusters"] == 1
+    assert stats["new"] == 1 and stats["near"] == 1 and stats["exact"] == 1
+
+
+def test_add_plain_text_with_header(tmp_path):
+    db = tmp_path / "s.db"
+    txt = tmp_path / "note.txt"
+    txt.write_text("<p>" + "angle brackets are text here " * 10 + "</p>", encoding="utf-8")
+    r = run("add", "--db", db, "-H", "Content-Type: text/plain", "https://t.example/1", txt)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "new"
+
+
+# -- dedup -------------------------------------------------------------------------------------
+
+def _check_verdict_groups(verdicts: list[dict]) -> None:
+    """No false positive: a duplicate's match (and its canonical) is in its own group."""
+    for v in verdicts:
+        assert v["status"] in ("new", "exact", "near"), v
+        own = group_of_file(Path(v["source"]).name)
+        assert group_of_url(v["url"]) == own
+        if v["status"] in ("exact", "near"):
+            assert v["match_url"], v
+            assert group_of_url(v["match_url"]) == own, (v["source"], v["match_url"])
+            assert v["distance"] is not None and v["distance"] <= DEFAULT_K
+        assert group_of_url(v["canonical_url"]) == own
+
+
+def test_dedup_sample(tmp_path):
+    db, out = tmp_path / "s.db", tmp_path / "v.jsonl"
+    r = run("dedup", SAMPLE, "--db", db, "--out", out, "--no-progress")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["pages"] == 26
+    assert summary["error"] == 0 and summary["empty"] == 0
+    assert summary["near"] >= 4 and summary["exact"] >= 2
+    assert summary["new"] + summary["near"] + summary["exact"] == 26
+    assert summary["db"] == str(db)
+    distinct_urls = len({r["url"] for r in rows()})
+    assert summary["store_pages"] == distinct_urls
+    verdicts = json_lines(out.read_text(encoding="utf-8"))
+    assert len(verdicts) == 26
+    assert all(set(v) == set(VERDICT_FIELDS) for v in verdicts)
+    _check_verdict_groups(verdicts)
+    by_name = {Path(v["source"]).name: v for v in verdicts}
+    for mirror, original in [("npr-dylann-roof-2022-mirror", "npr-dylann-roof-2022"),
+                             ("newyorker-teas-2019-mirror", "newyorker-teas-2019")]:
+        pair = {by_name[f"{mirror}.html.gz"]["status"], by_name[f"{original}.html.gz"]["status"]}
+        assert "exact" in pair
+    assert by_name["nytimes-nikki-haley-2019.html.gz"]["status"] == "near"
+    assert by_name["cnbc-cybersecurity-2022.html.gz"]["status"] == "near"
+    # the human summary goes to stderr
+    assert "pages 26" in r.stderr
+
+    # incremental rerun: everything is known now
+    r2 = run("dedup", SAMPLE, "--db", db, "--out", tmp_path / "v2.jsonl", "--no-progress")
+    assert r2.exit_code == 0, r2.stderr
+    s2 = json.loads(r2.stdout.strip().splitlines()[-1])
+    assert s2["pages"] == 26 and s2["error"] == 0 and s2["empty"] == 0
+    # every file whose URL appears once in urls.tsv is an unchanged copy of itself; a URL
+    # captured several times is compared with its last stored capture, which may be further
+    # than k away (nikki-haley 2019 -> 2022 is at distance 4): only those may be 'new'
+    once = [r for r in rows() if sum(x["url"] == r["url"] for x in rows()) == 1]
+    assert s2["new"] <= 26 - len(once)
+    assert s2["exact"] + s2["near"] + s2["new"] == 26
+    assert s2["unchanged"] >= len(once)
+    assert s2["store_pages"] == summary["store_pages"]
+    v2 = json_lines((tmp_path / "v2.jsonl").read_text(encoding="utf-8"))
+    _check_verdict_groups(v2)
+    once_names = {Path(r["file"]).name for r in once}
+    for v in v2:
+        if Path(v["source"]).name in once_names:
+            assert v["status"] == "exact" and v["match_id"] == v["page_id"], v
+        assert v["page_id"] is not None
+
+
+def test_dedup_csv_and_stdout(tmp_path):
+    db = tmp_path / "s.db"
+    r = run("dedup", SAMPLE, "--db", db, "--out", tmp_path / "v.csv")
+    assert r.exit_code == 0, r.stderr
+    with open(tmp_path / "v.csv", newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames) == VERDICT_FIELDS
+        table = list(reader)
+    assert len(table) == 26
+    assert {row["status"] for row in table} <= {"new", "exact", "near"}
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sum(row["status"] == "near" for row in table) == summary["near"]
+
+    r = run("dedup", SAMPLE, "--db", tmp_path / "t.db", "--out", "-", "--format", "csv")
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == ",".join(VERDICT_FIELDS)
+    assert len(list(csv.reader(io.StringIO("\n".join(lines[:-1]))))) == 27
+    assert json.loads(lines[-1])["pages"] == 26
+
+
+def _write_warc(path: Path, names: list[str]) -> None:
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=True)
+        for i, name in enumerate(names):
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            body = gzip.decompress(Path(page_file(name)).read_bytes())
+            target = f"https://crawl.example/{i}/{name}"
+            w.write_record(w.create_warc_record(target, "response", payload=io.BytesIO(body), http_headers=http))
+
+
+def test_dedup_warc(tmp_path):
+    names = ["nytimes-nikki-haley-2018", "nytimes-nikki-haley-2019", "npr-dylann-roof-2022",
+             "npr-dylann-roof-2022-mirror", "newyorker-teas-2019", "politico-student-debt-2022"]
+    warc = tmp_path / "crawl.warc.gz"
+    _write_warc(warc, names)
+    out = tmp_path / "v.jsonl"
+    r = run("dedup", warc, "--db", tmp_path / "s.db", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["near"], s["exact"], s["error"]) == (6, 4, 1, 1, 0)
+    verdicts = json_lines(out.read_text())
+    assert [v["url"] for v in verdicts] == [f"https://crawl.example/{i}/{n}" for i, n in enumerate(names)]
+    assert verdicts[1]["match_url"] == verdicts[0]["url"]
+    assert verdicts[3]["match_url"] == verdicts[2]["url"]
+
+
+def test_dedup_jsonl_with_bad_records(tmp_path):
+    src = tmp_path / "in.jsonl"
+    teas = gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes()).decode()
+    src.write_text("\n".join([
+        json.dumps({"url": "https://a.example/teas", "html": teas}),
+        "{not json",
+        json.dumps({"url": "no scheme", "html": teas}),
+        json.dumps({"url": "https://b.example/teas", "html": teas}),
+    ]) + "\n", encoding="utf-8")
+    out = tmp_path / "v.jsonl"
+    r = run("dedup", src, "--db", tmp_path / "s.db", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["exact"], s["error"]) == (4, 1, 1, 2)
+    assert [v["status"] for v in json_lines(out.read_text())] == ["new", "error", "error", "exact"]
+    assert "neardup: skipped" in r.stderr
+
+
+def test_dedup_jsonl_bad_fetched_at_does_not_abort_the_run(tmp_path):
+    """One record with an unusable fetched_at is one bad record, not a failed run."""
+    src = tmp_path / "in.jsonl"
+    teas = gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes()).decode()
+    src.write_text("\n".join([
+        json.dumps({"url": "https://a.example/teas", "html": teas}),
+        json.dumps({"url": "https://b.example/teas", "html": teas, "fetched_at": "last tuesday"}),
+        json.dumps({"url": "https://c.example/teas", "html": teas}),
+    ]) + "\n", encoding="utf-8")
+    r = run("dedup", src, "--db", tmp_path / "s.db")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["exact"], s["error"]) == (3, 1, 1, 1)
+
+
+# -- exit codes and error messages ------------------------------------------------------------
+
+def test_bad_url_exit_1(tmp_path):
+    r = run("add", "--db", tmp_path / "s.db", "not a url", page_file("newyorker-teas-2019"))
+    msg = assert_one_line_error(r, 1)
+    assert "URL" in msg
+    r = run("check", "--db", tmp_path / "s.db", "mailto:x@example.com", page_file("newyorker-teas-2019"))
+    assert_one_line_error(r, 1)
+
+
+def test_binary_file_exit_1(tmp_path):
+    png = tmp_path / "logo.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    r = run("add", "--db", tmp_path / "s.db", "https://x.example/logo.png", png)
+    msg = assert_one_line_error(r, 1)
+    assert "binary" in msg
+
+
+def test_missing_file(tmp_path):
+    r = run("add", "--db", tmp_path / "s.db", "https://x.example/", tmp_path / "missing.html")
+    assert r.exit_code in (1, 2)
+    if r.exit_code == 1:
+        assert_one_line_error(r, 1)
+    r = run("dedup", tmp_path / "missing-dir", "--db", tmp_path / "s.db")
+    assert r.exit_code == 2
+    assert "does not exist" in r.stderr
+
+
+def test_directory_as_page_file(tmp_path):
+    r = run("add", "--db", tmp_path / "s.db", "https://x.example/", tmp_path)
+    assert_one_line_error(r, 1)
+
+
+def test_corrupt_gzip_page_file_exit_1(tmp_path):
+    bad = tmp_path / "broken.html.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 not really gzip data at all")
+    r = run("add", "--db", tmp_path / "s.db", "https://x.example/", bad)
+    assert_one_line_error(r, 1)
+
+
+def test_dedup_directory_with_corrupt_gzip_page(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "good.html").write_bytes(gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes()))
+    (tmp_path / "in" / "broken.html.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip data at all")
+    r = run("dedup", tmp_path / "in", "--db", tmp_path / "s.db")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["error"]) == (2, 1, 1)
+
+
+@pytest.mark.parametrize("command", ["add", "check", "stats", "dedup"])
+def test_corrupt_db_exit_3(tmp_path, command):
+    db = tmp_path / "junk.db"
+    db.write_bytes(random.Random(5).randbytes(32 * 1024))
+    args = {"add": ["add", "--db", db, "https://x.example/", page_file("newyorker-teas-2019")],
+            "check": ["check", "--db", db, "https://x.example/", page_file("newyorker-teas-2019")],
+            "stats": ["stats", "--db", db],
+            "dedup": ["dedup", PAGES / "newyorker-teas-2019.html.gz", "--db", db]}[command]
+    r = run(*args)
+    msg = assert_one_line_error(r, 3)
+    assert str(db) in msg
+
+
+def test_stats_of_missing_store_exit_3(tmp_path):
+    r = run("stats", "--db", tmp_path / "absent.db")
+    assert_one_line_error(r, 3)
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_spec_mismatch_exit_3(tmp_path):
+    db = tmp_path / "s.db"
+    r = run("add", "--db", db, url_of("newyorker-teas-2019"), page_file("newyorker-teas-2019"))
+    assert r.exit_code == 0
+    r = run("add", "--db", db, "--features", "shingles", url_of("npr-dylann-roof-2016"),
+            page_file("npr-dylann-roof-2016"))
+    msg = assert_one_line_error(r, 3)
+    assert "spec" in msg
+    r = run("dedup", PAGES / "npr-dylann-roof-2016.html.gz", "--db", db, "--bits", "128")
+    assert_one_line_error(r, 3)
+    # without fingerprint options the store's own settings are used
+    r = run("check", "--db", db, url_of("newyorker-teas-2019-mirror"), page_file("newyorker-teas-2019-mirror"))
+    assert r.exit_code == 0 and json.loads(r.stdout)["status"] == "exact"
+    assert json.loads(run("stats", "--db", db).stdout)["pages"] == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["-k", "200"],
+    ["-k", "-1"],
+    ["-k", "three"],
+    ["--features", "bogus"],
+    ["--bits", "32"],
+    ["--extractor", "magic"],
+    ["--ngram", "0"],
+    ["--min-tokens", "-5"],
+    ["--no-such-option"],
+])
+def test_bad_option_value_exit_2(tmp_path, args):
+    r = run("add", "--db", tmp_path / "s.db", *args, "https://x.example/", page_file("newyorker-teas-2019"))
+    assert r.exit_code == 2
+    assert "Error" in r.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_bad_header_exit_2(tmp_path):
+    r = run("add", "--db", tmp_path / "s.db", "-H", "no colon here", "https://x.example/",
+            page_file("newyorker-teas-2019"))
+    assert_one_line_error(r, 2)
+
+
+def test_dedup_unknown_input_type_exit_1(tmp_path):
+    f = tmp_path / "pages.csv"
+    f.write_text("url,html\n")
+    r = run("dedup", f, "--db", tmp_path / "s.db")
+    assert_one_line_error(r, 1)

@@ -1,0 +1,356 @@
+"""Batch input readers: directories with urls.tsv, JSONL (plain and gzip), WARC (plain and
+gzip, written here with warcio from the real sample pages)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from neardup import InputFormatError, Page
+from neardup.inputs import InputItem, read_input
+
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
+
+
+@lru_cache(maxsize=None)
+def tsv_rows() -> list[dict]:
+    with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+@lru_cache(maxsize=None)
+def body(name: str) -> bytes:
+    return gzip.decompress((SAMPLE / "pages" / f"{name}.html.gz").read_bytes())
+
+
+def url(name: str) -> str:
+    return next(r["url"] for r in tsv_rows() if r["file"] == f"pages/{name}.html.gz")
+
+
+# -- WARC writing with warcio ----------------------------------------------------------------
+
+WARC_PAGES = ["newyorker-teas-2019", "npr-dylann-roof-2016", "japan-cnet-apple-news-2019",
+              "politico-student-debt-2022"]
+WARC_DATES = ["2019-05-14T10:00:00Z", "2016-12-15T12:30:00Z", "2019-04-13T01:02:03Z", "2022-10-18T00:00:00Z"]
+
+
+def write_warc(path: Path, names=WARC_PAGES, *, gzip_records: bool, extra: bool = True) -> list[int]:
+    """Write one response record per page (plus warcinfo, a request, a 404 and a
+    redirect when ``extra``); returns the file offset where each page's response starts."""
+    offsets = []
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=gzip_records)
+        if extra:
+            w.write_record(w.create_warcinfo_record(path.name, {"software": "neardup tests"}))
+        for name, date in zip(names, WARC_DATES * 10):
+            target = url(name)
+            if extra:
+                req = w.create_warc_record(
+                    target, "request", payload=io.BytesIO(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+                    warc_headers_dict={"WARC-Date": date})
+                w.write_record(req)
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                               ("Server", "test")], protocol="HTTP/1.1")
+            rec = w.create_warc_record(target, "response", payload=io.BytesIO(body(name)),
+                                       http_headers=http, warc_headers_dict={"WARC-Date": date})
+            offsets.append(fh.tell())
+            w.write_record(rec)
+        if extra:
+            http = StatusAndHeaders("404 Not Found", [("Content-Type", "text/html; charset=utf-8")],
+                                    protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record("https://gone.example/x", "response",
+                                                payload=io.BytesIO(b"<html><body>not found</body></html>"),
+                                                http_headers=http))
+            http = StatusAndHeaders("301 Moved Permanently", [("Location", "https://x.example/")],
+                                    protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record("https://moved.example/", "response",
+                                                payload=io.BytesIO(b""), http_headers=http))
+    return offsets
+
+
+def pages_of(items: list[InputItem]) -> list[Page]:
+    return [it.page for it in items if it.page is not None]
+
+
+def errors_of(items: list[InputItem]) -> list[InputItem]:
+    return [it for it in items if it.page is None]
+
+
+# -- directories ------------------------------------------------------------------------------
+
+def test_sample_directory_uses_urls_tsv():
+    items = list(read_input(SAMPLE))
+    assert len(items) == 26
+    assert errors_of(items) == []
+    by_file = {Path(it.source).name: it.page for it in items}
+    assert len(by_file) == 26
+    for row in tsv_rows():
+        name = Path(row["file"]).name
+        page = by_file[name]
+        assert page.url == row["url"], name
+        assert page.content == gzip.decompress((SAMPLE / row["file"]).read_bytes())
+    # sorted order
+    assert [it.source for it in items] == sorted(it.source for it in items)
+
+
+def test_directory_without_urls_tsv_uses_file_urls(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.html").write_bytes(body("newyorker-teas-2019"))
+    (tmp_path / "sub" / "b.htm.gz").write_bytes(gzip.compress(body("npr-dylann-roof-2016")))
+    (tmp_path / "notes.txt").write_text("plain text notes " * 20, encoding="utf-8")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (tmp_path / "broken.html.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    items = list(read_input(tmp_path))
+    names = [Path(it.source).name for it in items]
+    assert sorted(names) == ["a.html", "b.htm.gz", "broken.html.gz", "notes.txt"]
+    good = {Path(it.source).name: it.page for it in items if it.page}
+    assert good["a.html"].url == (tmp_path / "a.html").resolve().as_uri()
+    assert good["a.html"].content == body("newyorker-teas-2019")
+    assert good["b.htm.gz"].content == body("npr-dylann-roof-2016")
+    assert good["notes.txt"].headers == {"content-type": "text/plain"}
+    (bad,) = errors_of(items)
+    assert "broken.html.gz" in bad.source and "broken.html.gz" in bad.error
+
+
+def test_urls_tsv_in_subfolder_maps_files_below_it(tmp_path):
+    site = tmp_path / "site"
+    (site / "pages").mkdir(parents=True)
+    (site / "pages" / "teas.html").write_bytes(body("newyorker-teas-2019"))
+    (site / "urls.tsv").write_text("file\turl\npages/teas.html\thttps://teas.example/t\n", encoding="utf-8")
+    (tmp_path / "loose.html").write_bytes(body("npr-dylann-roof-2016"))
+    pages = {Path(it.source).name: it.page for it in read_input(tmp_path)}
+    assert pages["teas.html"].url == "https://teas.example/t"
+    assert pages["loose.html"].url.startswith("file://")
+
+
+# -- JSONL ----------------------------------------------------------------------------------------
+
+def _jsonl_lines() -> list[str]:
+    return [
+        json.dumps({"url": url("newyorker-teas-2019"), "html": body("newyorker-teas-2019").decode("utf-8"),
+                    "headers": {"Content-Type": "text/html; charset=utf-8"}, "fetched_at": 1557834611.7,
+                    "priority": 2}),
+        '{"url": "https://broken.example/", "html": "<p>unterminated',
+        json.dumps({"html": "<p>no url here</p>"}),
+        "",
+        json.dumps({"url": "https://text.example/t", "text": "Just some plain text words " * 5}),
+        json.dumps([1, 2, 3]),
+        json.dumps({"url": "https://h.example/", "html": "<p>x</p>", "headers": ["not", "an", "object"]}),
+        json.dumps({"url": url("japan-cnet-apple-news-2019"),
+                    "html": body("japan-cnet-apple-news-2019").decode("utf-8")}, ensure_ascii=False),
+    ]
+
+
+def _check_jsonl(items: list[InputItem], path: Path) -> None:
+    assert len(items) == 7  # the blank line is skipped
+    assert [it.page is not None for it in items] == [True, False, False, True, False, False, True]
+    first, text, japan = pages_of(items)
+    assert first.url == url("newyorker-teas-2019")
+    assert first.content == body("newyorker-teas-2019").decode("utf-8")
+    assert first.headers == {"Content-Type": "text/html; charset=utf-8"}
+    assert first.fetched_at == 1557834611.7 and first.priority == 2
+    assert text.url == "https://text.example/t"
+    assert text.headers == {"content-type": "text/plain"}
+    assert japan.content == body("japan-cnet-apple-news-2019").decode("utf-8")
+    sources = [it.source for it in items]
+    assert sources == [f"{path}:{n}" for n in (1, 2, 3, 5, 6, 7, 8)]
+    for it in errors_of(items):
+        assert it.error.startswith(f"{path}:")
+    assert "invalid JSON" in items[1].error
+    assert "url" in items[2].error
+
+
+def test_jsonl(tmp_path):
+    path = tmp_path / "pages.jsonl"
+    path.write_text("\n".join(_jsonl_lines()) + "\n", encoding="utf-8")
+    _check_jsonl(list(read_input(path)), path)
+
+
+def test_jsonl_gz(tmp_path):
+    path = tmp_path / "pages.jsonl.gz"
+    path.write_bytes(gzip.compress(("\n".join(_jsonl_lines()) + "\n").encode("utf-8")))
+    _check_jsonl(list(read_input(path)), path)
+
+
+def test_truncated_jsonl_gz_reports_an_error_after_good_lines(tmp_path):
+    path = tmp_path / "cut.jsonl.gz"
+    lines = [json.dumps({"url": f"https://x.example/{i}", "text": f"line {i} " * 50}) for i in range(200)]
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    path.write_bytes(data[: len(data) // 2])
+    items = list(read_input(path))
+    good = pages_of(items)
+    assert 0 < len(good) < 200
+    assert [p.url for p in good] == [f"https://x.example/{i}" for i in range(len(good))]
+    errs = errors_of(items)
+    assert errs and str(path) in errs[-1].error
+    assert items[-1] is errs[-1]
+
+
+def test_corrupt_jsonl_gz_reports_an_error_not_a_crash(tmp_path):
+    """Damaged (not just cut) gzip data raises zlib.error, which is not an OSError."""
+    path = tmp_path / "bad.jsonl.gz"
+    lines = [json.dumps({"url": f"https://x.example/{i}", "text": f"line {i} " * 50}) for i in range(200)]
+    data = bytearray(gzip.compress(("\n".join(lines) + "\n").encode()))
+    mid = len(data) // 2
+    data[mid:mid + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    items = list(read_input(path))
+    errs = errors_of(items)
+    assert errs and str(path) in errs[-1].error
+    assert items[-1] is errs[-1] and "corrupt" in errs[-1].error
+
+
+def test_jsonl_gz_with_broken_deflate_data(tmp_path):
+    """Garbage where the first deflate block starts: zlib.error, reported as an item."""
+    path = tmp_path / "bad.jsonl.gz"
+    data = bytearray(gzip.compress(b'{"url": "https://x.example/", "text": "words words"}\n' * 50))
+    data[12:44] = b"\xff" * 32
+    path.write_bytes(bytes(data))
+    items = list(read_input(path))
+    assert pages_of(items) == []
+    (err,) = errors_of(items)
+    assert str(path) in err.error
+
+
+def test_ndjson_suffix(tmp_path):
+    path = tmp_path / "x.ndjson"
+    path.write_text(json.dumps({"url": "https://n.example/", "text": "words " * 20}) + "\n")
+    (item,) = read_input(path)
+    assert item.page.url == "https://n.example/"
+
+
+# -- WARC ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gz", [False, True], ids=["warc", "warc.gz"])
+def test_warc_round_trip(tmp_path, gz):
+    path = tmp_path / ("crawl.warc.gz" if gz else "crawl.warc")
+    write_warc(path, gzip_records=gz)
+    items = list(read_input(path))
+    assert errors_of(items) == []
+    pages = pages_of(items)
+    # only the 200 responses: not warcinfo, requests, the 404 or the redirect
+    assert [p.url for p in pages] == [url(n) for n in WARC_PAGES]
+    for p, name, date in zip(pages, WARC_PAGES, WARC_DATES):
+        assert bytes(p.content) == body(name)
+        ctype = {k.lower(): v for k, v in p.headers.items()}["content-type"]
+        assert ctype == "text/html; charset=utf-8"
+        expected = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        assert p.fetched_at == pytest.approx(expected)
+    for it in items:
+        assert str(path) in it.source
+
+
+def _chunked(data: bytes, size: int = 4000) -> bytes:
+    parts = [b"%x\r\n%s\r\n" % (len(data[i:i + size]), data[i:i + size]) for i in range(0, len(data), size)]
+    return b"".join(parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("encoding", ["content-gzip", "transfer-chunked"])
+def test_warc_http_encodings_are_decoded(tmp_path, encoding):
+    """Crawlers (wget, Heritrix, warcio capture) store the HTTP payload as received: a
+    gzip Content-Encoding or a chunked Transfer-Encoding must be undone before extraction."""
+    import neardup
+
+    name = "newyorker-teas-2019"
+    original = body(name)
+    if encoding == "content-gzip":
+        headers, payload = [("Content-Encoding", "gzip")], gzip.compress(original)
+    else:
+        headers, payload = [("Transfer-Encoding", "chunked")], _chunked(original)
+    path = tmp_path / "enc.warc.gz"
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=True)
+        http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"), *headers],
+                                protocol="HTTP/1.1")
+        w.write_record(w.create_warc_record(url(name), "response", payload=io.BytesIO(payload), http_headers=http))
+    items = list(read_input(path))
+    assert errors_of(items) == []
+    (page,) = pages_of(items)
+    assert page.url == url(name)
+    fp = neardup.fingerprint(page.content, url=page.url, headers=page.headers)
+    assert fp.digest == neardup.fingerprint(original, url=url(name)).digest
+
+
+def test_truncated_warc_gz(tmp_path):
+    path = tmp_path / "cut.warc.gz"
+    offsets = write_warc(path, gzip_records=True, extra=False)
+    data = path.read_bytes()
+    last = offsets[-1]
+    cut = last + (len(data) - last) // 2
+    path.write_bytes(data[:cut])
+    items = list(read_input(path))
+    good = pages_of(items)
+    assert [p.url for p in good] == [url(n) for n in WARC_PAGES[:-1]]
+    for p, name in zip(good, WARC_PAGES):
+        assert bytes(p.content) == body(name)
+    errs = errors_of(items)
+    assert errs, "a truncated WARC must be reported"
+    assert all(str(path) in e.error for e in errs)
+    assert items[-1].page is None
+
+
+def test_truncated_plain_warc(tmp_path):
+    path = tmp_path / "cut.warc"
+    offsets = write_warc(path, gzip_records=False, extra=False)
+    data = path.read_bytes()
+    last = offsets[-1]
+    path.write_bytes(data[: last + (len(data) - last) // 2])
+    items = list(read_input(path))
+    good = pages_of(items)
+    assert [p.url for p in good] == [url(n) for n in WARC_PAGES[:-1]]
+    for p, name in zip(good, WARC_PAGES):
+        assert bytes(p.content) == body(name)
+    errs = errors_of(items)
+    assert errs and all(str(path) in e.error for e in errs)
+
+
+def test_non_warc_with_warc_extension(tmp_path):
+    path = tmp_path / "fake.warc"
+    path.write_bytes(body("newyorker-teas-2019"))
+    with pytest.raises(InputFormatError) as exc:
+        list(read_input(path))
+    assert str(path) in str(exc.value)
+
+
+def test_gzipped_html_named_warc_gz_is_not_silently_empty(tmp_path):
+    """A .warc.gz that is a gzip file but not a WARC must not read as an empty crawl."""
+    path = tmp_path / "fake.warc.gz"
+    path.write_bytes(gzip.compress(body("newyorker-teas-2019")))
+    try:
+        items = list(read_input(path))
+    except InputFormatError as exc:
+        assert str(path) in str(exc)
+    else:
+        assert errors_of(items), "no page and no error: the bad file went unnoticed"
+        assert all(str(path) in e.error for e in errors_of(items))
+
+
+@pytest.mark.parametrize("name", ["pages.csv", "crawl.arc", "page.pdf", "data.json"])
+def test_unknown_extension(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"whatever")
+    with pytest.raises(InputFormatError) as exc:
+        read_input(path)
+    assert name in str(exc.value)
+
+
+def test_missing_input(tmp_path):
+    with pytest.raises(InputFormatError):
+        read_input(tmp_path / "nope.jsonl")
+
+
+def test_single_html_file(tmp_path):
+    path = tmp_path / "one.html.gz"
+    path.write_bytes(gzip.compress(body("npr-dylann-roof-2016")))
+    (item,) = read_input(path)
+    assert item.page.content == body("npr-dylann-roof-2016")
+    assert item.page.url == path.resolve().as_uri()

@@ -1,0 +1,104 @@
+"""Pinned fingerprint bits: the deliberate exception to "no hard-coded results".
+
+Fingerprints are stored (SQLite store) and compared across runs and machines, so the bits
+for a given spec must never change silently. The values below were computed once with the
+code at SPEC_VERSION 1 and are checked here bit for bit.
+
+IF A TEST HERE FAILS, the fingerprint algorithm changed (tokenizer, hash constants, weights,
+normalisation, extraction...). Either revert the change, or bump ``SPEC_VERSION`` in
+``neardup/fingerprint.py`` (stores written with the old spec then refuse the new one), and
+only then re-pin these values together with the new spec strings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from neardup import FeatureConfig, FingerprintConfig, fingerprint
+from neardup.fingerprint import SPEC_VERSION
+
+WEIGHTS = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
+
+# every parameter spelled out, so that a change of a default does not hide here
+CONFIGS = {
+    "words64": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
+                                 features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
+    "shingles3": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
+                                   features=FeatureConfig(scheme="shingles", ngram=3, **WEIGHTS)),
+    "chars4": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
+                                features=FeatureConfig(scheme="chars", ngram=4, **WEIGHTS)),
+    "words128": FingerprintConfig(bits=128, extractor="fast", min_tokens=10,
+                                  features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
+}
+
+SPECS = {
+    "words64": "neardup-simhash/1;f=64;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
+               "norm=nfkc-casefold;extract=fast;min_tokens=10",
+    "shingles3": "neardup-simhash/1;f=64;hash=fnv1a64-fmix64;features=shingles3;w=h2,l1,s0.5@3;tf=log;"
+                 "norm=nfkc-casefold;extract=fast;min_tokens=10",
+    # the chars scheme ignores w_short / short_tokens, and its spec does not name them
+    "chars4": "neardup-simhash/1;f=64;hash=fnv1a64-fmix64;features=chars4;w=h2,l1;tf=log;"
+              "norm=nfkc-casefold;extract=fast;min_tokens=10",
+    "words128": "neardup-simhash/1;f=128;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
+                "norm=nfkc-casefold;extract=fast;min_tokens=10",
+}
+
+ENGLISH = ("The committee met on Tuesday to discuss the budget for the coming year. Members agreed "
+           "that spending on roads and schools should rise, while administrative costs must fall.")
+JAPANESE = "東京都は日本の首都であり、世界でも有数の大都市として知られている。"
+MARKDOWN = ("# Release notes\n\nThis version improves the parser.\n\n- faster tokenizer\n"
+            "- fewer allocations\n- new option: strict mode\n\nThanks to all contributors!")
+CNBC = "cnbc-cybersecurity-2019"  # a real page of examples/sample
+
+# SHA-256 of the normalised main text: independent of the feature config
+DIGESTS = {
+    "english": "e4f9ef2707059771ecf735b636a719a08c5fe456fa98830cd6a23e5b5b1d30d5",
+    "japanese": "6467abc9df3363b0a2bbad57c270bd98a3592c079a8af93f4fa705d77ab75983",
+    "markdown": "b4e7db1497fa088a1f4785108a24192c31ae69ff742e3d05e2f15789f10ad364",
+    CNBC: "9dcb3469bd2eb9d6fd0d47776517c5682f0fed6b7647b4fee53ee36d3a540db1",
+}
+
+# (config, input) -> (simhash hex, tokens, distinct features)
+PINNED = {
+    ("words64", "english"): ("8eafe885bc8d7c73", 28, 25),
+    ("words64", "japanese"): ("a1cb7dacfd23f8a9", 31, 29),
+    ("words64", "markdown"): ("d83d46488b8890b3", 19, 19),
+    ("words64", CNBC): ("88ac3d7e28f07479", 927, 428),
+    ("shingles3", "english"): ("2b0a9a0424e9ad30", 28, 26),
+    ("shingles3", "japanese"): ("24e99c4f727f3710", 31, 29),
+    ("shingles3", "markdown"): ("66543b6cfeadba97", 19, 17),
+    ("shingles3", CNBC): ("175a811a5e181861", 927, 906),
+    ("chars4", "english"): ("a061d96f09850918", 139, 136),
+    ("chars4", "japanese"): ("0a9988a415594804", 28, 28),
+    ("chars4", "markdown"): ("0a694dd96b677363", 110, 107),
+    ("chars4", CNBC): ("c1658e6f6d593c60", 4660, 2866),
+    ("words128", "english"): ("8eafe885bc8d7c734463c7578ddfadde", 28, 25),
+    ("words128", "japanese"): ("a1cb7dacfd23f8a9771d73c58e90ff79", 31, 29),
+    ("words128", "markdown"): ("d83d46488b8890b3e501b087c41cec2f", 19, 19),
+    ("words128", CNBC): ("88ac3d7e28f07479ee7557bfadc0217e", 927, 428),
+}
+
+
+def test_spec_version():
+    assert SPEC_VERSION == 1, "SPEC_VERSION changed: re-pin every value in this file"
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_pinned_spec(name):
+    assert CONFIGS[name].spec == SPECS[name]
+
+
+@pytest.mark.parametrize("config_name, input_name", sorted(PINNED))
+def test_pinned_bits(sample_pages, config_name, input_name):
+    config = CONFIGS[config_name]
+    if input_name == CNBC:
+        page = sample_pages[CNBC]
+        fp = fingerprint(page.content, page.url, config=config)
+    else:
+        fp = fingerprint({"english": ENGLISH, "japanese": JAPANESE, "markdown": MARKDOWN}[input_name],
+                         config=config)
+    simhash_hex, tokens, features = PINNED[(config_name, input_name)]
+    assert fp.spec == config.spec
+    assert fp.digest == DIGESTS[input_name]
+    assert (fp.simhash_hex, fp.tokens, fp.features) == (simhash_hex, tokens, features)
+    assert not fp.empty
