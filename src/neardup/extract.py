@@ -55,7 +55,7 @@ _NON_TEXT_TYPES = ("image/", "audio/", "video/", "font/", "application/pdf", "ap
                    "application/octet-stream", "application/x-", "application/vnd.")
 _HTML_SNIFF = re.compile(rb"<\s*(!doctype\s+html|html|head|body|div|p|article|meta|title|table|span|a\s)",
                          re.IGNORECASE)
-_CONTROL_BYTES = bytes([b for b in range(32) if b < 9 or 13 < b < 32])
+_CONTROL_BYTES = bytes([b for b in range(32) if (b < 9 or 13 < b < 32) and b != 0x1B])  # ESC: ISO-2022
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
 _HEADING_OPEN = re.compile(r"<h[1-6][^>]*>\s*", re.IGNORECASE)
 _LI_OPEN = re.compile(r"<li[^>]*>\s*", re.IGNORECASE)
@@ -85,8 +85,25 @@ def header(headers: Mapping[str, str] | None, name: str) -> str | None:
     return None
 
 
-def check_binary(data: bytes, content_type: str | None = None) -> None:
-    """Raise :class:`InputError` when ``data`` is clearly not text (PDF, image, NUL bytes)."""
+def _declared_charset(headers: Mapping[str, str] | None) -> str | None:
+    ctype = header(headers, "content-type")
+    m = _CHARSET.search(ctype) if ctype else None
+    return m.group(1).lower() if m else None
+
+
+def _bom_encoding(data: bytes) -> str | None:
+    if data.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    return None
+
+
+def check_binary(data: bytes, content_type: str | None = None, charset: str | None = None) -> None:
+    """Raise :class:`InputError` when ``data`` is clearly not text: a non-text content type,
+    a known binary signature (PDF, images, archives), NUL bytes, or more than 2% control
+    bytes (text has almost none; random or compressed bytes about 10%). UTF-16/32 text (a
+    BOM or a declared charset) is exempt from the byte checks."""
     if content_type:
         ctype = content_type.split(";")[0].strip().lower()
         if ctype.startswith(_NON_TEXT_TYPES) and not ctype.endswith(("+xml", "xhtml")):
@@ -95,40 +112,43 @@ def check_binary(data: bytes, content_type: str | None = None) -> None:
     for magic, what in _BINARY_MAGIC:
         if head.startswith(magic):
             raise InputError(f"binary content ({what}) is not HTML or text")
+    if _bom_encoding(data) == "utf-16" or (charset or "").startswith(("utf-16", "utf-32", "ucs-2")):
+        return
     sample = data[:8192]
     if sample:
-        controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
-        if sample.count(0) > len(sample) // 100 and not _is_utf16(sample):
+        if sample.count(0) > len(sample) // 1000:
             raise InputError("binary content (NUL bytes) is not HTML or text")
-        if controls > len(sample) // 10:
+        controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+        if controls > len(sample) // 50:
             raise InputError("binary content (control bytes) is not HTML or text")
 
 
-def _is_utf16(sample: bytes) -> bool:
-    return sample.startswith((b"\xff\xfe", b"\xfe\xff"))
-
-
 def decode(data: bytes, headers: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """Decode page bytes: HTTP charset, then BOM / ``<meta charset>``, then detection.
+    r"""Decode page bytes: a BOM, else the HTTP charset, else valid UTF-8, else the
+    ``<meta charset>``, else detection (uchardet). Returns ``(text, encoding)``;
+    undecodable bytes are dropped, never fatal.
 
-    Returns ``(text, encoding)``; undecodable bytes are dropped, never fatal."""
-    encoding = None
-    ctype = header(headers, "content-type")
-    if ctype:
-        m = _CHARSET.search(ctype)
-        if m:
-            encoding = m.group(1).lower()
-    if encoding:
+    >>> decode("Trump’s".encode())[0], decode(b"caf\xe9", {"Content-Type": "text/html; charset=latin-1"})[0]
+    ('Trump’s', 'café')
+    """
+    bom = _bom_encoding(data)
+    if bom:
+        name = "utf-8" if bom == "utf-8-sig" else bom  # report the charset, not the codec
         try:
-            return data.decode(encoding), encoding
+            return data.decode(bom), name
+        except UnicodeDecodeError:
+            return data.decode(bom, "replace"), name
+    declared = _declared_charset(headers)
+    if declared:
+        try:
+            return data.decode(declared), declared
         except (LookupError, UnicodeDecodeError):
-            encoding = None
-    if data.startswith(b"\xef\xbb\xbf"):
-        encoding = "utf-8"
-    elif _is_utf16(data[:2]):
-        encoding = "utf-16"
-    else:
-        encoding = detect_encoding(data, from_html_meta=True)
+            pass
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    encoding = detect_encoding(data, from_html_meta=True)
     try:
         return bytes_to_str(data, encoding), encoding
     except (LookupError, UnicodeError):
@@ -242,7 +262,7 @@ def extract_main_content(
         text = content
     else:
         data = bytes(content)
-        check_binary(data, ctype)
+        check_binary(data, ctype, _declared_charset(headers))
         text, encoding = decode(data, headers)
     if "\x00" in text:
         text = text.replace("\x00", "")
