@@ -701,25 +701,26 @@ def _table_new(m):
 
 @njit(cache=True, inline="always")
 def _table_add(slots, mask, keys, wsum, wmax, cnt, u, f, w):
-    """Add one occurrence of feature ``f`` with weight ``w``; returns the new distinct count."""
+    """Add one occurrence of feature ``f`` with weight ``w``; returns the new distinct count.
+
+    New and repeated features take the same path (selects, no branch): which one comes
+    next is a coin flip in text, so a branch would mispredict about every other feature."""
     s = f & mask
-    while True:
-        e = slots[s]
-        if e == 0:
-            slots[s] = np.int32(u + 1)
-            keys[u] = f
-            wsum[u] = w
-            wmax[u] = w
-            cnt[u] = 1
-            return u + 1
-        e -= 1
-        if keys[e] == f:
-            wsum[e] += w
-            cnt[e] += 1
-            if w > wmax[e]:
-                wmax[e] = w
-            return u
+    e = slots[s]
+    while e != 0 and keys[e - 1] != f:
         s = (s + U64(1)) & mask
+        e = slots[s]
+    new = e == 0
+    idx = u if new else e - 1
+    slots[s] = np.int32(idx + 1)
+    keys[idx] = f
+    ws = wsum[idx]
+    wm = wmax[idx]
+    c = cnt[idx]
+    wsum[idx] = w if new else ws + w
+    wmax[idx] = w if (new or w > wm) else wm
+    cnt[idx] = 1 if new else c + 1
+    return u + 1 if new else u
 
 
 @njit(cache=True)

@@ -24,22 +24,26 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, policy_from_spec
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError
-from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
+from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import BruteForceIndex, HammingIndex
+from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
 from neardup.permuted import PermutedIndex
 from neardup.store import PageRecord, SQLiteStore
 from neardup.urls import host_of, validate_url
 
-STATUSES = ("new", "exact", "near", "empty", "error")
+STATUSES = ("new", "exact", "near", "partial", "empty", "error")
+METHODS = ("simhash", "minhash", "both")
 #: Default Hamming threshold: the measured operating point of the default fingerprint
 #: config (docs/quality.md: same-content recall rises from 88.6% at k=3 to 97.4% at k=7
 #: with no new false positive among 10,487 same-site pairs of different articles; at k=8
@@ -52,7 +56,12 @@ class Verdict:
     """The decision for one page.
 
     status: ``new`` | ``exact`` | ``near`` | ``empty`` (too little main content to compare)
+        | ``partial`` (with ``containment``: most of this page is found in a longer stored
+        page, ``match_*``; it is not a near duplicate and keeps a cluster of its own)
         | ``error`` (only in batches: the page could not be read; see ``error``).
+    method: which test matched: ``digest``, ``simhash``, ``minhash`` or ``simhash+minhash``.
+    score: the estimated Jaccard similarity with the match (MinHash signatures present),
+        or the estimated containment for ``partial``; 1.0 for ``exact``.
     page_id: the page's store id (None from :meth:`Detector.check` for an unseen URL).
     match_id / match_url / distance: the stored page it matched and the Hamming distance.
     cluster_id / canonical_url: the cluster it belongs (or would belong) to and its canonical.
@@ -70,6 +79,8 @@ class Verdict:
     digest: str | None = None
     simhash: str | None = None
     title: str | None = None
+    method: str | None = None
+    score: float | None = None
     error: str | None = None
 
     @property
@@ -117,6 +128,15 @@ def _priority(value: float | None) -> float | None:
     return out
 
 
+@dataclass(frozen=True)
+class _Decision:
+    status: str
+    match: PageRecord | None = None
+    distance: int | None = None
+    method: str | None = None
+    score: float | None = None
+
+
 def _member(rec: PageRecord) -> Member:
     assert rec.id is not None
     return Member(rec.id, rec.url, rec.first_seen, rec.canonical_link, rec.priority)
@@ -129,6 +149,11 @@ class Detector:
     k: Hamming threshold, ``distance <= k`` matches (default :data:`DEFAULT_K` = 7).
     config: fingerprint settings; default: the store's own, else :data:`DEFAULT_CONFIG`.
     canonical: canonical policy spec, e.g. ``"rel-canonical,first-seen"`` or ``"shortest-url"``.
+    method: ``simhash`` (default), ``minhash`` (LSH on MinHash signatures, Jaccard estimate
+        ``>= threshold``) or ``both`` (either test; the match with the best Jaccard estimate
+        wins). MinHash needs signatures: a new store gets ``MinHashConfig()`` in its config.
+    containment: also report *partial* copies whose share found in a longer stored page is
+        at least this (found when the excerpt's Jaccard with that page is at least 0.3).
     index: a :class:`~neardup.index.HammingIndex`. Default: the permuted-table index
         (:class:`~neardup.permuted.PermutedIndex`, exact) for 64-bit fingerprints, brute
         force for 128-bit ones. For a file store it is saved next to it (``<db>.index/``) on
@@ -144,9 +169,21 @@ class Detector:
         config: FingerprintConfig | None = None,
         canonical: str | CanonicalPolicy | None = None,
         index: HammingIndex | None = None,
+        method: str = "simhash",
+        threshold: float = 0.8,
+        containment: float | None = None,
     ) -> None:
+        if method not in METHODS:
+            raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        if not 0.0 < float(threshold) <= 1.0:
+            raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
+        if containment is not None and not 0.0 < float(containment) <= 1.0:
+            raise ConfigError(f"containment must be in (0, 1], got {containment}")
+        self.method = method
+        self.threshold = float(threshold)
+        self.containment = None if containment is None else float(containment)
         self.store = store if store is not None else SQLiteStore(":memory:")
-        self.config = self._resolve_config(config)
+        self.config = self._resolve_config(config, needs_minhash=method != "simhash" or containment is not None)
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
             raise ConfigError(f"k must be an integer between 0 and {self.config.bits}, got {k!r}")
         self.k = k
@@ -161,13 +198,15 @@ class Detector:
             self.store.set_meta("store_id", self._store_id)
         self._generation = int(self.store.get_meta("generation") or 0)
         self._saved_token: str | None = None
-        self._undo: list[tuple[str, int, int]] | None = None
+        self._undo: list[Callable[[], None]] | None = None
         self._custom_index = index is not None
         self.index: HammingIndex = index if index is not None else self._default_index()
         if self.index.bits != self.config.bits:
             raise ConfigError(f"index is {self.index.bits}-bit but fingerprints are {self.config.bits}-bit")
+        self.lsh: MinHashLSH | None = self._new_lsh()
         if self._saved_token is None:
             self._load_index_from_store()
+        self._load_lsh_from_store()
 
     # -- the index and the store stay in step ---------------------------------------------
     def _token(self) -> str:
@@ -192,6 +231,20 @@ class Detector:
         if len(ids):
             self.index.add_many(ids, words)
 
+    def _new_lsh(self) -> MinHashLSH | None:
+        if self.config.minhash is None:
+            return None
+        band_threshold = self.threshold if self.containment is None else min(self.threshold, 0.3)
+        return MinHashLSH(self.config.minhash, threshold=band_threshold)
+
+    def _load_lsh_from_store(self) -> None:
+        if self.lsh is None:
+            return
+        ids, blobs, sizes = self.store.signatures()
+        if len(ids):
+            sigs = np.frombuffer(b"".join(blobs), dtype="<u4").reshape(len(ids), -1).astype(np.uint32)
+            self.lsh.add_many(ids.tolist(), sigs, sizes.tolist())
+
     def _sync(self) -> None:
         """Another process wrote to the store since we last looked: rebuild the index."""
         stored = int(self.store.get_meta("generation") or 0)
@@ -202,6 +255,8 @@ class Detector:
         self._generation = stored
         self._saved_token = None
         self._load_index_from_store()
+        self.lsh = self._new_lsh()
+        self._load_lsh_from_store()
 
     def _fresh_index(self) -> HammingIndex:
         if isinstance(self.index, PermutedIndex):
@@ -227,24 +282,32 @@ class Detector:
                 self._generation += 1
                 self.store.set_meta("generation", self._generation)
         except BaseException:
-            for op, page_id, value in reversed(self._undo):
-                if op == "add":
-                    self.index.remove(page_id, value)
-                else:
-                    self.index.add(page_id, value)
+            for undo in reversed(self._undo):
+                undo()
             self._generation = generation
             raise
         finally:
             self._undo = None
 
-    def _index_add(self, page_id: int, value: int) -> None:
+    def _index_add(self, page_id: int, value: int, sig: MinHashSignature | None) -> None:
         self.index.add(page_id, value)
         if self._undo is not None:
-            self._undo.append(("add", page_id, value))
+            self._undo.append(lambda: self.index.remove(page_id, value))
+        if self.lsh is not None and sig is not None:
+            self.lsh.add(page_id, sig.signature, sig.set_size)
+            if self._undo is not None:
+                self._undo.append(lambda: self.lsh.remove(page_id) if self.lsh else None)
 
-    def _index_remove(self, page_id: int, value: int) -> None:
+    def _index_remove(self, rec: PageRecord) -> None:
+        assert rec.id is not None
+        page_id, value = rec.id, rec.simhash
         if self.index.remove(page_id, value) and self._undo is not None:
-            self._undo.append(("remove", page_id, value))
+            self._undo.append(lambda: self.index.add(page_id, value))
+        if self.lsh is not None and rec.signature is not None and self.lsh.remove(page_id):
+            if self._undo is not None:
+                sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
+                size = rec.set_size or 0
+                self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh else None)
 
     @classmethod
     def open(
@@ -256,12 +319,16 @@ class Detector:
         canonical: str | CanonicalPolicy | None = None,
         create: bool = True,
         timeout: float = 10.0,
+        method: str = "simhash",
+        threshold: float = 0.8,
+        containment: float | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``). Reopening restores every page, cluster and the index."""
-        return cls(SQLiteStore(path, timeout=timeout, create=create), k=k, config=config, canonical=canonical)
+        return cls(SQLiteStore(path, timeout=timeout, create=create), k=k, config=config, canonical=canonical,
+                   method=method, threshold=threshold, containment=containment)
 
-    def _resolve_config(self, config: FingerprintConfig | None) -> FingerprintConfig:
+    def _resolve_config(self, config: FingerprintConfig | None, needs_minhash: bool) -> FingerprintConfig:
         stored = self.store.get_meta("config")
         stored_spec = self.store.get_meta("spec")
         has_pages = self.store.page_count() > 0
@@ -269,10 +336,18 @@ class Detector:
             if stored is not None:
                 try:
                     config = FingerprintConfig.from_dict(stored)
-                except (TypeError, NeardupError) as exc:
+                except (TypeError, KeyError, NeardupError) as exc:
                     raise SpecMismatchError(f"store {self.store.path} has an unreadable config ({exc})") from None
             else:
                 config = DEFAULT_CONFIG
+            if needs_minhash and config.minhash is None and not has_pages:
+                config = config.with_(minhash=MinHashConfig())
+        if needs_minhash and config.minhash is None:
+            raise ConfigError(
+                f"method {self.method!r} (or containment) needs MinHash signatures, but "
+                + (f"store {self.store.path} was written without them" if has_pages else "the config has none")
+                + "; use FingerprintConfig(minhash=MinHashConfig()) with a new store"
+            )
         if has_pages and stored_spec and stored_spec != config.spec:
             raise SpecMismatchError(
                 f"store {self.store.path} holds fingerprints of spec {stored_spec!r}, "
@@ -338,9 +413,13 @@ class Detector:
         url = validate_url(url)
         self._sync()
         own = self.store.page_by_url(url)
-        status, match, distance = self._decide(url, fp)
+        decision = self._decide(url, fp)
+        status, match, distance = decision.status, decision.match, decision.distance
         base = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
-                    page_id=own.id if own else None)
+                    page_id=own.id if own else None, method=decision.method, score=decision.score)
+        if status == "partial" and match is not None:
+            return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
+                           canonical_id=base["page_id"], canonical_url=url, **base)
         if match is None:
             if status == "new":
                 return Verdict(status=status, canonical_id=base["page_id"], canonical_url=url, **base)
@@ -386,7 +465,7 @@ class Detector:
                     if rec.cluster_id is not None:
                         touched.add(rec.cluster_id)
                     if rec.status != "empty":
-                        self._index_remove(pid, rec.simhash)
+                        self._index_remove(rec)
                 self.store.delete_pages(chunk)
             for cid in touched:
                 self._refresh_cluster(cid)
@@ -401,7 +480,7 @@ class Detector:
     def stats(self) -> dict[str, int]:
         counts = self.store.status_counts()
         return {"pages": sum(counts.values()), "clusters": self.store.cluster_count(),
-                **{s: counts.get(s, 0) for s in STATUSES[:4]}}
+                **{s: counts.get(s, 0) for s in STATUSES if s != "error"}}
 
     def close(self) -> None:
         """Save the index next to a file store (when it changed) and close the store."""
@@ -425,26 +504,53 @@ class Detector:
         if fp.spec != self.config.spec:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
 
-    def _decide(self, url: str, fp: Fingerprint) -> tuple[str, PageRecord | None, int | None]:
+    def _decide(self, url: str, fp: Fingerprint) -> _Decision:
+        """empty -> exact (digest) -> near (SimHash <= k and/or MinHash >= threshold, the
+        best match first) -> partial (containment) -> new."""
         if fp.empty:
-            return "empty", None, None
+            return _Decision("empty")
         same = self.store.page_by_digest(fp.digest, prefer_url=url)
         if same is not None:
-            return "exact", same, 0
-        hits = self.index.search(fp.simhash, self.k)
-        for page_id, distance in hits:
+            return _Decision("exact", same, 0, "digest", 1.0)
+        sig = fp.minhash.signature if fp.minhash is not None else None
+        found: dict[int, set[str]] = {}
+        if self.method in ("simhash", "both"):
+            for page_id, _ in self.index.search(fp.simhash, self.k):
+                found.setdefault(page_id, set()).add("simhash")
+        if self.method in ("minhash", "both") and self.lsh is not None and sig is not None:
+            for page_id, _ in self.lsh.query(sig, self.threshold):
+                found.setdefault(page_id, set()).add("minhash")
+        ranked = []
+        for page_id, methods in found.items():
             rec = self.store.page_by_id(page_id)
-            if rec is not None:
-                return "near", rec, distance
-        return "new", None, None
+            if rec is None:
+                continue
+            distance = hamming(rec.simhash, fp.simhash)
+            score = None
+            if sig is not None and rec.signature is not None:
+                score = jaccard(sig, np.frombuffer(rec.signature, dtype="<u4"))
+            # best first: highest Jaccard estimate when known, then smallest distance, oldest
+            ranked.append((-(score if score is not None else -1.0), distance, page_id, rec, methods, score))
+        if ranked:
+            _, distance, _, rec, methods, score = min(ranked, key=lambda r: r[:3])
+            return _Decision("near", rec, distance, "+".join(sorted(methods)), score)
+        if self.containment is not None and self.lsh is not None and fp.minhash is not None:
+            hits = self.lsh.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
+                                  by="containment")
+            for page_id, score in hits:
+                rec = self.store.page_by_id(page_id)
+                if rec is not None and (rec.set_size or 0) >= fp.minhash.set_size:
+                    return _Decision("partial", rec, hamming(rec.simhash, fp.simhash), "minhash", score)
+        return _Decision("new")
 
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None) -> Verdict:
-        status, match, distance = self._decide(url, fp)
+        decision = self._decide(url, fp)
+        status, match, distance = decision.status, decision.match, decision.distance
         own = self.store.page_by_url(url)
         old_cluster = own.cluster_id if own else None
-        if match is not None:
+        if match is not None and status != "partial":
             cluster_id = match.cluster_id
-        elif status == "new":
+        elif status in ("new", "partial"):
             if own is not None and old_cluster is not None and len(self.store.cluster_members(old_cluster)) == 1:
                 cluster_id = old_cluster  # it was alone in its cluster: keep the id
             else:
@@ -457,17 +563,19 @@ class Detector:
             canonical_link=fp.canonical_url, language=fp.language, status=status,
             matched_id=match.id if match else None, distance=distance, cluster_id=cluster_id,
             priority=priority if priority is not None else (own.priority if own else None),
+            signature=fp.minhash.to_bytes() if fp.minhash is not None else None,
+            set_size=fp.minhash.set_size if fp.minhash is not None else None,
             id=own.id if own else None,
         )
         if own is not None:
             self.store.update_page(rec, self.config.bits)
             if own.status != "empty":
-                self._index_remove(own.id, own.simhash)
+                self._index_remove(own)
         else:
             rec.id = self.store.insert_page(rec, self.config.bits)
         assert rec.id is not None
         if status != "empty":
-            self._index_add(rec.id, fp.simhash)
+            self._index_add(rec.id, fp.simhash, fp.minhash)
         if old_cluster is not None and old_cluster != cluster_id:
             self._refresh_cluster(old_cluster)
         canonical_id = canonical_url = None
@@ -479,7 +587,7 @@ class Detector:
             status=status, url=url, page_id=rec.id, match_id=match.id if match else None,
             match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,
             canonical_id=canonical_id, canonical_url=canonical_url, digest=fp.digest,
-            simhash=fp.simhash_hex, title=fp.title,
+            simhash=fp.simhash_hex, title=fp.title, method=decision.method, score=decision.score,
         )
 
     def _refresh_cluster(self, cluster_id: int) -> Member | None:

@@ -24,6 +24,7 @@ from typing import Any
 from neardup.errors import ConfigError
 from neardup.extract import DEFAULT_MAX_BYTES, EXTRACTORS, ExtractedPage, extract_main_content
 from neardup.features import FeatureConfig, simhash_of_text
+from neardup.minhash import MinHashConfig, MinHashSignature, minhash_text
 
 SPEC_VERSION = 1
 HASH_NAME = "fnv1a64-fmix64"
@@ -43,6 +44,7 @@ class FingerprintConfig:
         *empty*: fingerprinted, but never declared a duplicate of anything (pages whose
         extractor found no article).
     max_bytes: larger inputs are rejected with :class:`neardup.errors.InputError`.
+    minhash: also compute a MinHash signature (:mod:`neardup.minhash`) with these settings.
     """
 
     bits: int = 64
@@ -50,6 +52,7 @@ class FingerprintConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
     min_tokens: int = 10
     max_bytes: int = DEFAULT_MAX_BYTES
+    minhash: MinHashConfig | None = None
 
     def __post_init__(self) -> None:
         if self.bits not in (64, 128):
@@ -68,19 +71,23 @@ class FingerprintConfig:
             f"neardup-simhash/{SPEC_VERSION};f={self.bits};hash={HASH_NAME};"
             f"features={self.features.spec};norm=nfkc-casefold;extract={self.extractor};"
             f"min_tokens={self.min_tokens}"
+            + (f";minhash=({self.minhash.spec})" if self.minhash else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["features"] = self.features.to_dict()
+        data["minhash"] = self.minhash.to_dict() if self.minhash else None
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FingerprintConfig":
         data = dict(data)
         feats = FeatureConfig.from_dict(data.pop("features", {}) or {})
+        mh = data.pop("minhash", None)
         known = {"bits", "extractor", "min_tokens", "max_bytes"}
-        return cls(features=feats, **{k: v for k, v in data.items() if k in known})
+        return cls(features=feats, minhash=MinHashConfig.from_dict(mh) if mh else None,
+                   **{k: v for k, v in data.items() if k in known})
 
     def with_(self, **changes: Any) -> "FingerprintConfig":
         """A copy with some fields changed (``features`` may be given as a dict)."""
@@ -108,6 +115,7 @@ class Fingerprint:
     features: int = 0
     empty: bool = False
     normalized: bytes = field(default=b"", repr=False, compare=False)
+    minhash: MinHashSignature | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -125,6 +133,8 @@ class Fingerprint:
             "length": self.length, "tokens": self.tokens, "features": self.features,
             "empty": self.empty,
         }
+        if self.minhash is not None:
+            out["minhash_set_size"] = self.minhash.set_size
         if with_text:
             out["text"] = self.text
         return out
@@ -153,6 +163,7 @@ def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
         language=page.language if page else None,
         length=len(normalized), tokens=int(ntok), features=int(nfeat),
         empty=int(ntok) < max(1, config.min_tokens), normalized=normalized,
+        minhash=minhash_text(text, config.minhash) if config.minhash else None,
     )
 
 

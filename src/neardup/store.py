@@ -1,6 +1,6 @@
 """The embedded store: one SQLite file (WAL mode) holding pages, clusters and settings.
 
-Schema version 1 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
+Schema version 2 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
 version to the next, applied in one transaction when an older store is opened. A store
 written by a newer neardup is refused rather than damaged.
 
@@ -8,7 +8,8 @@ Tables
     ``meta(key, value)``: the fingerprint config and spec the store was written with.
     ``pages``: one row per URL (its latest fetch): id, url, host, first_seen, fetched_at,
     digest, simhash (big-endian bytes), spec, length, title, canonical_link, language,
-    status (the verdict when it was last added), matched_id, distance, cluster_id, priority.
+    status (the verdict when it was last added), matched_id, distance, cluster_id, priority,
+    signature (MinHash, little-endian uint32s, or NULL) and set_size (schema 2).
     ``clusters``: id, canonical_id, size, created_at.
 
 >>> s = SQLiteStore(":memory:")
@@ -31,7 +32,7 @@ import numpy as np
 
 from neardup.errors import StoreError, StoreLockedError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: dict[int, list[str]] = {
     # version 0 (empty file) -> 1
@@ -67,12 +68,17 @@ MIGRATIONS: dict[int, list[str]] = {
             created_at REAL NOT NULL
         )""",
     ],
+    # 1 -> 2: MinHash signatures and feature-set sizes
+    1: [
+        "ALTER TABLE pages ADD COLUMN signature BLOB",
+        "ALTER TABLE pages ADD COLUMN set_size INTEGER",
+    ],
 }
 
 PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
     "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
-    "priority",
+    "priority", "signature", "set_size",
 )
 
 
@@ -96,10 +102,12 @@ class PageRecord:
     distance: int | None = None
     cluster_id: int | None = None
     priority: float | None = None
+    signature: bytes | None = None
+    set_size: int | None = None
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
-        out = {c: getattr(self, c) for c in PAGE_COLUMNS}
+        out = {c: getattr(self, c) for c in PAGE_COLUMNS if c != "signature"}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
         return out
 
@@ -295,6 +303,14 @@ class SQLiteStore:
         blob = b"".join(r[1] for r in rows)
         words = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
         return ids, words
+
+    def signatures(self) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+        """(ids, signature blobs, set sizes) of non-empty pages that have a signature."""
+        rows = self._exec("SELECT id, signature, set_size FROM pages WHERE status != 'empty' "
+                          "AND signature IS NOT NULL ORDER BY id").fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        sizes = np.fromiter((r[2] or 0 for r in rows), dtype=np.int64, count=len(rows))
+        return ids, [r[1] for r in rows], sizes
 
     def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
         last = 0
