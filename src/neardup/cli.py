@@ -27,8 +27,8 @@ from neardup.inputs import InputItem, read_input
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
-VERDICT_FIELDS = ("source", "url", "status", "distance", "match_url", "match_id", "page_id", "cluster_id",
-                  "canonical_url", "title", "digest", "simhash", "error")
+VERDICT_FIELDS = ("source", "url", "status", "method", "score", "distance", "match_url", "match_id", "page_id",
+                  "cluster_id", "canonical_url", "title", "digest", "simhash", "error")
 
 
 def _fail(message: str, code: int) -> None:
@@ -155,11 +155,17 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **
         sys.exit(EXIT_INPUT)
 
 
+def _decision(opts: dict[str, Any]) -> dict[str, Any]:
+    return {name: opts.pop(name) for name in ("method", "threshold", "containment")}
+
+
 def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, ...], opts: dict[str, Any]) -> None:
+    decide = _decision(opts)
     content = _read_content(file)
     config = build_config(**opts)
     # check never writes: against a store that does not exist yet, every page is new
-    opener = Detector.open(db, k=k, config=config) if add or Path(db).exists() else Detector(k=k, config=config)
+    opener = (Detector.open(db, k=k, config=config, **decide) if add or Path(db).exists()
+              else Detector(k=k, config=config, **decide))
     with opener as det:
         verdict = det.add(url, content, _headers(header)) if add else det.check(url, content, _headers(header))
     click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
@@ -168,6 +174,21 @@ def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, 
 _db_option = click.option("--db", required=True, type=click.Path(dir_okay=False), help="SQLite store file (created if missing).")
 _k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 128), default=DEFAULT_K, show_default=True,
                          help="Hamming threshold: distance <= k is a near duplicate.")
+def decision_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """How near duplicates are decided: SimHash distance, MinHash Jaccard, or both."""
+    options = [
+        click.option("--method", type=click.Choice(["simhash", "minhash", "both"]), default="simhash",
+                     show_default=True, help="simhash: distance <= k; minhash: estimated Jaccard >= --threshold; both: either."),
+        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.8, show_default=True,
+                     help="MinHash Jaccard threshold (methods minhash and both)."),
+        click.option("--containment", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+                     help="Also report 'partial' copies: share of a page found in a longer stored page >= this."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 _header_option = click.option("-H", "--header", multiple=True, help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
 
 
@@ -176,6 +197,7 @@ _header_option = click.option("-H", "--header", multiple=True, help="HTTP header
 @click.argument("url")
 @click.argument("file")
 @_k_option
+@decision_options
 @_header_option
 @fingerprint_options
 @handle_errors
@@ -189,6 +211,7 @@ def add_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opt
 @click.argument("url")
 @click.argument("file")
 @_k_option
+@decision_options
 @_header_option
 @fingerprint_options
 @handle_errors
@@ -234,6 +257,7 @@ def _batches(items: Iterator[InputItem], size: int) -> Iterator[list[InputItem]]
 @_k_option
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
+@decision_options
 @fingerprint_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, k: int, batch_size: int,
@@ -245,11 +269,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     version (an unchanged page is an exact duplicate of itself: counted as 'unchanged')."""
     from tqdm import tqdm
 
+    decide = _decision(opts)
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
-    counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "empty": 0, "error": 0, "unchanged": 0}
+    counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 0, "error": 0, "unchanged": 0}
     clusters_touched: set[int] = set()
-    with Detector.open(db, k=k, config=build_config(**opts)) as det:
+    with Detector.open(db, k=k, config=build_config(**opts), **decide) as det:
         if out:
             stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         writer = VerdictWriter(stream, fmt) if stream else None
@@ -284,7 +309,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
                "store_clusters": stats["clusters"], "db": db}
     click.echo(
         f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']} "
-        f"(unchanged {counts['unchanged']}), near {counts['near']}, empty {counts['empty']}, "
+        f"(unchanged {counts['unchanged']}), near {counts['near']}, "
+        + (f"partial {counts['partial']}, " if counts["partial"] else "")
+        + f"empty {counts['empty']}, "
         f"errors {counts['error']}; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
         f"in {stats['clusters']} clusters", err=True,
     )

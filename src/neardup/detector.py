@@ -343,7 +343,7 @@ class Detector:
             if needs_minhash and config.minhash is None and not has_pages:
                 config = config.with_(minhash=MinHashConfig())
         if needs_minhash and config.minhash is None:
-            raise ConfigError(
+            raise (SpecMismatchError if has_pages else ConfigError)(
                 f"method {self.method!r} (or containment) needs MinHash signatures, but "
                 + (f"store {self.store.path} was written without them" if has_pages else "the config has none")
                 + "; use FingerprintConfig(minhash=MinHashConfig()) with a new store"
