@@ -13,8 +13,16 @@ from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, 
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):  # neardup.Client needs httpx (the 'service' extra): import on use
+    if name == "Client":
+        from neardup.client import Client
+
+        return Client
+    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+
 __all__ = [
-    "BruteForceIndex", "CanonicalPolicy", "Detector", "Page", "SQLiteStore", "Verdict",
+    "BruteForceIndex", "CanonicalPolicy", "Client", "Detector", "Page", "SQLiteStore", "Verdict",
     "ConfigError", "DEFAULT_CONFIG", "FeatureConfig", "Fingerprint", "FingerprintConfig",
     "InputError", "InputFormatError", "NeardupError", "SpecMismatchError", "StoreError",
     "StoreLockedError", "URLError", "fingerprint", "hamming", "__version__",

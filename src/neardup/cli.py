@@ -318,6 +318,32 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     click.echo(json.dumps(summary))
 
 
+@main.command("serve")
+@_db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--token", envvar="NEARDUP_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (or set NEARDUP_TOKEN).")
+@click.option("--max-body", type=click.IntRange(1024), default=32 * 1024 * 1024, show_default=True, help="Largest request body in bytes (413 above).")
+@_k_option
+@decision_options
+@fingerprint_options
+@handle_errors
+def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, k: int, **opts: Any) -> None:
+    """Serve the HTTP API (see neardup.service) over the store --db."""
+    try:
+        import uvicorn
+
+        from neardup.service import create_app
+    except ImportError as exc:
+        raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
+    decide = _decision(opts)
+    det = Detector.open(db, k=k, config=build_config(**opts), **decide)
+    try:
+        uvicorn.run(create_app(det, token=token, max_body=max_body), host=host, port=port, log_level="warning")
+    finally:
+        det.close()
+
+
 @main.command("stats")
 @_db_option
 @handle_errors

@@ -1,0 +1,133 @@
+"""``neardup.Client``: the Detector's methods over HTTP, for crawlers sharing one service.
+
+>>> from neardup import Client                                  # doctest: +SKIP
+>>> det = Client("http://127.0.0.1:8080", token="secret")       # instead of Detector.open(...)
+>>> det.add("https://example.com/a", html).status               # doctest: +SKIP
+'new'
+
+Errors come back as the library's typed exceptions: 400 → :class:`InputError`, 409 →
+:class:`SpecMismatchError`, 401/404/413/422 → :class:`NeardupError` (message from the
+service), 503 → :class:`StoreLockedError`, 5xx → :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from neardup.detector import Page, Verdict
+from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
+from neardup.fingerprint import Fingerprint
+
+
+def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None,
+               fetched_at: float | datetime | None = None, priority: float | None = None) -> dict[str, Any]:
+    if isinstance(content, (bytes, bytearray)):
+        # the service takes JSON strings: decode here exactly as the library would
+        from neardup.extract import decode
+
+        text, _ = decode(bytes(content), headers)
+    else:
+        text = content
+    body: dict[str, Any] = {"url": url, "html": text}
+    if headers:
+        body["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type" or "charset" not in v.lower()}
+    if fetched_at is not None:
+        body["fetched_at"] = fetched_at.timestamp() if isinstance(fetched_at, datetime) else float(fetched_at)
+    if priority is not None:
+        body["priority"] = priority
+    return body
+
+
+def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
+    return {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
+            "length": fp.length, "features": fp.features, "title": fp.title, "canonical_url": fp.canonical_url,
+            "language": fp.language, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def _verdict(data: dict[str, Any]) -> Verdict:
+    fields = Verdict.__dataclass_fields__
+    return Verdict(**{k: v for k, v in data.items() if k in fields})
+
+
+class Client:
+    """HTTP client with the Detector's methods (check, add, add_many, check_fingerprint,
+    add_fingerprint, page, cluster, stats)."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+
+    def _call(self, method: str, path: str, json: Any = None) -> Any:
+        try:
+            r = self._http.request(method, path, json=json)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"neardup service unreachable at {self._http.base_url}: {exc}") from None
+        if r.status_code < 400:
+            return r.json()
+        try:
+            message = r.json().get("error", r.text)
+        except ValueError:
+            message = r.text
+        if r.status_code == 400:
+            raise InputError(message)
+        if r.status_code == 409:
+            raise SpecMismatchError(message)
+        if r.status_code == 503:
+            raise StoreLockedError(message)
+        if r.status_code >= 500:
+            raise StoreError(message)
+        raise NeardupError(f"HTTP {r.status_code}: {message}")
+
+    def check(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None) -> Verdict:
+        return _verdict(self._call("POST", "/v1/check", _page_body(url, content, headers)))
+
+    def add(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None, *,
+            fetched_at: float | datetime | None = None, priority: float | None = None) -> Verdict:
+        return _verdict(self._call("POST", "/v1/pages", _page_body(url, content, headers, fetched_at, priority)))
+
+    def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
+        body = []
+        for item in pages:
+            p = item if isinstance(item, Page) else Page(*item)
+            body.append(_page_body(p.url, p.content, p.headers, p.fetched_at, p.priority))
+        return [_verdict(v) for v in self._call("POST", "/v1/pages/batch", {"pages": body})["verdicts"]]
+
+    def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
+        return _verdict(self._call("POST", "/v1/fingerprints/check", _fp_body(url, fp)))
+
+    def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | None = None,
+                        priority: float | None = None) -> Verdict:
+        return _verdict(self._call("POST", "/v1/fingerprints/add", _fp_body(url, fp, fetched_at=fetched_at, priority=priority)))
+
+    def page(self, page_id: int) -> dict[str, Any] | None:
+        try:
+            return self._call("GET", f"/v1/pages/{int(page_id)}")
+        except NeardupError as exc:
+            if "HTTP 404" in str(exc):
+                return None
+            raise
+
+    def cluster(self, cluster_id: int) -> dict[str, Any] | None:
+        try:
+            return self._call("GET", f"/v1/clusters/{int(cluster_id)}")
+        except NeardupError as exc:
+            if "HTTP 404" in str(exc):
+                return None
+            raise
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/stats")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,328 @@
+"""The neardup HTTP service: one shared Detector behind a versioned JSON API.
+
+``neardup serve --db crawl.db`` (or ``create_app(detector)`` in your own ASGI server). The
+OpenAPI description is at ``/openapi.json`` (docs at ``/docs``).
+
+=======================================  ====================================================
+``POST /v1/pages``                        check and add a page: ``{"url", "html" | "text",
+                                          "headers"?, "fetched_at"?, "priority"?}`` → verdict
+``POST /v1/check``                        the same, without writing
+``POST /v1/pages/batch``, ``/v1/check/batch``  ``{"pages": [...]}`` → ``{"verdicts": [...]}``
+``POST /v1/fingerprints/add``, ``/check``  for crawlers that fingerprint pages themselves:
+                                          ``{"url", "simhash" (hex), "digest", "spec", "tokens",
+                                          ...}``; the spec must equal the service's
+``GET /v1/pages/{id}``                    a stored page
+``GET /v1/clusters/{id}``                 members, canonical, why each joined (match, distance)
+``GET /v1/hosts/{host}``                  pages, exact and near duplicates, duplicate rate
+``GET /v1/stats``                         store counts and the fingerprint spec
+``GET /healthz``, ``GET /metrics``        liveness; Prometheus text format
+=======================================  ====================================================
+
+Every error is a JSON body ``{"error": "one line naming the problem"}``: 400 bad page or
+URL, 401 missing/wrong bearer token (when one is configured), 404 unknown id, 409
+fingerprint of another spec, 413 body over the limit, 422 malformed JSON or fields, 503
+store busy. The service only reads and writes its own store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, Field, field_validator, model_validator
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from neardup import __version__
+from neardup.detector import Detector, Verdict
+from neardup.errors import (
+    InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError,
+)
+from neardup.fingerprint import Fingerprint
+
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+MAX_BATCH = 1000
+
+
+class PageIn(BaseModel):
+    url: str = Field(..., max_length=8192)
+    html: str | None = None
+    text: str | None = None
+    headers: dict[str, str] | None = None
+    fetched_at: float | None = None
+    priority: float | None = None
+
+    @model_validator(mode="after")
+    def one_body(self) -> "PageIn":
+        if (self.html is None) == (self.text is None):
+            raise ValueError("give exactly one of 'html' or 'text'")
+        return self
+
+    def content_and_headers(self) -> tuple[str, dict[str, str] | None]:
+        if self.html is not None:
+            return self.html, self.headers
+        return self.text or "", {**(self.headers or {}), "content-type": "text/plain"}
+
+
+class BatchIn(BaseModel):
+    pages: list[PageIn] = Field(..., max_length=MAX_BATCH)
+
+
+class FingerprintIn(BaseModel):
+    url: str = Field(..., max_length=8192)
+    simhash: str = Field(..., description="SimHash as hex, as computed by the documented spec")
+    digest: str = Field(..., min_length=64, max_length=64)
+    spec: str
+    tokens: int = Field(..., ge=0, description="main-content token count (pages under min_tokens are empty)")
+    length: int = Field(0, ge=0)
+    features: int = Field(0, ge=0)
+    title: str | None = None
+    canonical_url: str | None = None
+    language: str | None = None
+    fetched_at: float | None = None
+    priority: float | None = None
+
+    @field_validator("simhash")
+    @classmethod
+    def hex_simhash(cls, v: str) -> str:
+        try:
+            int(v, 16)
+        except ValueError:
+            raise ValueError("simhash must be a hexadecimal string") from None
+        return v
+
+    @field_validator("digest")
+    @classmethod
+    def hex_digest(cls, v: str) -> str:
+        try:
+            int(v, 16)
+        except ValueError:
+            raise ValueError("digest must be a SHA-256 hex string") from None
+        return v.lower()
+
+    def fingerprint(self, detector: Detector) -> Fingerprint:
+        bits = detector.config.bits
+        value = int(self.simhash, 16)
+        if value >= 1 << bits:
+            raise InputError(f"simhash has more than {bits} bits")
+        return Fingerprint(
+            simhash=value, digest=self.digest, spec=self.spec, bits=bits, title=self.title,
+            canonical_url=self.canonical_url, language=self.language, length=self.length,
+            tokens=self.tokens, features=self.features,
+            empty=self.tokens < max(1, detector.config.min_tokens),
+        )
+
+
+class _BodyLimit(BaseHTTPMiddleware):
+    """413 for bodies over the limit, by Content-Length or by what actually arrives."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        super().__init__(app)
+        self.limit = limit
+
+    async def dispatch(self, request: Request, call_next: Any) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return _error(413, f"request body is {int(declared):,} bytes, over the {self.limit:,}-byte limit")
+        if request.method in ("POST", "PUT"):
+            body = bytearray()
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > self.limit:
+                    return _error(413, f"request body is over the {self.limit:,}-byte limit")
+            request._body = bytes(body)  # starlette reads the cached body later
+        return await call_next(request)
+
+
+def _error(code: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=code)
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: dict[tuple[str, int], int] = defaultdict(int)
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.count: dict[str, int] = defaultdict(int)
+
+    def observe(self, route: str, code: int, seconds: float) -> None:
+        with self.lock:
+            self.requests[(route, code)] += 1
+            self.seconds[route] += seconds
+            self.count[route] += 1
+
+    def render(self, stats: dict[str, int]) -> str:
+        lines = ["# HELP neardup_requests_total HTTP requests by route and status code.",
+                 "# TYPE neardup_requests_total counter"]
+        with self.lock:
+            for (route, code), n in sorted(self.requests.items()):
+                lines.append(f'neardup_requests_total{{route="{route}",code="{code}"}} {n}')
+            lines += ["# HELP neardup_request_seconds Time spent answering requests.",
+                      "# TYPE neardup_request_seconds summary"]
+            for route in sorted(self.count):
+                lines.append(f'neardup_request_seconds_sum{{route="{route}"}} {self.seconds[route]:.6f}')
+                lines.append(f'neardup_request_seconds_count{{route="{route}"}} {self.count[route]}')
+        lines += ["# HELP neardup_pages Stored pages by their last verdict.", "# TYPE neardup_pages gauge"]
+        for key, value in stats.items():
+            if key not in ("pages", "clusters"):
+                lines.append(f'neardup_pages{{status="{key}"}} {value}')
+        lines += ["# HELP neardup_clusters Stored clusters.", "# TYPE neardup_clusters gauge",
+                  f"neardup_clusters {stats.get('clusters', 0)}"]
+        return "\n".join(lines) + "\n"
+
+
+def create_app(detector: Detector, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """An ASGI app serving ``detector`` (shared by all requests, writes serialised)."""
+    app = FastAPI(title="neardup", version=__version__,
+                  description="Near-duplicate web page detection: is this page new, an exact or a near duplicate?")
+    lock = threading.Lock()
+    metrics = _Metrics()
+    app.state.detector = detector
+    app.add_middleware(_BodyLimit, limit=max_body)
+
+    @app.middleware("http")
+    async def auth_and_metrics(request: Request, call_next: Any) -> Any:
+        start = time.perf_counter()
+        path = request.url.path
+        if token and path.startswith("/v1/"):
+            if request.headers.get("authorization", "") != f"Bearer {token}":
+                response = _error(401, "missing or wrong bearer token")
+                metrics.observe(path, 401, time.perf_counter() - start)
+                return response
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.observe(getattr(route, "path", "unmatched"), response.status_code, time.perf_counter() - start)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        msg = first.get("msg", "invalid request")
+        return _error(422, f"{where}: {msg}" if where else msg)
+
+    @app.exception_handler(SpecMismatchError)
+    async def spec_error(request: Request, exc: SpecMismatchError) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(StoreLockedError)
+    async def locked_error(request: Request, exc: StoreLockedError) -> JSONResponse:
+        return _error(503, str(exc))
+
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        return _error(500, str(exc))
+
+    @app.exception_handler(NeardupError)
+    async def input_error(request: Request, exc: NeardupError) -> JSONResponse:
+        return _error(400, str(exc))
+
+    def _verdict(v: Verdict) -> dict[str, Any]:
+        return v.to_dict()
+
+    def _add(page: PageIn) -> Verdict:
+        content, headers = page.content_and_headers()
+        fp = detector.fingerprint(content, page.url, headers)  # outside the lock: the slow part
+        with lock:
+            return detector.add_fingerprint(page.url, fp, fetched_at=page.fetched_at, priority=page.priority)
+
+    def _check(page: PageIn) -> Verdict:
+        content, headers = page.content_and_headers()
+        fp = detector.fingerprint(content, page.url, headers)
+        with lock:
+            return detector.check_fingerprint(page.url, fp)
+
+    def _each(pages: list[PageIn], fn: Any) -> list[dict[str, Any]]:
+        out = []
+        for page in pages:
+            try:
+                out.append(_verdict(fn(page)))
+            except (InputError, NeardupError) as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                out.append(Verdict(status="error", url=page.url, error=str(exc)).to_dict())
+        return out
+
+    @app.post("/v1/pages", summary="Check and add a page")
+    def add_page(page: PageIn) -> dict[str, Any]:
+        return _verdict(_add(page))
+
+    @app.post("/v1/check", summary="Check a page without writing")
+    def check_page(page: PageIn) -> dict[str, Any]:
+        return _verdict(_check(page))
+
+    @app.post("/v1/pages/batch", summary="Check and add pages; a bad page gets status 'error'")
+    def add_batch(batch: BatchIn) -> dict[str, Any]:
+        return {"verdicts": _each(batch.pages, _add)}
+
+    @app.post("/v1/check/batch", summary="Check pages without writing")
+    def check_batch(batch: BatchIn) -> dict[str, Any]:
+        return {"verdicts": _each(batch.pages, _check)}
+
+    @app.post("/v1/fingerprints/add", summary="Add a page by its fingerprint")
+    def add_fp(body: FingerprintIn) -> dict[str, Any]:
+        fp = body.fingerprint(detector)
+        with lock:
+            return _verdict(detector.add_fingerprint(body.url, fp, fetched_at=body.fetched_at, priority=body.priority))
+
+    @app.post("/v1/fingerprints/check", summary="Check a fingerprint without writing")
+    def check_fp(body: FingerprintIn) -> dict[str, Any]:
+        fp = body.fingerprint(detector)
+        with lock:
+            return _verdict(detector.check_fingerprint(body.url, fp))
+
+    @app.get("/v1/pages/{page_id}", summary="A stored page")
+    def get_page(page_id: int) -> Any:
+        with lock:
+            rec = detector.page(page_id)
+        if rec is None:
+            return _error(404, f"no page with id {page_id}")
+        return rec.to_dict(detector.config.bits)
+
+    @app.get("/v1/clusters/{cluster_id}", summary="A cluster: members, canonical, why each joined")
+    def get_cluster(cluster_id: int) -> Any:
+        with lock:
+            members = detector.cluster(cluster_id)
+            canonical = detector.store.cluster_canonical(cluster_id)
+        if not members:
+            return _error(404, f"no cluster with id {cluster_id}")
+        return {
+            "id": cluster_id, "canonical_id": canonical, "size": len(members),
+            "canonical_url": next((m.url for m in members if m.id == canonical), None),
+            "members": [{"id": m.id, "url": m.url, "status": m.status, "matched_id": m.matched_id,
+                         "distance": m.distance, "first_seen": m.first_seen, "fetched_at": m.fetched_at,
+                         "canonical": m.id == canonical} for m in members],
+        }
+
+    @app.get("/v1/hosts/{host}", summary="Duplicate statistics of a host")
+    def get_host(host: str) -> Any:
+        with lock:
+            counts = detector.store.host_stats(host.lower())
+        pages = sum(counts.values())
+        if pages == 0:
+            return _error(404, f"no page stored for host {host!r}")
+        dups = counts.get("exact", 0) + counts.get("near", 0)
+        return {"host": host.lower(), "pages": pages, "new": counts.get("new", 0), "exact": counts.get("exact", 0),
+                "near": counts.get("near", 0), "empty": counts.get("empty", 0),
+                "duplicate_rate": dups / pages}
+
+    @app.get("/v1/stats", summary="Store counts and the fingerprint spec")
+    def get_stats() -> dict[str, Any]:
+        with lock:
+            return {**detector.stats(), "spec": detector.config.spec, "k": detector.k, "method": detector.method}
+
+    @app.get("/healthz", summary="Liveness")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
+    def get_metrics() -> PlainTextResponse:
+        with lock:
+            stats = detector.stats()
+        return PlainTextResponse(metrics.render(stats), media_type="text/plain; version=0.0.4")
+
+    return app

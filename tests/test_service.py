@@ -1,0 +1,202 @@
+"""The HTTP service and the Client: every endpoint, every error, a real server, kill -9."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+import neardup
+from neardup import Client, Detector, InputError, SpecMismatchError
+from neardup.service import create_app
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample" / "pages"
+
+
+def html(name: str) -> str:
+    return gzip.open(SAMPLE / f"{name}.html.gz").read().decode("utf-8", "replace")
+
+
+@pytest.fixture()
+def app_client(tmp_path):
+    det = Detector.open(tmp_path / "s.db")
+    with TestClient(create_app(det, max_body=4 * 1024 * 1024)) as c:
+        yield c, det
+    det.close()
+
+
+def test_add_check_cluster_host_and_page(app_client):
+    c, det = app_client
+    v1 = c.post("/v1/pages", json={"url": "https://www.nytimes.com/a", "html": html("nytimes-nikki-haley-2018")})
+    assert v1.status_code == 200 and v1.json()["status"] == "new"
+    before = det.store.page_count()
+    chk = c.post("/v1/check", json={"url": "https://mirror.example/a", "html": html("nytimes-nikki-haley-2019")})
+    assert chk.status_code == 200
+    assert chk.json()["status"] == "near" and chk.json()["match_url"] == "https://www.nytimes.com/a"
+    assert det.store.page_count() == before  # check wrote nothing
+    v2 = c.post("/v1/pages", json={"url": "https://mirror.example/a", "html": html("nytimes-nikki-haley-2019")}).json()
+    assert v2["status"] == "near" and v2["cluster_id"] == v1.json()["cluster_id"]
+    cluster = c.get(f"/v1/clusters/{v2['cluster_id']}").json()
+    assert cluster["size"] == 2 and cluster["canonical_url"] == "https://www.nytimes.com/a"
+    joined = {m["url"]: m for m in cluster["members"]}
+    assert joined["https://mirror.example/a"]["matched_id"] == v1.json()["page_id"]
+    assert joined["https://mirror.example/a"]["distance"] == v2["distance"]
+    page = c.get(f"/v1/pages/{v1.json()['page_id']}").json()
+    assert page["url"] == "https://www.nytimes.com/a" and len(page["simhash"]) == 16
+    host = c.get("/v1/hosts/mirror.example").json()
+    assert host["pages"] == 1 and host["near"] == 1 and host["duplicate_rate"] == 1.0
+    stats = c.get("/v1/stats").json()
+    assert stats["pages"] == 2 and stats["spec"] == det.config.spec
+    assert c.get("/healthz").json() == {"status": "ok"}
+    metrics = c.get("/metrics").text
+    assert 'neardup_requests_total{route="/v1/pages",code="200"} 2' in metrics
+    assert "neardup_clusters 1" in metrics
+    assert c.get("/openapi.json").json()["info"]["title"] == "neardup"
+
+
+def test_batches_and_per_page_errors(app_client):
+    c, _ = app_client
+    pages = [{"url": "https://www.npr.org/a", "html": html("npr-dylann-roof-2016")},
+             {"url": "not a url", "html": "<p>x</p>"},
+             {"url": "https://mirror.example/npr", "html": html("npr-dylann-roof-2022")},
+             {"url": "https://t.example/plain", "text": " ".join(f"w{i}" for i in range(100))}]
+    out = c.post("/v1/pages/batch", json={"pages": pages}).json()["verdicts"]
+    assert [v["status"] for v in out] == ["new", "error", "near", "new"]
+    assert "whitespace" in out[1]["error"]
+    chk = c.post("/v1/check/batch", json={"pages": pages[:1]}).json()["verdicts"]
+    assert chk[0]["status"] == "exact"
+
+
+def test_fingerprint_endpoints_use_the_documented_spec(app_client):
+    c, det = app_client
+    fp = det.fingerprint(html("cnbc-cybersecurity-2019"), "https://www.cnbc.com/x")
+    body = {"url": "https://www.cnbc.com/x", "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec,
+            "tokens": fp.tokens}
+    assert c.post("/v1/fingerprints/add", json=body).json()["status"] == "new"
+    again = c.post("/v1/fingerprints/check", json={**body, "url": "https://other.example/x"}).json()
+    assert again["status"] == "exact"
+    wrong = c.post("/v1/fingerprints/check", json={**body, "spec": "neardup-simhash/0;f=64"})
+    assert wrong.status_code == 409 and "spec" in wrong.json()["error"]
+    empty = c.post("/v1/fingerprints/check", json={**body, "url": "https://e.example/", "tokens": 2})
+    assert empty.json()["status"] == "empty"
+
+
+@pytest.mark.parametrize(("payload", "code", "needle"), [
+    ({"url": "https://a.example/", "html": "<p>x</p>", "text": "x"}, 422, "exactly one"),
+    ({"html": "<p>x</p>"}, 422, "url"),
+    ({"url": "https://a.example/", "simhash": "zz", "digest": "0" * 64, "spec": "s", "tokens": 1}, 422, "hex"),
+    ({"url": "ftp//bad", "html": "<p>hello</p>"}, 400, "URL"),
+    ({"url": "https://a.example/", "html": "%PDF-1.7 binary"}, 200, ""),  # str content is text, not bytes
+])
+def test_errors_are_json_one_liners(app_client, payload, code, needle):
+    c, _ = app_client
+    path = "/v1/fingerprints/check" if "simhash" in payload else "/v1/pages"
+    r = c.post(path, json=payload)
+    assert r.status_code == code, r.text
+    if code >= 400:
+        err = r.json()["error"]
+        assert needle.lower() in err.lower() and "\n" not in err
+
+
+def test_malformed_json_unknown_ids_and_body_limit(app_client):
+    c, _ = app_client
+    r = c.post("/v1/pages", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "error" in r.json()
+    assert c.get("/v1/pages/999").status_code == 404
+    assert c.get("/v1/clusters/999").json()["error"] == "no cluster with id 999"
+    assert c.get("/v1/hosts/nowhere.example").status_code == 404
+    big = {"url": "https://a.example/", "html": "x" * (5 * 1024 * 1024)}
+    r = c.post("/v1/pages", json=big)
+    assert r.status_code == 413 and "limit" in r.json()["error"]
+
+
+def test_bearer_token(tmp_path):
+    det = Detector()
+    with TestClient(create_app(det, token="s3cret")) as c:
+        assert c.post("/v1/check", json={"url": "https://a.example/", "text": "hello world"}).status_code == 401
+        ok = c.post("/v1/check", json={"url": "https://a.example/", "text": "hello world"},
+                    headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        assert c.get("/healthz").status_code == 200
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(db: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "neardup.cli", "serve", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died")
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def test_client_against_a_real_server_and_kill_9(tmp_path):
+    db = tmp_path / "svc.db"
+    port = _free_port()
+    proc = _start_server(db, port)
+    acknowledged: list[str] = []
+    try:
+        with Client(f"http://127.0.0.1:{port}") as client:
+            first = client.add("https://www.politico.com/a", html("politico-vp-debate-2016").encode())
+            assert first.status == "new"
+            near = client.check("https://mirror.example/p", html("politico-vp-debate-2022"))
+            assert near.status == "near" and near.match_url == "https://www.politico.com/a"
+            fp = neardup.fingerprint(html("politico-vp-debate-2016"), config=neardup.DEFAULT_CONFIG)
+            assert client.check_fingerprint("https://x.example/", fp).status == "exact"
+            with pytest.raises(SpecMismatchError):
+                client.check_fingerprint("https://x.example/", neardup.fingerprint(
+                    "some words", config=neardup.FingerprintConfig(extractor="fast")))
+            with pytest.raises(InputError):
+                client.add("bad url", "text")
+            assert client.cluster(first.cluster_id)["size"] == 1
+            assert client.page(10**9) is None
+            acknowledged.append("https://www.politico.com/a")
+            # a load of adds; SIGKILL arrives from another thread while requests are in flight
+            killer = threading.Timer(1.5, os.kill, (proc.pid, signal.SIGKILL))
+            killer.start()
+            for i in range(100000):
+                text = " ".join(f"doc{i}w{j}" for j in range(60))
+                v = client.add(f"https://load.example/{i}", text)
+                assert v.status == "new"
+                acknowledged.append(f"https://load.example/{i}")
+    except neardup.StoreError:
+        pass  # the request in flight at the kill is not acknowledged
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert len(acknowledged) > 20  # the kill came in the middle of the load
+    proc = _start_server(db, port)
+    try:
+        with Client(f"http://127.0.0.1:{port}") as client:
+            assert client.stats()["pages"] >= len(acknowledged)
+            for url in acknowledged[1:]:
+                i = int(url.rsplit("/", 1)[1])
+                text = " ".join(f"doc{i}w{j}" for j in range(60))
+                v = client.check(url, text)
+                assert v.status == "exact" and v.match_url == url  # stored and indexed
+    finally:
+        proc.kill()
+        proc.wait()
