@@ -196,21 +196,18 @@ class Detector:
         if self._store_id is None:
             self._store_id = uuid.uuid4().hex
             self.store.set_meta("store_id", self._store_id)
-        self._generation = int(self.store.get_meta("generation") or 0)
+        self._seq = self.store.change_bounds()[1]  # last change of the log the index reflects
         self._saved_token: str | None = None
         self._undo: list[Callable[[], None]] | None = None
-        self._custom_index = index is not None
         self.index: HammingIndex = index if index is not None else self._default_index()
         if self.index.bits != self.config.bits:
             raise ConfigError(f"index is {self.index.bits}-bit but fingerprints are {self.config.bits}-bit")
-        self.lsh: MinHashLSH | None = self._new_lsh()
-        if self._saved_token is None:
-            self._load_index_from_store()
-        self._load_lsh_from_store()
+        self.lsh: MinHashLSH | None = None
+        self._rebuild(reuse_index=self._saved_token is not None)
 
     # -- the index and the store stay in step ---------------------------------------------
     def _token(self) -> str:
-        return f"{self._store_id}:{self._generation}"
+        return f"{self._store_id}:{self._seq}"
 
     def _default_index(self) -> HammingIndex:
         """The saved index when it matches this store's state, else an empty one."""
@@ -226,10 +223,19 @@ class Detector:
                 return saved
         return PermutedIndex(k=max(self.k, 3), expected_n=max(self.store.page_count(), 10**6))
 
-    def _load_index_from_store(self) -> None:
-        ids, words = self.store.simhashes()
-        if len(ids):
-            self.index.add_many(ids, words)
+    def _rebuild(self, reuse_index: bool = False) -> None:
+        """Load the index (unless a saved one matches) and the LSH from one consistent
+        snapshot of the store, and remember the change-log position it reflects."""
+        with self.store.snapshot():
+            self._seq = self.store.change_bounds()[1]
+            if not reuse_index:
+                self.index = self._fresh_index()
+                ids, words = self.store.simhashes()
+                if len(ids):
+                    self.index.add_many(ids, words)
+                self._saved_token = None
+            self.lsh = self._new_lsh()
+            self._load_lsh_from_store()
 
     def _new_lsh(self) -> MinHashLSH | None:
         if self.config.minhash is None:
@@ -246,22 +252,39 @@ class Detector:
             self.lsh.add_many(ids.tolist(), sigs, sizes.tolist())
 
     def _sync(self) -> None:
-        """Another process wrote to the store since we last looked: rebuild the index."""
-        stored = int(self.store.get_meta("generation") or 0)
-        if stored == self._generation:
+        """Replay the changes other processes logged since our last look (or rebuild when
+        the log was pruned past our position)."""
+        first, last = self.store.change_bounds()
+        if last == self._seq:
             return
-        self.index = (type(self.index)(bits=self.config.bits) if isinstance(self.index, BruteForceIndex)
-                      else self._fresh_index())
-        self._generation = stored
+        if last < self._seq or (first > self._seq + 1 and first != 0):
+            self._rebuild()
+            return
+        while self._seq < last:
+            batch = self.store.changes_since(self._seq)
+            if not batch:
+                break
+            for seq, page_id, op, value in batch:
+                if op == "add":
+                    self.index.add(page_id, value)
+                    if self.lsh is not None:
+                        rec = self.store.page_by_id(page_id)
+                        if rec is not None and rec.signature is not None and rec.simhash == value:
+                            sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
+                            self.lsh.add(page_id, sig, rec.set_size or 0)
+                else:
+                    self.index.remove(page_id, value)
+                    if self.lsh is not None:
+                        self.lsh.remove(page_id)
+                self._seq = seq
         self._saved_token = None
-        self._load_index_from_store()
-        self.lsh = self._new_lsh()
-        self._load_lsh_from_store()
 
     def _fresh_index(self) -> HammingIndex:
         if isinstance(self.index, PermutedIndex):
             return PermutedIndex(k=self.index.k, layout=self.index.layout,
                                  expected_n=max(self.store.page_count(), 10**6))
+        if isinstance(self.index, BruteForceIndex):
+            return BruteForceIndex(self.config.bits)
         return type(self.index)()  # a caller's own index class: rebuilt with its defaults
 
     @contextmanager
@@ -273,23 +296,22 @@ class Detector:
             yield
             return
         self._undo = []
-        generation = self._generation
+        seq = self._seq
         try:
             with self.store.transaction():
                 self._sync()
-                generation = self._generation
+                seq = self._seq
                 yield
-                self._generation += 1
-                self.store.set_meta("generation", self._generation)
         except BaseException:
             for undo in reversed(self._undo):
                 undo()
-            self._generation = generation
+            self._seq = seq
             raise
         finally:
             self._undo = None
 
     def _index_add(self, page_id: int, value: int, sig: MinHashSignature | None) -> None:
+        self._seq = self.store.log_change(page_id, "add", value, self.config.bits)
         self.index.add(page_id, value)
         if self._undo is not None:
             self._undo.append(lambda: self.index.remove(page_id, value))
@@ -301,6 +323,7 @@ class Detector:
     def _index_remove(self, rec: PageRecord) -> None:
         assert rec.id is not None
         page_id, value = rec.id, rec.simhash
+        self._seq = self.store.log_change(page_id, "remove", value, self.config.bits)
         if self.index.remove(page_id, value) and self._undo is not None:
             self._undo.append(lambda: self.index.add(page_id, value))
         if self.lsh is not None and rec.signature is not None and self.lsh.remove(page_id):

@@ -289,7 +289,8 @@ class PermutedIndex:
             self._flush_delta()
 
     def remove(self, id: int, simhash: int | None = None) -> bool:
-        """Delete ``id`` (its current value; pass ``simhash`` to skip looking it up)."""
+        """Delete ``id``. Without ``simhash`` its current value is looked up (a scan of the
+        id arrays); with it, the caller vouches that it is the id's current value."""
         value = self._find(int(id)) if simhash is None else int(simhash)
         if value is None:
             return False
@@ -299,8 +300,6 @@ class PermutedIndex:
             keep[hit] = False
             self._delta_ids, self._delta_vals = self._delta_ids[keep], self._delta_vals[keep]
             return True
-        if simhash is not None and self._find(int(id)) != value:
-            return False
         self._dead.add((int(id), value))
         self._dead_ids.add(int(id))
         return True
