@@ -68,3 +68,31 @@ def corpus() -> Path:
         pytest.skip(f"shared corpus not found at {CORPUS_DIR}")
     return CORPUS_DIR
 
+
+
+# -- PostgreSQL: one throwaway server per test session, one fresh database per test --------
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pgserver  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """DSN of a PostgreSQL server started for this session (or $NEARDUP_TEST_PG).
+
+    Without the server binaries the PostgreSQL tests are skipped, except under
+    ``NEARDUP_REQUIRE_PG=1`` (set by .ci/run, which installs them), where they fail."""
+    if not os.environ.get("NEARDUP_TEST_PG") and not pgserver.installed():
+        message = "PostgreSQL server binaries not installed (apt-get install postgresql; .ci/run does it)"
+        if os.environ.get("NEARDUP_REQUIRE_PG"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with pgserver.postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture()
+def pg_dsn(pg_server):
+    """DSN of a new, empty database on the session's server."""
+    return pgserver.new_database(pg_server)

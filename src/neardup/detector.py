@@ -39,7 +39,7 @@ from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, 
 from neardup.index import BruteForceIndex, HammingIndex
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
 from neardup.permuted import PermutedIndex
-from neardup.store import PageRecord, SQLiteStore
+from neardup.store import PageRecord, SQLiteStore, SQLStore
 from neardup.urls import host_of, validate_url
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
@@ -145,7 +145,8 @@ def _member(rec: PageRecord) -> Member:
 class Detector:
     """Near-duplicate detector over a store and a Hamming index.
 
-    store: a :class:`~neardup.store.SQLiteStore` (default: in memory).
+    store: a :class:`~neardup.store.SQLiteStore` (default: in memory) or a
+        :class:`~neardup.postgres.PostgresStore`.
     k: Hamming threshold, ``distance <= k`` matches (default :data:`DEFAULT_K` = 7).
     config: fingerprint settings; default: the store's own, else :data:`DEFAULT_CONFIG`.
     canonical: canonical policy spec, e.g. ``"rel-canonical,first-seen"`` or ``"shortest-url"``.
@@ -163,7 +164,7 @@ class Detector:
 
     def __init__(
         self,
-        store: SQLiteStore | None = None,
+        store: SQLStore | None = None,
         *,
         k: int = DEFAULT_K,
         config: FingerprintConfig | None = None,
@@ -191,7 +192,8 @@ class Detector:
         self.policy = policy_from_spec(canonical if canonical is not None else (stored_policy or DEFAULT_POLICY))
         if stored_policy != self.policy.spec:
             self.store.set_meta("canonical_policy", self.policy.spec)
-        self._index_dir = None if self.store.path == ":memory:" else Path(self.store.path + ".index")
+        file_store = isinstance(self.store, SQLiteStore) and self.store.path != ":memory:"
+        self._index_dir = Path(self.store.path + ".index") if file_store else None
         self._store_id = self.store.get_meta("store_id")
         if self._store_id is None:
             self._store_id = uuid.uuid4().hex
@@ -347,8 +349,17 @@ class Detector:
         containment: float | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
-        ``create=False``). Reopening restores every page, cluster and the index."""
-        return cls(SQLiteStore(path, timeout=timeout, create=create), k=k, config=config, canonical=canonical,
+        ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
+        (shared by many workers, see :mod:`neardup.postgres`). Reopening restores every
+        page, cluster and the index."""
+        target = str(path)
+        if target.startswith(("postgresql://", "postgres://")):
+            from neardup.postgres import PostgresStore
+
+            store: SQLStore = PostgresStore(target, timeout=timeout, create=create)
+        else:
+            store = SQLiteStore(path, timeout=timeout, create=create)
+        return cls(store, k=k, config=config, canonical=canonical,
                    method=method, threshold=threshold, containment=containment)
 
     def _resolve_config(self, config: FingerprintConfig | None, needs_minhash: bool) -> FingerprintConfig:

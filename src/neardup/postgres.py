@@ -1,0 +1,203 @@
+"""The shared store: the same schema and SQL as the SQLite store, in PostgreSQL.
+
+``Detector.open("postgresql://user@host/db")`` gives every crawler worker, on any machine,
+the same pages, clusters and change log. How it stays correct with many writers:
+
+* every write transaction first takes one transaction-level advisory lock
+  (``pg_advisory_xact_lock``), so writers are serialised exactly like SQLite's
+  ``BEGIN IMMEDIATE``; inside it the worker replays the change log (pages other workers
+  committed since its last look) into its in-memory index *before* deciding, so two
+  workers adding near duplicates of each other at the same moment end up in one cluster
+  with one canonical page;
+* Hamming lookups run in each process's in-memory index (microseconds), kept current from
+  the ``changes`` table; PostgreSQL has no index for "within k bits" (``bit_count`` of an
+  XOR scans every row), so a SQL lookup would be a full scan per page;
+* a commit is acknowledged only after PostgreSQL has committed it (synchronous commit).
+
+Connections come from a psycopg 3 pool; a transaction keeps its connection for the thread
+that opened it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from neardup.errors import StoreError, StoreLockedError
+from neardup.store import SCHEMA_VERSION, SQLStore
+
+LOCK_KEY = 0x6E65617264757021  # "neardup!": the writers' advisory lock
+
+MIGRATIONS: dict[int, list[str]] = {
+    0: [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE pages (
+            id BIGSERIAL PRIMARY KEY,
+            url TEXT NOT NULL UNIQUE,
+            host TEXT NOT NULL,
+            first_seen DOUBLE PRECISION NOT NULL,
+            fetched_at DOUBLE PRECISION NOT NULL,
+            digest TEXT NOT NULL,
+            simhash BYTEA NOT NULL,
+            spec TEXT NOT NULL,
+            length BIGINT NOT NULL,
+            title TEXT,
+            canonical_link TEXT,
+            language TEXT,
+            status TEXT NOT NULL,
+            matched_id BIGINT,
+            distance INTEGER,
+            cluster_id BIGINT,
+            priority DOUBLE PRECISION
+        )""",
+        "CREATE INDEX pages_digest ON pages(digest)",
+        "CREATE INDEX pages_cluster ON pages(cluster_id)",
+        "CREATE INDEX pages_host ON pages(host)",
+        "CREATE INDEX pages_fetched ON pages(fetched_at)",
+        """CREATE TABLE clusters (
+            id BIGSERIAL PRIMARY KEY,
+            canonical_id BIGINT,
+            size INTEGER NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""",
+    ],
+    1: [
+        "ALTER TABLE pages ADD COLUMN signature BYTEA",
+        "ALTER TABLE pages ADD COLUMN set_size BIGINT",
+        """CREATE TABLE changes (
+            seq BIGSERIAL PRIMARY KEY,
+            page_id BIGINT NOT NULL,
+            op TEXT NOT NULL,
+            simhash BYTEA NOT NULL
+        )""",
+    ],
+}
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", re.sub(r"password=\S+", "password=***", dsn))
+
+
+class _Rows:
+    """Rows fetched before the connection goes back to the pool."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
+        self._rows, self.rowcount = rows, rowcount
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+
+class PostgresStore(SQLStore):
+    """Pages, clusters and the change log in a PostgreSQL database (psycopg 3 pool)."""
+
+    def __init__(self, dsn: str, *, timeout: float = 10.0, pool_size: int = 4, create: bool = True) -> None:
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise StoreError(f"PostgreSQL needs the 'postgres' extra: pip install 'neardup[postgres]' ({exc})") from None
+        self._psycopg = psycopg
+        self.path = redact(dsn)
+        self.timeout = timeout
+        self._local = threading.local()
+        try:
+            self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True, timeout=timeout,
+                                        kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))})
+            self._pool.wait(timeout=timeout)
+        except Exception as exc:  # psycopg_pool raises PoolTimeout wrapping the connection error
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(exc).splitlines()[0]}") from None
+        self._migrate(create)
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _run(self, conn: Any, sql: str, params: Sequence[Any]) -> _Rows:
+        cur = conn.execute(sql.replace("?", "%s"), params)
+        rows = cur.fetchall() if cur.description else []
+        return _Rows(rows, cur.rowcount)
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        psycopg = self._psycopg
+        try:
+            conn = getattr(self._local, "conn", None)
+            if conn is not None:
+                return self._run(conn, sql, params)
+            with self._pool.connection(timeout=self.timeout) as conn:
+                return self._run(conn, sql, params)
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreLockedError(f"store {self.path} is busy ({str(exc).splitlines()[0]})") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # pool timeouts
+            raise StoreError(f"store {self.path}: {exc}") from None
+
+    @contextmanager
+    def _connection_tx(self, isolation: str | None, lock: bool) -> Iterator[None]:
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        psycopg = self._psycopg
+        try:
+            with self._pool.connection(timeout=self.timeout) as conn:
+                with conn.transaction():
+                    if isolation:
+                        conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+                    if lock:
+                        conn.execute(f"SET LOCAL lock_timeout = '{int(self.timeout * 1000)}ms'")
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                    self._local.conn = conn
+                    try:
+                        yield
+                    finally:
+                        self._local.conn = None
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreLockedError(f"store {self.path}: another writer held the lock for over {self.timeout} s") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
+
+    def transaction(self) -> Any:
+        """A write transaction, serialised with every other writer by an advisory lock."""
+        return self._connection_tx(None, lock=True)
+
+    def snapshot(self) -> Any:
+        """Consistent reads (REPEATABLE READ) across several queries."""
+        return self._connection_tx("REPEATABLE READ", lock=False)
+
+    def close(self) -> None:
+        try:
+            self._pool.close()
+        except Exception:  # noqa: BLE001 - closing must not raise
+            pass
+
+    # -- schema -----------------------------------------------------------------------
+    def _migrate(self, create: bool) -> None:
+        with self.transaction():
+            self._exec("CREATE TABLE IF NOT EXISTS neardup_schema (version INTEGER NOT NULL)")
+            row = self._exec("SELECT version FROM neardup_schema").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"store {self.path} has schema version {version}, newer than this neardup "
+                                 f"supports ({SCHEMA_VERSION}); upgrade neardup")
+            if version == 0:
+                if not create:
+                    raise StoreError(f"store {self.path} has no neardup schema")
+                exists = self._exec("SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() "
+                                    "AND table_name IN ('pages', 'clusters', 'meta')").fetchall()
+                if exists:
+                    raise StoreError(f"store {self.path} has tables named like neardup's but no neardup schema")
+            for step in range(version, SCHEMA_VERSION):
+                for sql in MIGRATIONS[step]:
+                    self._exec(sql)
+            if version == 0:
+                self._exec("INSERT INTO neardup_schema(version) VALUES(?)", (SCHEMA_VERSION,))
+            elif version < SCHEMA_VERSION:
+                self._exec("UPDATE neardup_schema SET version = ?", (SCHEMA_VERSION,))

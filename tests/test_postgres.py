@@ -1,0 +1,111 @@
+"""The PostgreSQL store: the store contract on both backends, many workers on one database."""
+
+from __future__ import annotations
+
+import gzip
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+import neardup
+from neardup import Detector, StoreError
+from neardup.postgres import PostgresStore, redact
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample"
+
+
+def _pages() -> list[tuple[str, bytes]]:
+    rows = [line.split("\t") for line in (SAMPLE / "urls.tsv").read_text().splitlines()[1:] if line.strip()]
+    return [(r[1], gzip.open(SAMPLE / r[0]).read()) for r in rows]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_target(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return request.getfixturevalue("pg_dsn")
+
+
+def test_sample_gives_the_same_verdicts_on_both_backends(store_target, tmp_path):
+    reference = Detector.open(tmp_path / "ref.db")
+    ref = [reference.add(url, html) for url, html in _pages()]
+    reference.close()
+    with Detector.open(store_target) as det:
+        got = [det.add(url, html) for url, html in _pages()]
+        stats = det.stats()
+    assert [(v.status, v.match_url, v.distance, v.canonical_url) for v in got] == \
+           [(v.status, v.match_url, v.distance, v.canonical_url) for v in ref]
+    with Detector.open(store_target) as det:  # reopen: everything restored
+        assert det.stats() == stats
+        url, html = _pages()[-1]  # the last capture of a URL is the stored one
+        assert det.check("https://elsewhere.example/x", html).status == "exact"
+
+
+def test_store_contract(store_target):
+    with Detector.open(store_target) as det:
+        v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)), fetched_at=1000.0, priority=2)
+        rec = det.page(v.page_id)
+        assert rec.url == "https://a.example/1" and rec.fetched_at == 1000.0 and rec.priority == 2.0
+        assert det.store.get_meta("spec") == det.config.spec
+        first, last = det.store.change_bounds()
+        assert last >= first >= 1
+        assert det.expire(older_than=60) == 1
+        assert det.stats()["pages"] == 0 and len(det.index) == 0
+
+
+def test_unreachable_server_and_foreign_database(pg_dsn):
+    with pytest.raises(StoreError, match="cannot connect"):
+        PostgresStore("postgresql://nobody:secret@127.0.0.1:1/none", timeout=1)
+    assert "secret" not in redact("postgresql://nobody:secret@127.0.0.1:1/none")
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE pages (x int)")
+    with pytest.raises(StoreError, match="no neardup schema"):
+        PostgresStore(pg_dsn)
+
+
+def _worker(dsn: str, urls_html: list[tuple[str, str]], barrier, out) -> None:
+    det = Detector.open(dsn)
+    barrier.wait()
+    verdicts = [det.add(url, html) for url, html in urls_html]
+    out.put([(v.url, v.status, v.cluster_id) for v in verdicts])
+    det.close()
+
+
+def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
+    base = " ".join(f"word{i}" for i in range(400))
+    ctx = mp.get_context("spawn")
+    for round_ in range(3):
+        variants = [base.replace(f"word{7 + round_} ", "changed "), base.replace(f"word{30 + round_} ", "other ")]
+        barrier, out = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_worker, args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
+                 for w in range(2)]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(60)
+        flat = [r for res in results for r in res]
+        assert len({cluster for _, _, cluster in flat}) == 1, flat
+    with Detector.open(pg_dsn) as det:
+        # every worker's committed page is visible; all variants in one cluster, one canonical
+        assert det.stats()["pages"] == 6
+        v = det.check("https://third.example/x", base)
+        members = det.cluster(v.cluster_id)
+        assert len(members) == 6
+        assert det.store.cluster_canonical(v.cluster_id) in {m.id for m in members}
+
+
+def test_a_check_sees_what_another_worker_committed(pg_dsn):
+    a, b = Detector.open(pg_dsn), Detector.open(pg_dsn)
+    text = " ".join(f"t{i}" for i in range(300))
+    assert b.check("https://b.example/", text).status == "new"
+    a.add("https://a.example/", text)
+    seen = b.check("https://b.example/", text)
+    assert seen.status == "exact" and seen.match_url == "https://a.example/"
+    a.add("https://a.example/", " ".join(f"u{i}" for i in range(300)))  # a's page changes
+    assert b.check("https://b.example/", text).status == "new"
+    a.close()
+    b.close()
