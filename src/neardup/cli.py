@@ -324,12 +324,16 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 @click.option("--token", envvar="NEARDUP_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (or set NEARDUP_TOKEN).")
 @click.option("--max-body", type=click.IntRange(1024), default=32 * 1024 * 1024, show_default=True, help="Largest request body in bytes (413 above).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes sharing the store (each keeps its index current from the store's change log).")
 @_k_option
 @decision_options
 @fingerprint_options
 @handle_errors
-def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, k: int, **opts: Any) -> None:
-    """Serve the HTTP API (see neardup.service) over the store --db."""
+def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, workers: int, k: int,
+              **opts: Any) -> None:
+    """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
+    postgresql:// URL)."""
     try:
         import uvicorn
 
@@ -337,11 +341,20 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, k
     except ImportError as exc:
         raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
     decide = _decision(opts)
-    det = Detector.open(db, k=k, config=build_config(**opts), **decide)
-    try:
-        uvicorn.run(create_app(det, token=token, max_body=max_body), host=host, port=port, log_level="warning")
-    finally:
-        det.close()
+    det = Detector.open(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
+    if workers == 1:
+        try:
+            uvicorn.run(create_app(det, token=token, max_body=max_body), host=host, port=port, log_level="warning")
+        finally:
+            det.close()
+        return
+    import os
+
+    settings = {"config": det.config.to_dict(), "k": k, "max_body": max_body, **decide}
+    det.close()
+    os.environ.update({"NEARDUP_DB": db, "NEARDUP_SETTINGS": json.dumps(settings), "NEARDUP_TOKEN": token or ""})
+    uvicorn.run("neardup.service:app_from_env", factory=True, workers=workers, host=host, port=port,
+                log_level="warning")
 
 
 @main.command("stats")

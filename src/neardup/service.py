@@ -175,6 +175,24 @@ class _Metrics:
         return "\n".join(lines) + "\n"
 
 
+def app_from_env() -> FastAPI:
+    """App factory for ``uvicorn --factory`` and ``neardup serve --workers N``: every worker
+    process opens its own Detector on the shared store named by ``NEARDUP_DB`` (settings in
+    ``NEARDUP_SETTINGS``, JSON written by the CLI)."""
+    import json
+    import os
+
+    from neardup.fingerprint import FingerprintConfig
+
+    settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
+    config = FingerprintConfig.from_dict(settings["config"]) if settings.get("config") else None
+    detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k", 7), config=config,
+                             method=settings.get("method", "simhash"), threshold=settings.get("threshold", 0.8),
+                             containment=settings.get("containment"))
+    return create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
+                      max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)))
+
+
 def create_app(detector: Detector, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """An ASGI app serving ``detector`` (shared by all requests, writes serialised)."""
     app = FastAPI(title="neardup", version=__version__,
