@@ -224,6 +224,8 @@ def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
             hi = dirs[t, key + 1]
             row = tables[t]
             for i in range(lo, hi):
+                if i > lo and row[i] == row[i - 1]:
+                    continue  # the same value stored again: all its ids were emitted below
                 pc = popcount64(row[i] ^ qp)
                 if pc > kk:
                     continue

@@ -180,7 +180,8 @@ class _Level:
         src, dst, masks = perm
         n = values.shape[0]
         lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
-        d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1)))))
+        # buckets of about 4 entries: the directory stays under ~4 bytes per fingerprint
+        d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1))) - 2))
         ident = layout.identity_table()
         order = np.argsort(values, kind="stable")
         tables = np.empty((len(layout.tables), n), dtype=np.uint64)
