@@ -12,6 +12,13 @@ For every extractor x feature scheme this measures, at Hamming thresholds k = 0.
 A pair is declared duplicate at threshold k exactly as the product does it: neither
 fingerprint is empty, and the digests are equal or ``hamming(a, b) <= k``.
 
+MinHash (``Detector(method="minhash")``) is measured beside it with the ``accurate`` extractor
+for several feature sets at Jaccard thresholds t = 0.3..0.95: a pair is declared when neither
+page is empty and the digests are equal or the estimated Jaccard of the 128-permutation
+signatures is ``>= t``; ``both`` is SimHash (k = 7, the Detector default) OR MinHash ``>= t``. The
+recommended MinHash threshold is picked like k: hard-negative FPR within the target at t and at
+the next lower t, then the best same-content recall.
+
 Usage::
 
     python benchmarks/quality.py [--corpus PATH] [--quick] [--out docs/quality.md] [--cache DIR]
@@ -54,6 +61,12 @@ from neardup import FeatureConfig, FingerprintConfig  # noqa: E402
 from neardup.errors import NeardupError  # noqa: E402
 from neardup.extract import extract_main_content  # noqa: E402
 from neardup.fingerprint import fingerprint_text  # noqa: E402
+from neardup.minhash import MinHashConfig  # noqa: E402
+
+try:  # the Detector's default Hamming threshold, used for method "both"
+    from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402
+except ImportError:  # pragma: no cover
+    DETECTOR_K = 7
 
 K_VALUES = tuple(range(11))
 REPORT_K = 3
@@ -647,6 +660,7 @@ class RunResult:
     seconds: float
     command: str
     report_k: int = REPORT_K
+    minhash: MinHashResult | None = None
 
     def evaluations_of(self, extractor: str) -> list[Evaluation]:
         return [e for e in self.evaluations if e.extractor == extractor]
@@ -677,6 +691,7 @@ def summary(result: RunResult) -> dict[str, Any]:
                                    "fpr_hard_negatives": round(c.metrics["fpr_hard_negatives"], 6)}
                                for x, c in result.best_by_extractor.items()},
         "quick": result.quick, "seconds": round(result.seconds, 1),
+        **({"minhash": minhash_summary(result.minhash)} if result.minhash is not None else {}),
     }
 
 
@@ -843,6 +858,8 @@ def render_report(result: RunResult) -> str:
     notes = library_notes()
     if notes:
         lines += ["## Library behaviour these numbers depend on", ""] + [f"- {n}" for n in notes] + [""]
+    if result.minhash is not None:
+        lines += minhash_section(result) + [""]
     return "\n".join(lines)
 
 
@@ -921,6 +938,373 @@ def why_paragraph(result: RunResult) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# MinHash beside SimHash
+# --------------------------------------------------------------------------------------------
+
+MINHASH_THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.3 .. 0.95
+MINHASH_MARGIN_T = 0.25  # scored too, so that t = 0.3 has a "next lower t"
+MINHASH_DEFAULT_SCHEME = "shingles3"  # MinHashConfig()'s feature set
+
+
+def minhash_schemes(quick: bool) -> list[Scheme]:
+    """Feature sets compared for MinHash (weights play no part: a set is a set)."""
+    def set_of(scheme: str, ngram: int) -> FeatureConfig:
+        return FeatureConfig(scheme=scheme, ngram=ngram, tf="binary")
+    schemes = [
+        Scheme("shingles3", MinHashConfig().features),
+        Scheme("shingles2", set_of("shingles", 2)),
+        Scheme("words", set_of("words", 1)),
+        Scheme("shingles5", set_of("shingles", 5)),
+        Scheme("chars5", set_of("chars", 5)),
+    ]
+    return schemes[:2] if quick else schemes
+
+
+@dataclass(frozen=True)
+class JaccardScores:
+    """Per-pair comparison under the MinHash rule: estimated Jaccard of the signatures, equal
+    digest, either page empty; plus the SimHash distance (default features) for ``both``."""
+
+    jaccard: np.ndarray
+    distance: np.ndarray
+    same_digest: np.ndarray
+    empty: np.ndarray
+    tokens_a: np.ndarray
+    tokens_b: np.ndarray
+    simhash_k: int | None = None  # set: the ``both`` rule, SimHash <= k OR MinHash >= t
+
+    def declared(self, t: float) -> np.ndarray:
+        """The Detector's rule: neither empty, and equal digest or estimated Jaccard >= t (or,
+        for ``both``, Hamming distance <= k)."""
+        hit = self.same_digest | (self.jaccard >= t)
+        if self.simhash_k is not None:
+            hit = hit | (self.distance <= self.simhash_k)
+        return ~self.empty & hit
+
+    def exact(self) -> np.ndarray:
+        return ~self.empty & self.same_digest
+
+    def with_simhash(self, k: int) -> JaccardScores:
+        return replace(self, simhash_k=k)
+
+
+@dataclass(frozen=True)
+class PageSignatures:
+    """Fingerprint fields and MinHash signatures of every page."""
+
+    index: dict[str, int]
+    signatures: np.ndarray  # (pages, num_perm) uint32
+    simhash: list[int]
+    digest: list[str]
+    tokens: np.ndarray
+    empty: np.ndarray
+
+
+def sign_pages(texts: dict[str, str], config: FingerprintConfig) -> PageSignatures:
+    """Fingerprint (SimHash + MinHash) every extracted text with ``config``."""
+    pages = sorted(texts)
+    fps = [fingerprint_text(texts[p], config) for p in pages]
+    return PageSignatures(
+        index={p: i for i, p in enumerate(pages)},
+        signatures=np.stack([f.minhash.signature for f in fps]),
+        simhash=[f.simhash for f in fps],
+        digest=[f.digest for f in fps],
+        tokens=np.array([f.tokens for f in fps], dtype=np.int64),
+        empty=np.array([f.empty for f in fps], dtype=bool),
+    )
+
+
+def score_jaccard(pairs: Sequence[Pair], sigs: PageSignatures) -> JaccardScores:
+    ia = np.array([sigs.index[p.a] for p in pairs], dtype=np.int64)
+    ib = np.array([sigs.index[p.b] for p in pairs], dtype=np.int64)
+    est = np.empty(len(pairs))
+    for start in range(0, len(pairs), 4096):  # agreement share, as neardup.minhash.jaccard
+        a, b = ia[start:start + 4096], ib[start:start + 4096]
+        est[start:start + 4096] = (sigs.signatures[a] == sigs.signatures[b]).sum(axis=1) / sigs.signatures.shape[1]
+    return JaccardScores(
+        jaccard=est,
+        distance=np.array([(sigs.simhash[i] ^ sigs.simhash[j]).bit_count() for i, j in zip(ia, ib)], dtype=np.int64),
+        same_digest=np.array([sigs.digest[i] == sigs.digest[j] for i, j in zip(ia, ib)], dtype=bool),
+        empty=sigs.empty[ia] | sigs.empty[ib],
+        tokens_a=sigs.tokens[ia],
+        tokens_b=sigs.tokens[ib],
+    )
+
+
+@dataclass
+class MinHashEvaluation:
+    """One feature set under ``minhash`` and ``both``, at every threshold."""
+
+    scheme: Scheme
+    config: FingerprintConfig
+    labelled: JaccardScores
+    hard: JaccardScores
+    by_t: dict[float, dict[str, float]]
+    both_by_t: dict[float, dict[str, float]]
+    empty_pages: int
+
+    def at(self, t: float, both: bool = False) -> dict[str, float]:
+        return (self.both_by_t if both else self.by_t)[t]
+
+    def within(self, t: float, fpr_limit: float, both: bool = False) -> bool:
+        """FPR within the limit at t and at the next lower t (the margin, as k and k + 1)."""
+        lower = round(t - 0.05, 2)
+        return all(self.at(x, both)["fpr_hard_negatives"] <= fpr_limit + 1e-12 for x in (t, lower))
+
+    def operating_t(self, fpr_limit: float = FPR_TARGET, both: bool = False) -> float | None:
+        ok = [t for t in MINHASH_THRESHOLDS if self.within(t, fpr_limit, both)]
+        if not ok:
+            return None
+        return max(ok, key=lambda t: minhash_preference(self.at(t, both), t))
+
+
+def minhash_preference(m: dict[str, float], t: float) -> tuple:
+    """Best same-content recall; ties: fewer false positives, better near-duplicate recall,
+    then the higher (safer) threshold."""
+    return (m["recall_same_content"], -(m["false_positives_hard"] + m["false_positives_pairs"]),
+            m["recall_near_duplicate"], t)
+
+
+def evaluate_minhash(sets: PairSets, masks: Masks, extraction: Extraction, scheme: Scheme) -> MinHashEvaluation:
+    """Sign all pages with one feature set and score ``minhash`` and ``both`` at every t."""
+    config = FingerprintConfig(extractor=extraction.extractor, min_tokens=DEFAULT_MIN_TOKENS,
+                               minhash=MinHashConfig(features=scheme.features))
+    sigs = sign_pages(extraction.texts, config)
+    labelled = score_jaccard(sets.labelled, sigs)
+    hard = score_jaccard(sets.hard, sigs)
+    ts = (MINHASH_MARGIN_T, *MINHASH_THRESHOLDS)
+    by_t = {t: metrics_at(t, labelled, hard, masks) for t in ts}
+    lb, hb = labelled.with_simhash(DETECTOR_K), hard.with_simhash(DETECTOR_K)
+    both_by_t = {t: metrics_at(t, lb, hb, masks) for t in ts}
+    return MinHashEvaluation(scheme, config, labelled, hard, by_t, both_by_t, int(sigs.empty.sum()))
+
+
+@dataclass
+class MinHashResult:
+    """Every feature set, the recommended threshold for the default one, and the SimHash
+    reference (the Detector's default config at k = DETECTOR_K)."""
+
+    extractor: str
+    evaluations: list[MinHashEvaluation]
+    simhash: dict[str, float]
+    simhash_k: int
+    seconds: float
+
+    @property
+    def default(self) -> MinHashEvaluation:
+        return next(e for e in self.evaluations if e.scheme.name == MINHASH_DEFAULT_SCHEME)
+
+    def best(self, both: bool = False) -> tuple[MinHashEvaluation, float] | None:
+        """The feature set and t with the best preference within the FPR target."""
+        choices = [(e, t) for e in self.evaluations if (t := e.operating_t(both=both)) is not None]
+        if not choices:
+            return None
+        return max(choices, key=lambda c: minhash_preference(c[0].at(c[1], both), c[1]))
+
+
+def run_minhash(sets: PairSets, masks: Masks, extraction: Extraction, quick: bool) -> MinHashResult:
+    started = time.perf_counter()
+    evaluations = []
+    for scheme in minhash_schemes(quick):
+        e = evaluate_minhash(sets, masks, extraction, scheme)
+        op = e.operating_t()
+        msg = "none" if op is None else (f"{op}: same-content {e.at(op)['recall_same_content']:.3f} "
+                                         f"fpr_hard {e.at(op)['fpr_hard_negatives']:.4f}")
+        log(f"minhash {extraction.extractor:8} {scheme.name:10} operating t {msg}")
+        evaluations.append(e)
+    # the SimHash reference: the Detector's default fingerprint config and k (no MinHash match)
+    def simhash_only(scores: JaccardScores) -> JaccardScores:
+        return replace(scores, jaccard=np.full_like(scores.jaccard, -1.0), simhash_k=DETECTOR_K)
+    simhash = metrics_at(1.0, simhash_only(evaluations[0].labelled), simhash_only(evaluations[0].hard), masks)
+    return MinHashResult(extraction.extractor, evaluations, simhash, DETECTOR_K, time.perf_counter() - started)
+
+
+MINHASH_T_HEADER = ("t", "same-content recall", "near-dup recall", "partial-overlap flagged", "FPR pairs.tsv neg.",
+                    "FPR hard neg.", "CPE", "Big9", "Dragnet", "hard FP pairs", "exact FP")
+
+
+def minhash_t_rows(e: MinHashEvaluation, both: bool = False) -> list[list[Any]]:
+    rows = []
+    for t in MINHASH_THRESHOLDS:
+        m = e.at(t, both)
+        rows.append([f"{t:.2f}", pct(m["recall_same_content"]), pct(m["recall_near_duplicate"]),
+                     pct(m["flagged_partial_overlap"]), pct(m["fpr_pairs_negatives"]),
+                     pct(m["fpr_hard_negatives"], 3), pct(m["fpr_hard_cleanportaleval"], 2),
+                     pct(m["fpr_hard_utomo-big9"], 2), pct(m["fpr_hard_dragnet"], 2),
+                     m["false_positives_hard"], m["exact_false_positives_hard"]])
+    return rows
+
+
+def minhash_missed_rows(e: MinHashEvaluation, sets: PairSets, t: float) -> list[list[Any]]:
+    declared = e.labelled.declared(t)
+    rows = []
+    for i, pair in enumerate(sets.labelled):
+        if pair.label == "same-content" and not declared[i]:
+            reason = "empty page" if e.labelled.empty[i] else "Jaccard"
+            rows.append([pair.pair_id, pair.group, f"{e.labelled.jaccard[i]:.3f}", int(e.labelled.distance[i]), reason,
+                         f"{e.labelled.tokens_a[i]} / {e.labelled.tokens_b[i]}", pair.note.replace("|", "/")])
+    return rows
+
+
+def minhash_false_positive_rows(e: MinHashEvaluation, sets: PairSets, t: float) -> list[list[Any]]:
+    rows = []
+    for scores, pairs in ((e.labelled, sets.labelled), (e.hard, sets.hard)):
+        declared = scores.declared(t)
+        for i, pair in enumerate(pairs):
+            if declared[i] and (pair.label == "hard-negative" or pair.label in NEGATIVE_LABELS):
+                where = pair.pair_id if pair.source == "pairs.tsv" else f"{pair.source} {pair.group}"
+                how = "digest" if scores.same_digest[i] else "minhash"
+                rows.append([where, f"`{pair.a}`", f"`{pair.b}`", f"{scores.jaccard[i]:.3f}", how])
+    return rows
+
+
+def minhash_section(result: RunResult) -> list[str]:
+    """The MinHash section of docs/quality.md."""
+    mh = result.minhash
+    assert mh is not None
+    d = mh.default
+    t = d.operating_t()
+    tb = d.operating_t(both=True)
+    best = mh.best()
+    n_same = result.sets.count("same-content")
+    lines = [
+        "## MinHash beside SimHash",
+        "",
+        f"Extractor `{mh.extractor}`, min_tokens {DEFAULT_MIN_TOKENS}, 128 permutations (`MinHashConfig(num_perm=128, "
+        "seed=1)`), the same pages and pairs as above. A pair is declared a duplicate as "
+        "`Detector(method=\"minhash\", threshold=t)` does it: neither page is empty (a pair with an empty page is "
+        "a miss) and the digests are equal or the estimated Jaccard of the two signatures (share of equal "
+        "positions) is >= t. `both` is `Detector(method=\"both\")`: SimHash with the Detector's default "
+        f"fingerprint config at k = {mh.simhash_k} OR MinHash >= t. Feature sets: word N-shingles "
+        "(`shinglesN`, `shingles3` is `MinHashConfig()`'s default), single words (`words`), character 5-grams "
+        f"(`chars5`). Thresholds t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f} in steps of 0.05; the "
+        f"*operating t* is chosen like k: hard-negative FPR <= {FPR_TARGET:.1%} at t *and* at the next lower t "
+        "(one step of margin), then the best same-content recall; ties go to fewer false positives, better "
+        "near-duplicate recall, the higher t. The estimate's standard error is sqrt(J (1 - J) / 128), about "
+        "0.035 at J = 0.8, so thresholds closer than that are hard to tell apart on single pairs. "
+        f"MinHash scoring took {mh.seconds:.0f} s.",
+        "",
+    ]
+    if t is not None:
+        m = d.at(t)
+        lines += [
+            f"**Recommended default for `method=\"minhash\"`: threshold {t:.2f}** (feature set `{d.scheme.name}`): "
+            f"same-content recall {pct(m['recall_same_content'])} ({round(m['recall_same_content'] * n_same)} of "
+            f"{n_same}), near-duplicate recall {pct(m['recall_near_duplicate'])}, hard-negative FPR "
+            f"{pct(m['fpr_hard_negatives'], 3)} ({m['false_positives_hard']} pairs, {m['exact_false_positives_hard']} "
+            f"of them through an equal digest), pairs.tsv negatives {pct(m['fpr_pairs_negatives'])}."
+            + (f" The library's current default threshold 0.8 gives {pct(d.at(0.8)['recall_same_content'])} recall "
+               f"at {pct(d.at(0.8)['fpr_hard_negatives'], 3)} FPR." if 0.8 in d.by_t and t != 0.8 else ""),
+            "",
+        ]
+    else:
+        lines += [f"No threshold keeps the hard-negative FPR within {FPR_TARGET:.1%} for `{d.scheme.name}`.", ""]
+    if t is not None:
+        simhash_hit = ~d.labelled.empty & (d.labelled.same_digest | (d.labelled.distance <= mh.simhash_k))
+        minhash_hit = d.labelled.declared(t)
+        same = np.array([p.label == "same-content" for p in result.sets.labelled])
+        only_min = int((same & minhash_hit & ~simhash_hit).sum())
+        only_sim = int((same & simhash_hit & ~minhash_hit).sum())
+        extra_fp = d.at(t)["false_positives_hard"] - mh.simhash["false_positives_hard"]
+        lines += [
+            f"Compared with SimHash at k = {mh.simhash_k}: MinHash at t = {t:.2f} finds {only_min} same-content "
+            f"pair(s) SimHash misses and misses {only_sim} that SimHash finds; it flags {extra_fp:+d} hard-negative "
+            "pair(s) relative to SimHash (listed below).",
+            "",
+        ]
+    if tb is not None:
+        mb, m8 = d.at(tb, True), d.at(0.8, True)
+        sm0 = mh.simhash
+        same_as_simhash = all(mb[x] == sm0[x] for x in ("recall_same_content", "recall_near_duplicate",
+                                                        "false_positives_hard", "false_positives_pairs"))
+        lines += [
+            f"`both` (OR of the two tests) has its operating point at t = {tb:.2f}"
+            + (", where MinHash adds no pair to SimHash alone" if same_as_simhash else "")
+            + f"; at t = 0.80 it gives {pct(m8['recall_same_content'])} same-content and "
+            f"{pct(m8['recall_near_duplicate'])} near-duplicate recall (SimHash alone: "
+            f"{pct(sm0['recall_same_content'])} / {pct(sm0['recall_near_duplicate'])}) with "
+            f"{m8['false_positives_hard']} hard false positives (SimHash alone: {sm0['false_positives_hard']}).",
+            "",
+        ]
+    if best is not None and best[0] is not d:
+        be, bt = best
+        bm = be.at(bt)
+        lines += [f"Best feature set overall: `{be.scheme.name}` at t = {bt:.2f} ({pct(bm['recall_same_content'])} "
+                  f"same-content recall, {pct(bm['fpr_hard_negatives'], 3)} FPR).", ""]
+    # comparison at the operating points
+    sm = mh.simhash
+    rows = [[f"SimHash (Detector default config), k = {mh.simhash_k}", pct(sm["recall_same_content"]),
+             pct(sm["recall_near_duplicate"]), pct(sm["flagged_partial_overlap"]), pct(sm["fpr_pairs_negatives"]),
+             pct(sm["fpr_hard_negatives"], 3), sm["false_positives_hard"], sm["exact_false_positives_hard"]]]
+    for label, e, tt, both in ((f"MinHash `{d.scheme.name}`", d, t, False), (f"both, `{d.scheme.name}`", d, tb, True),
+                               (f"MinHash `{d.scheme.name}` at 0.80", d, 0.8, False),
+                               (f"both, `{d.scheme.name}` at 0.80", d, 0.8, True)):
+        if tt is None:
+            continue
+        m = e.at(tt, both)
+        rows.append([label + ("" if "0.80" in label else f", t = {tt:.2f}"), pct(m["recall_same_content"]),
+                     pct(m["recall_near_duplicate"]), pct(m["flagged_partial_overlap"]), pct(m["fpr_pairs_negatives"]),
+                     pct(m["fpr_hard_negatives"], 3), m["false_positives_hard"], m["exact_false_positives_hard"]])
+    lines += ["### SimHash, MinHash and both at their operating points", ""]
+    lines += markdown_table(("rule", "same-content recall", "near-dup recall", "partial-overlap flagged",
+                             "FPR pairs.tsv neg.", "FPR hard neg.", "hard FP pairs", "exact FP"), rows)
+    # per feature set
+    srows = []
+    for e in mh.evaluations:
+        op, opb = e.operating_t(), e.operating_t(both=True)
+        srows.append([f"`{e.scheme.name}`", "none" if op is None else f"{op:.2f}",
+                      "-" if op is None else pct(e.at(op)["recall_same_content"]),
+                      "-" if op is None else pct(e.at(op)["recall_near_duplicate"]),
+                      "-" if op is None else pct(e.at(op)["fpr_hard_negatives"], 3),
+                      pct(e.at(0.8)["recall_same_content"]), pct(e.at(0.8)["fpr_hard_negatives"], 3),
+                      "none" if opb is None else f"{opb:.2f}",
+                      "-" if opb is None else pct(e.at(opb, True)["recall_same_content"]),
+                      "-" if opb is None else pct(e.at(opb, True)["fpr_hard_negatives"], 3)])
+    lines += ["", "### Feature sets", ""]
+    lines += markdown_table(("feature set", "operating t", "same-content recall", "near-dup recall", "FPR hard neg.",
+                             "recall at t = 0.80", "FPR at t = 0.80", "both: operating t", "both: recall",
+                             "both: FPR hard"), srows)
+    lines += ["", f"### `minhash`, `{d.scheme.name}`, at t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f}", ""]
+    lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d))
+    lines += ["", f"### `both` (SimHash k = {mh.simhash_k} OR MinHash `{d.scheme.name}` >= t)", ""]
+    lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d, both=True))
+    if t is not None:
+        lines += ["", f"### Same-content pairs missed by MinHash `{d.scheme.name}` at t = {t:.2f}", ""]
+        missed = minhash_missed_rows(d, result.sets, t)
+        lines += (markdown_table(("pair", "evidence", "estimated Jaccard", "SimHash distance", "why", "tokens a / b",
+                                  "note"), missed) if missed else ["None."])
+        lines += ["", f"### Negatives declared duplicates by MinHash `{d.scheme.name}` at t = {t:.2f}", ""]
+        wrong = minhash_false_positive_rows(d, result.sets, t)
+        lines += markdown_table(("pair / site", "a", "b", "estimated Jaccard", "via"), wrong) if wrong else ["None."]
+    return lines
+
+
+def minhash_summary(mh: MinHashResult) -> dict[str, Any]:
+    d = mh.default
+    t, tb = d.operating_t(), d.operating_t(both=True)
+
+    def point(e: MinHashEvaluation, tt: float | None, both: bool = False) -> dict[str, Any] | None:
+        if tt is None:
+            return None
+        m = e.at(tt, both)
+        return {"t": tt, "recall_same_content": round(m["recall_same_content"], 4),
+                "recall_near_duplicate": round(m["recall_near_duplicate"], 4),
+                "fpr_hard_negatives": round(m["fpr_hard_negatives"], 6),
+                "false_positives_hard": m["false_positives_hard"],
+                "fpr_pairs_negatives": round(m["fpr_pairs_negatives"], 4)}
+
+    best = mh.best()
+    return {"extractor": mh.extractor, "scheme": d.scheme.name, "recommended_threshold": t,
+            "minhash": point(d, t), "both": point(d, tb, True), "minhash_at_0.8": point(d, 0.8),
+            "both_at_0.8": point(d, 0.8, True),
+            "simhash_reference": {"k": mh.simhash_k, "recall_same_content": round(mh.simhash["recall_same_content"], 4),
+                                  "recall_near_duplicate": round(mh.simhash["recall_near_duplicate"], 4),
+                                  "fpr_hard_negatives": round(mh.simhash["fpr_hard_negatives"], 6)},
+            "best_scheme": None if best is None else {"scheme": best[0].scheme.name, **(point(best[0], best[1]) or {})},
+            "per_scheme": {e.scheme.name: point(e, e.operating_t()) for e in mh.evaluations}}
+
+
+# --------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------
 
@@ -967,8 +1351,9 @@ def run(corpus: Path, quick: bool, cache_dir: Path | None, command: str) -> RunR
                else min(best.values(), key=lambda b: b.metrics["fpr_hard_negatives"]))
     log(f"default: {default.evaluation.extractor} {default.evaluation.scheme.name} "
         f"min_tokens={default.evaluation.config.min_tokens} k={default.k}")
+    minhash = run_minhash(sets, masks, extractions["accurate" if "accurate" in extractions else extractors[0]], quick)
     return RunResult(quick, sets, extractions, evaluations, default, best, sweeps,
-                     time.perf_counter() - started, command)
+                     time.perf_counter() - started, command, minhash=minhash)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -320,7 +320,7 @@ class Detector:
         if self.lsh is not None and sig is not None:
             self.lsh.add(page_id, sig.signature, sig.set_size)
             if self._undo is not None:
-                self._undo.append(lambda: self.lsh.remove(page_id) if self.lsh else None)
+                self._undo.append(lambda: self.lsh.remove(page_id) if self.lsh is not None else None)
 
     def _index_remove(self, rec: PageRecord) -> None:
         assert rec.id is not None
@@ -332,7 +332,7 @@ class Detector:
             if self._undo is not None:
                 sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
                 size = rec.set_size or 0
-                self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh else None)
+                self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh is not None else None)
 
     @classmethod
     def open(

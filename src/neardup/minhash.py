@@ -229,7 +229,7 @@ class MinHashLSH:
         self._n_rows = 0
         self._row_of: dict[int, int] = {}
         self._levels: list[_BandLevel] = []
-        self._delta_keys: list[np.ndarray] = []
+        self._delta_keys = np.zeros((self.delta_limit, self.bands), dtype=np.uint64)
         self._delta_rows: list[int] = []
 
     def __len__(self) -> int:
@@ -256,6 +256,13 @@ class MinHashLSH:
             new[: self._n_rows] = old[: self._n_rows]
             setattr(self, name, new)
 
+    def _check(self, signatures: np.ndarray) -> np.ndarray:
+        sigs = np.ascontiguousarray(signatures, dtype=np.uint32)
+        if sigs.ndim == 0 or sigs.shape[-1] != self.config.num_perm:
+            raise ConfigError(f"signature has {sigs.shape[-1] if sigs.ndim else 0} values, this index "
+                              f"expects num_perm={self.config.num_perm}")
+        return sigs
+
     def keys(self, signatures: np.ndarray) -> np.ndarray:
         sigs = np.ascontiguousarray(signatures, dtype=np.uint32).reshape(-1, self.config.num_perm)
         return K.band_keys(sigs, self.bands, self.rows)
@@ -265,9 +272,14 @@ class MinHashLSH:
         self.add_many([id], np.asarray(signature).reshape(1, -1), [set_size])
 
     def add_many(self, ids: Sequence[int], signatures: np.ndarray, set_sizes: Sequence[int] | None = None) -> None:
-        sigs = np.ascontiguousarray(signatures, dtype=np.uint32).reshape(-1, self.config.num_perm)
+        sigs = self._check(signatures).reshape(-1, self.config.num_perm)
         if len(ids) != sigs.shape[0]:
             raise ConfigError("ids and signatures differ in length")
+        sizes = list(set_sizes) if set_sizes is not None else [0] * len(ids)
+        last = {int(id): i for i, id in enumerate(ids)}  # a repeated id: the last one wins
+        if len(last) != len(ids):
+            keep = sorted(last.values())
+            ids, sigs, sizes = [ids[i] for i in keep], sigs[keep], [sizes[i] for i in keep]
         for id in ids:
             self.remove(int(id))
         n = sigs.shape[0]
@@ -275,7 +287,7 @@ class MinHashLSH:
         start = self._n_rows
         rows = np.arange(start, start + n, dtype=np.int64)
         self._sigs[start:start + n] = sigs
-        self._sizes[start:start + n] = np.asarray(set_sizes if set_sizes is not None else [0] * n, dtype=np.int64)
+        self._sizes[start:start + n] = np.asarray(sizes, dtype=np.int64)
         self._ids[start:start + n] = np.asarray(ids, dtype=np.int64)
         self._alive[start:start + n] = True
         for offset, id in enumerate(ids):
@@ -286,17 +298,19 @@ class MinHashLSH:
             self._levels.append(_BandLevel(keys.reshape(-1), np.repeat(rows, self.bands)))
             self._compact()
             return
-        self._delta_keys.extend(keys)
-        self._delta_rows.extend(rows.tolist())
-        if len(self._delta_rows) >= self.delta_limit:
-            self._flush()
+        for key_row, row in zip(keys, rows.tolist()):
+            self._delta_keys[len(self._delta_rows)] = key_row
+            self._delta_rows.append(row)
+            if len(self._delta_rows) >= self.delta_limit:
+                self._flush()
 
     def _flush(self) -> None:
         if self._delta_rows:
-            keys = np.concatenate(self._delta_keys)
+            n = len(self._delta_rows)
+            keys = self._delta_keys[:n].reshape(-1).copy()
             rows = np.repeat(np.asarray(self._delta_rows, dtype=np.int64), self.bands)
             self._levels.append(_BandLevel(keys, rows))
-            self._delta_keys, self._delta_rows = [], []
+            self._delta_rows = []
         self._compact()
 
     def _compact(self) -> None:
@@ -319,7 +333,7 @@ class MinHashLSH:
         qkeys = self.keys(signature)[0]
         parts = [lv.lookup(qkeys) for lv in self._levels]
         if self._delta_rows:
-            dk = np.stack(self._delta_keys)
+            dk = self._delta_keys[: len(self._delta_rows)]
             hit = np.flatnonzero((dk == qkeys).any(axis=1))
             parts.append(np.asarray(self._delta_rows, dtype=np.int64)[hit])
         if not parts:
@@ -336,7 +350,7 @@ class MinHashLSH:
         if by not in ("jaccard", "containment"):
             raise ConfigError(f"by must be 'jaccard' or 'containment', got {by!r}")
         thr = self.threshold if threshold is None else float(threshold)
-        sig = np.ascontiguousarray(signature, dtype=np.uint32).reshape(-1)
+        sig = self._check(np.asarray(signature).reshape(-1))
         rows = self.candidates(sig)
         if rows.shape[0] == 0:
             return []
