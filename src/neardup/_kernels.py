@@ -23,23 +23,29 @@ Hashes
     ``fmix64`` again. These definitions are part of the fingerprint spec: changing any
     constant changes every fingerprint (``tests/test_pinned.py`` guards them).
 
-Speed (see docs/benchmarks.md)
-    * Scanning: runs of printable ASCII are classified 8 bytes at a time (SWAR bit tricks on
-      a 64-bit word) into 64-bit masks of word / blank / special bytes; a run without
-      specials is copied to the output as is and its word boundaries are read off the masks
-      with count-trailing-zeros. Everything else (non-ASCII, line breaks, tabs, double
-      blanks, the last 63 bytes) goes through the reference per-character state machine.
-      Both paths keep exactly the same state, so the output does not depend on which one
-      ran.
-    * Token hashing is a separate pass over (start, end) pairs: FNV-1a is one serial
-      multiply per byte, so words up to 8 bytes are hashed with a fixed 8-step branch-free
-      loop, which lets the CPU overlap consecutive words instead of mispredicting the end
-      of every word.
-    * Features go straight into an open-addressing table (``int32`` slots indexing dense
-      first-occurrence arrays) without an intermediate feature array; SimHash voting sums
-      ``w & -bit`` over 64 lanes (vectorised), and counter = 2 * sum - total, which is
-      exactly ``sum(+-w)`` in two's complement arithmetic.
-    * Scratch arrays are sized from the input (no pre-count pass) and never zero-filled.
+Speed (see docs/benchmarks.md, "Fingerprinting")
+    The results are bit for bit those of the straightforward byte loop; only the way there
+    differs.
+
+    * Scanning (:func:`_scan`): runs of printable ASCII are classified 8 bytes at a time
+      (SWAR bit tricks on a 64-bit word) into 64-bit masks of word / blank / special bytes;
+      such a run is copied to the output 8 bytes at a time and its word boundaries are read
+      off the masks with count-trailing-zeros. Everything else (non-ASCII, line breaks,
+      tabs, double blanks, the last 63 bytes) goes through the reference per-character state
+      machine, which hashes the words it reads on the way. Both paths keep the same state.
+    * Hashing the words of the fast runs (:func:`_hash_words`) is a separate, branch-free
+      pass: FNV-1a is a serial multiply per byte, and a loop to each word's end mispredicts
+      once per word; instead each word takes exactly 8 steps over its zero-padded bytes and
+      the excess steps are undone with a modular inverse of the prime.
+    * Features go straight into an open-addressing table (:func:`_table_add`) whose key,
+      count and weight sum sit at the slot, with no branch on "new or repeated feature" (a
+      coin flip in text); n-grams are built in a pass of their own first.
+    * SimHash voting (:func:`_vote`) adds each weight to 8 byte histograms instead of 64
+      counters, then folds the histograms; counter = 2 * (sum over set bits) - total, which
+      equals the +-w sum in wrapping int64 arithmetic.
+    * Scratch arrays are sized from the input (no pre-count pass) and are not zero-filled
+      unless needed; options that change the inner loops (binary tf) are compile-time
+      constants there.
 """
 
 from __future__ import annotations
@@ -110,19 +116,6 @@ def _cttz(typingctx, x):
     return sig, codegen
 
 
-@intrinsic
-def _popcnt(typingctx, x):
-    """Population count of a uint64."""
-    if not isinstance(x, _types.Integer):
-        return None
-    sig = _types.uint64(_types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
 @njit(cache=True, inline="always")
 def fmix64(h):
     h ^= h >> U64(33)
@@ -155,7 +148,7 @@ def _ascii_char_hashes() -> np.ndarray:
 _ASCII_CHAR_HASH = _ascii_char_hashes()
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _decode_at(buf, i, n):
     """Decode one UTF-8 code point at ``buf[i]``; returns (code point, byte length).
 
@@ -184,7 +177,7 @@ def _char_class(cp, table):
     return np.uint8(1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _is_space_cp(cp):
     # every str.isspace() code point that survives NFKC + casefold, except line breaks
     return (cp == 9 or cp == 11 or cp == 12 or cp == 32 or (28 <= cp <= 31) or cp == 0x85
@@ -290,19 +283,32 @@ def _masks64(buf, i):
     return wm, bm, sm
 
 
+@njit(cache=True, inline="always")
+def _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts):
+    """Close the word being read at byte ``i``: it becomes token ``t``."""
+    wend[nw] = i
+    widx[nw] = t
+    lines[t] = line
+    joined[t] = False
+    line_counts[line] += 1
+
+
 @njit(cache=True)
 def _scan(buf, table):
     """Whitespace normalisation and token boundaries in one pass (see :func:`tokenize`).
 
-    Returns ``(out, o, tstart, tend, hashes, lines, joined, t, line_kinds, line_counts,
-    nlines)``: ``out[:o]`` is the normalised text; token ``k < t`` spans
-    ``buf[tstart[k]:tend[k]]`` (a word, hash not yet computed) or has ``tend[k] == -1`` (a
-    class-2 character whose hash is already in ``hashes[k]``)."""
+    Returns ``(out, o, wstart, wend, widx, nw, hashes, lines, joined, t, line_kinds,
+    line_counts, nlines)``: ``out[:o]`` is the normalised text; there are ``t`` tokens.
+    ``nw`` of them are words that started in a fast ASCII run: word ``j`` is
+    ``buf[wstart[j]:wend[j]]``, token ``widx[j]``, its hash not computed yet (see
+    :func:`_hash_words`). The hashes of all other tokens (class-2 characters, words read by
+    the reference path) are already in ``hashes``."""
     n = buf.shape[0]
-    out = np.empty(n + 64, dtype=np.uint8)
+    out = np.empty(n + 64, dtype=np.uint8)  # 64 spare bytes for the 8-byte copies
     cap = n // 2 + 2  # a token takes >= 2 bytes with its separator (word + CJK: 1 + 3)
-    tstart = np.empty(cap, dtype=np.int64)
-    tend = np.empty(cap, dtype=np.int64)
+    wstart = np.empty(cap, dtype=np.int64)
+    wend = np.empty(cap, dtype=np.int64)
+    widx = np.empty(cap, dtype=np.int64)
     hashes = np.empty(cap, dtype=np.uint64)
     lines = np.empty(cap, dtype=np.int32)
     joined = np.empty(cap, dtype=np.bool_)
@@ -315,20 +321,20 @@ def _scan(buf, table):
     o = 0
     sep = 0  # separator owed before the next visible byte: 0 none, 1 space, 2 newline
     line_has_text = False
-    ns = 0  # tokens started
+    nws = 0  # words started
+    nw = 0  # words ended
     t = 0  # tokens ended
     in_word = False
     prev_char_token = False
     i = 0
     while i < n:
         b = buf[i]
-        if fast and 0x21 <= b < 0x80 and i + 64 <= n:
+        if (fast and 0x21 <= b < 0x80 and i + 64 <= n
+                and (_load8(buf, i) & _HI) == U64(0)):  # at least 8 ASCII bytes ahead
             # ---- fast path: a run of printable ASCII with single blanks ----
             wm, bm, sm = _masks64(buf, i)
-            stop = sm | (bm & (bm >> U64(1)))
-            f = np.int64(_cttz(stop))  # 64 when no stop
-            if (bm >> U64(f - 1)) & U64(1):
-                f -= 1  # never end a run on a blank (it may start a blank run)
+            stop = sm | (bm & (bm >> U64(1)))  # specials, and a blank followed by a blank
+            f = np.int64(_cttz(stop))  # the run is buf[i:i + f] (f = 64 when no stop)
             lm = _ALL if f == 64 else (U64(1) << U64(f)) - U64(1)
             wm &= lm
             shifted = (wm << U64(1)) | (U64(1) if in_word else U64(0))
@@ -340,34 +346,48 @@ def _scan(buf, table):
             elif sep == 2:
                 out[o] = 10
                 o += 1
-            sep = 0
+            for q in range(0, 64, 8):  # copy 64 bytes, keep f
+                _store8(out, o + q, _load8(buf, i + q))
+            trail = np.int64((bm >> U64(f - 1)) & U64(1))  # a final blank is owed, not written
+            o += f - trail
+            sep = trail
             line_has_text = True
             prev_char_token = False
-            for q in range(0, 64, 8):  # copy 64 bytes, keep f (out has 64 spare bytes)
-                _store8(out, o + q, _load8(buf, i + q))
-            o += f
             while starts:
-                tstart[ns] = i + np.int64(_cttz(starts))
-                ns += 1
+                wstart[nws] = i + np.int64(_cttz(starts))
+                nws += 1
                 starts &= starts - U64(1)
-            line_counts[line] += np.int32(_popcnt(ends))
             while ends:
-                tend[t] = i + np.int64(_cttz(ends))
-                lines[t] = line
-                joined[t] = False
+                _end_word(i + np.int64(_cttz(ends)), t, nw, line, wend, widx, lines, joined,
+                          line_counts)
                 t += 1
+                nw += 1
                 ends &= ends - U64(1)
             in_word = ((wm >> U64(f - 1)) & U64(1)) != 0
             i += f
             continue
         # ---- reference path: one character ----
         if b < 128:
-            cls = table[b]
-            if cls == 1:
-                if not in_word:
-                    in_word = True
-                    tstart[ns] = i
-                    ns += 1
+            ln = 1
+            if table[b] != 1:
+                if in_word:
+                    _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts)
+                    t += 1
+                    nw += 1
+                    in_word = False
+                prev_char_token = False
+                i += 1
+                if b == 10 or b == 13:
+                    if line_has_text:
+                        sep = 2
+                    line_has_text = False
+                    line += 1
+                    line_kinds[line] = _line_kind(buf, i, n)
+                    line_counts[line] = 0
+                elif b == 32 or b == 9 or b == 11 or b == 12 or (28 <= b <= 31):
+                    if line_has_text and sep == 0:
+                        sep = 1
+                else:
                     if sep == 1:
                         out[o] = 32
                         o += 1
@@ -376,57 +396,58 @@ def _scan(buf, table):
                         o += 1
                     sep = 0
                     line_has_text = True
-                out[o] = b
-                o += 1
-                i += 1
-                prev_char_token = False
+                    out[o] = b
+                    o += 1
                 continue
-            if in_word:
-                tend[t] = i
-                lines[t] = line
-                joined[t] = False
-                line_counts[line] += 1
-                t += 1
-                in_word = False
-            prev_char_token = False
-            i += 1
-            if b == 10 or b == 13:
-                if line_has_text:
-                    sep = 2
-                line_has_text = False
-                line += 1
-                line_kinds[line] = _line_kind(buf, i, n)
-                line_counts[line] = 0
-            elif b == 32 or b == 9 or b == 11 or b == 12 or (28 <= b <= 31):
+        else:
+            cp, ln = _decode_at(buf, i, n)
+            if _is_space_cp(cp):
+                if in_word:
+                    _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts)
+                    t += 1
+                    nw += 1
+                    in_word = False
+                prev_char_token = False
                 if line_has_text and sep == 0:
                     sep = 1
-            else:
-                if sep == 1:
-                    out[o] = 32
-                    o += 1
-                elif sep == 2:
-                    out[o] = 10
-                    o += 1
-                sep = 0
+                i += ln
+                continue
+            cls = _char_class(cp, table)
+            if cls != 1:
+                if not in_word:
+                    if sep == 1:
+                        out[o] = 32
+                        o += 1
+                    elif sep == 2:
+                        out[o] = 10
+                        o += 1
+                    sep = 0
                 line_has_text = True
-                out[o] = b
-                o += 1
-            continue
-        cp, ln = _decode_at(buf, i, n)
-        if _is_space_cp(cp):
-            if in_word:
-                tend[t] = i
-                lines[t] = line
-                joined[t] = False
-                line_counts[line] += 1
-                t += 1
-                in_word = False
-            prev_char_token = False
-            if line_has_text and sep == 0:
-                sep = 1
-            i += ln
-            continue
-        if not in_word:
+                for j in range(ln):
+                    out[o + j] = buf[i + j]
+                o += ln
+                if in_word:
+                    _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts)
+                    t += 1
+                    nw += 1
+                    in_word = False
+                if cls == 2:
+                    hashes[t] = fmix64(U64(cp) ^ CHAR_SALT)
+                    lines[t] = line
+                    joined[t] = prev_char_token
+                    line_counts[line] += 1
+                    t += 1
+                    prev_char_token = True
+                else:
+                    prev_char_token = False
+                i += ln
+                continue
+        # a word character (``ln`` bytes at ``i``): read the rest of the word here. A word
+        # starting here is hashed on the way (the byte loop is slow anyway); one that began
+        # in a fast run (``in_word``) is finished by _hash_words like the others.
+        inline = not in_word
+        h = FNV_OFFSET
+        if inline:
             if sep == 1:
                 out[o] = 32
                 o += 1
@@ -435,107 +456,102 @@ def _scan(buf, table):
                 o += 1
             sep = 0
         line_has_text = True
-        for j in range(ln):
-            out[o] = buf[i + j]
-            o += 1
-        cls = _char_class(cp, table)
-        if cls == 1:
-            if not in_word:
-                in_word = True
-                tstart[ns] = i
-                ns += 1
-            prev_char_token = False
-        else:
-            if in_word:
-                tend[t] = i
-                lines[t] = line
-                joined[t] = False
-                line_counts[line] += 1
-                t += 1
-                in_word = False
-            if cls == 2:
-                tstart[ns] = i
-                ns += 1
-                tend[t] = -1
-                hashes[t] = fmix64(U64(cp) ^ CHAR_SALT)
-                lines[t] = line
-                joined[t] = prev_char_token
-                line_counts[line] += 1
-                t += 1
-                prev_char_token = True
+        prev_char_token = False
+        while True:
+            for j in range(ln):
+                c = buf[i + j]
+                out[o + j] = c
+                h = (h ^ U64(c)) * FNV_PRIME
+            o += ln
+            i += ln
+            if i >= n:
+                break
+            b = buf[i]
+            if b < 128:
+                if table[b] != 1:
+                    break
+                ln = 1
             else:
-                prev_char_token = False
-        i += ln
-    if in_word:
-        tend[t] = n
-        lines[t] = line
-        joined[t] = False
-        line_counts[line] += 1
+                cp, ln = _decode_at(buf, i, n)
+                if _char_class(cp, table) != 1 or _is_space_cp(cp):
+                    break
+        # the word ends here (the next character is not a word character)
+        if inline:
+            hashes[t] = fmix64(h)
+            lines[t] = line
+            joined[t] = False
+            line_counts[line] += 1
+        else:
+            _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts)
+            nw += 1
         t += 1
-    return out, o, tstart, tend, hashes, lines, joined, t, line_kinds, line_counts, line + 1
+        in_word = False
+    if in_word:
+        _end_word(n, t, nw, line, wend, widx, lines, joined, line_counts)
+        t += 1
+        nw += 1
+    return (out, o, wstart, wend, widx, nw, hashes, lines, joined, t, line_kinds, line_counts,
+            line + 1)
 
 
-@njit(cache=True, inline="always")
-def _fnv_tail(buf, s, e, h):
-    for q in range(s, e):
-        h = (h ^ U64(buf[q])) * FNV_PRIME
-    return h
+def _fnv_inverse_powers() -> np.ndarray:
+    """``FNV_PRIME ** -d mod 2**64`` for d = 0..8 (the prime is odd, so invertible)."""
+    inv = pow(int(FNV_PRIME), -1, 1 << 64)
+    return np.array([pow(inv, d, 1 << 64) for d in range(9)], dtype=np.uint64)
+
+
+_FNV_INV_POW = _fnv_inverse_powers()
 
 
 @njit(cache=True)
-def _hash_words(buf, tstart, tend, hashes, t):
-    """FNV-1a 64 + fmix64 of every word token (class-2 tokens are already hashed).
+def _hash_words(buf, wstart, wend, widx, nw, hashes):
+    """FNV-1a 64 + fmix64 of every word: ``hashes[widx[j]]`` for ``buf[wstart[j]:wend[j]]``.
 
-    FNV-1a is one serial multiply per byte, and a loop to the end of each word mispredicts
-    once per word. So four words are hashed side by side over a fixed 8 steps (a step past
-    a word's end keeps its hash: a select, not a branch); longer words finish alone."""
+    FNV-1a costs one serial multiply per byte, and a loop to the end of each word would
+    mispredict once per word. Instead every word is hashed over exactly 8 bytes, those past
+    its end zeroed: a zero byte multiplies the state by the (odd, so invertible) prime, so
+    the hash of an ``L``-byte word is that 8-byte state times ``prime ** (L - 8)`` mod 2**64.
+    With no data-dependent branch the CPU overlaps consecutive words. Words longer than 8
+    bytes get their remaining bytes in a second pass."""
     n = buf.shape[0]
-    k = 0
-    while k + 4 <= t and tstart[k + 3] + 8 <= n:
-        s0 = tstart[k]
-        s1 = tstart[k + 1]
-        s2 = tstart[k + 2]
-        s3 = tstart[k + 3]
-        l0 = tend[k] - s0
-        l1 = tend[k + 1] - s1
-        l2 = tend[k + 2] - s2
-        l3 = tend[k + 3] - s3
-        h0 = FNV_OFFSET
-        h1 = FNV_OFFSET
-        h2 = FNV_OFFSET
-        h3 = FNV_OFFSET
+    longs = np.empty(nw + 1, dtype=np.int64)  # words longer than 8 bytes ...
+    lstate = np.empty(nw + 1, dtype=np.uint64)  # ... and their state after 8 bytes
+    nlong = 0
+    j = 0
+    while j < nw and wstart[j] + 8 <= n:
+        s0 = wstart[j]
+        ln = wend[j] - s0
+        l8 = min(ln, 8)
+        x = _load8(buf, s0) & (_ALL >> U64(64 - 8 * l8))
+        h = FNV_OFFSET
         for q in range(8):
-            g0 = (h0 ^ U64(buf[s0 + q])) * FNV_PRIME
-            g1 = (h1 ^ U64(buf[s1 + q])) * FNV_PRIME
-            g2 = (h2 ^ U64(buf[s2 + q])) * FNV_PRIME
-            g3 = (h3 ^ U64(buf[s3 + q])) * FNV_PRIME
-            h0 = g0 if q < l0 else h0
-            h1 = g1 if q < l1 else h1
-            h2 = g2 if q < l2 else h2
-            h3 = g3 if q < l3 else h3
-        if l0 > 8:
-            h0 = _fnv_tail(buf, s0 + 8, s0 + l0, h0)
-        if l1 > 8:
-            h1 = _fnv_tail(buf, s1 + 8, s1 + l1, h1)
-        if l2 > 8:
-            h2 = _fnv_tail(buf, s2 + 8, s2 + l2, h2)
-        if l3 > 8:
-            h3 = _fnv_tail(buf, s3 + 8, s3 + l3, h3)
-        # class-2 tokens (tend < 0) already hold their hash
-        if l0 >= 0:
-            hashes[k] = fmix64(h0)
-        if l1 >= 0:
-            hashes[k + 1] = fmix64(h1)
-        if l2 >= 0:
-            hashes[k + 2] = fmix64(h2)
-        if l3 >= 0:
-            hashes[k + 3] = fmix64(h3)
-        k += 4
-    while k < t:
-        e = tend[k]
-        if e >= 0:
-            hashes[k] = fmix64(_fnv_tail(buf, tstart[k], e, FNV_OFFSET))
-        k += 1
+            h = (h ^ ((x >> U64(8 * q)) & U64(0xFF))) * FNV_PRIME
+        h *= _FNV_INV_POW[8 - l8]
+        hashes[widx[j]] = fmix64(h)
+        longs[nlong] = j
+        lstate[nlong] = h
+        nlong += ln > 8
+        j += 1
+    done = j
+    for q in range(nlong):  # the rest of long words: 8 more bytes the same way, then a loop
+        j = longs[q]
+        h = lstate[q]
+        s0 = wstart[j] + 8
+        ln = wend[j] - s0
+        if ln <= 8 and s0 + 8 <= n:
+            x = _load8(buf, s0) & (_ALL >> U64(64 - 8 * ln))
+            for p in range(8):
+                h = (h ^ ((x >> U64(8 * p)) & U64(0xFF))) * FNV_PRIME
+            h *= _FNV_INV_POW[8 - ln]
+        else:
+            for p in range(s0, wend[j]):
+                h = (h ^ U64(buf[p])) * FNV_PRIME
+        hashes[widx[j]] = fmix64(h)
+    for j in range(done, nw):  # the last words (too close to the end for 8-byte loads)
+        h = FNV_OFFSET
+        for p in range(wstart[j], wend[j]):
+            h = (h ^ U64(buf[p])) * FNV_PRIME
+        hashes[widx[j]] = fmix64(h)
 
 
 @njit(cache=True)
@@ -547,8 +563,8 @@ def tokenize(buf, table):
     empty lines dropped); per token its 64-bit hash, its line number and whether it is a
     class-2 character directly following another one; per line its kind and token count.
     Line numbers count every input line, empty ones included (they hold no token)."""
-    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
-    _hash_words(buf, tstart, tend, hashes, t)
+    out, o, wstart, wend, widx, nw, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    _hash_words(buf, wstart, wend, widx, nw, hashes)
     return out[:o], hashes[:t], lines[:t], joined[:t], kinds[:nl], counts[:nl]
 
 
@@ -629,10 +645,11 @@ def _char_hashes(buf, table, w_heading, w_list):
             if b == 10:
                 kind = _line_kind(buf, i + 1, n)
                 w = w_heading if kind == LINE_HEADING else (w_list if kind == LINE_LIST else 1.0)
-            elif _char_class(b, table) != 0:
+            else:
+                # store always, keep only word characters: no branch on the class
                 cps[c] = _ASCII_CHAR_HASH[b]
                 cw[c] = w
-                c += 1
+                c += np.int64(_char_class(b, table) != 0)
             i += 1
             continue
         cp, ln = _decode_at(buf, i, n)
@@ -674,63 +691,92 @@ def char_features(buf, table, ngram, w_heading, w_list):
 WEIGHT_SCALE = 65536.0
 
 
+# ---- feature table -------------------------------------------------------------------
+# Open addressing with linear probing; key, count and weight sum live at the slot (so their
+# addresses are known as soon as the hash is), and ``order`` lists the slots of distinct
+# features in first-occurrence order. A slot is empty while its count is 0.
+
+
+@intrinsic
+def _opaque(typingctx, x):
+    """``x`` unchanged, hidden from the optimiser (an empty inline asm), so that LLVM
+    cannot split a condition built on it into separate, unpredictable branches."""
+    if not isinstance(x, _types.Integer):
+        return None
+    sig = x(x)
+
+    def codegen(context, builder, signature, args):
+        ty = args[0].type
+        asm = _ir.InlineAsm(_ir.FunctionType(ty, [ty]), "", "=r,0", side_effect=False)
+        return builder.call(asm, [args[0]])
+
+    return sig, codegen
+
+
 @njit(cache=True, inline="always")
-def _tf(wsum, wmax, count, tf_mode):
-    if tf_mode == TF_RAW:
-        return wsum
-    if tf_mode == TF_BINARY:
-        return wmax
-    return (wsum / count) * (1.0 + np.log(count))
+def _table_new(m, track_max):
+    """An empty table for at most ``m`` distinct features: (keys, counts, weight sums,
+    weight maxima (if ``track_max``, for binary tf), order, mask, track_max).
 
-
-# ---- feature table: open addressing, int32 slots -> dense first-occurrence arrays ----
-
-@njit(cache=True)
-def _table_new(m):
-    """An empty table for at most ``m`` distinct features."""
+    Callers pass ``track_max`` as a constant (see :func:`_features`), so that the max
+    update is compiled out of the insert loop when it is not needed: a runtime flag there,
+    even never set, made the loop a third slower."""
     size = 16
     while size < 2 * m:
         size <<= 1
-    slots = np.zeros(size, dtype=np.int32)  # 0: empty, else index + 1
-    keys = np.empty(m + 1, dtype=np.uint64)
-    wsum = np.empty(m + 1, dtype=np.float64)
-    wmax = np.empty(m + 1, dtype=np.float64)
-    cnt = np.empty(m + 1, dtype=np.int64)
-    return slots, U64(size - 1), keys, wsum, wmax, cnt
+    keys = np.empty(size, dtype=np.uint64)
+    cnt = np.zeros(size, dtype=np.int64)
+    wsum = np.zeros(size, dtype=np.float64)
+    wmax = np.empty(size if track_max else 1, dtype=np.float64)
+    order = np.empty(m + 1, dtype=np.int64)
+    return keys, cnt, wsum, wmax, order, U64(size - 1), track_max
 
 
 @njit(cache=True, inline="always")
-def _table_add(slots, mask, keys, wsum, wmax, cnt, u, f, w):
+def _table_add(keys, cnt, wsum, wmax, order, mask, track_max, u, f, w):
     """Add one occurrence of feature ``f`` with weight ``w``; returns the new distinct count.
 
-    New and repeated features take the same path (selects, no branch): which one comes
-    next is a coin flip in text, so a branch would mispredict about every other feature."""
+    New and repeated features take the same path, without a branch (which one comes next
+    is a coin flip in text, so a branch would mispredict about every other feature). The
+    sums start at 0.0, and 0.0 + w == w for every w but -0.0, which rounds to the same 0."""
     s = f & mask
-    e = slots[s]
-    while e != 0 and keys[e - 1] != f:
+    c = cnt[s]
+    while (_opaque(U64(c != 0)) & U64(keys[s] != f)) != U64(0):  # taken on collisions only
         s = (s + U64(1)) & mask
-        e = slots[s]
-    new = e == 0
-    idx = u if new else e - 1
-    slots[s] = np.int32(idx + 1)
-    keys[idx] = f
-    ws = wsum[idx]
-    wm = wmax[idx]
-    c = cnt[idx]
-    wsum[idx] = w if new else ws + w
-    wmax[idx] = w if (new or w > wm) else wm
-    cnt[idx] = 1 if new else c + 1
-    return u + 1 if new else u
+        c = cnt[s]
+    keys[s] = f
+    cnt[s] = c + 1
+    wsum[s] += w
+    if track_max:
+        wm = wmax[s]
+        wmax[s] = w if (c == 0 or w > wm) else wm
+    order[u] = np.int64(s)
+    return u + np.int64(c == 0)
 
 
 @njit(cache=True)
-def _table_weights(wsum, wmax, cnt, u, tf_mode):
-    """Fixed-point int64 weight of each of the ``u`` distinct features."""
+def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode):
+    """The distinct features in first-occurrence order and their fixed-point int64 weights
+    (x 65536, rounded half to even). raw: sum of occurrence weights; binary: max; log (any
+    other mode): mean weight * (1 + ln count), ``1 + ln count`` computed once per small count."""
+    uf = np.empty(u, dtype=np.uint64)
     uw = np.empty(u, dtype=np.int64)
-    logs = np.full(64, -1.0)  # 1 + ln(count) for small counts, filled on first use
-    for i in range(u):
-        c = cnt[i]
-        if tf_mode == TF_LOG:
+    if tf_mode == TF_RAW:
+        for i in range(u):
+            s = order[i]
+            uf[i] = keys[s]
+            uw[i] = np.int64(np.round(wsum[s] * WEIGHT_SCALE))
+    elif tf_mode == TF_BINARY:
+        for i in range(u):
+            s = order[i]
+            uf[i] = keys[s]
+            uw[i] = np.int64(np.round(wmax[s] * WEIGHT_SCALE))
+    else:
+        logs = np.full(64, -1.0)
+        for i in range(u):
+            s = order[i]
+            uf[i] = keys[s]
+            c = cnt[s]
             if c < 64:
                 lg = logs[c]
                 if lg < 0.0:
@@ -738,11 +784,8 @@ def _table_weights(wsum, wmax, cnt, u, tf_mode):
                     logs[c] = lg
             else:
                 lg = 1.0 + np.log(c)
-            v = (wsum[i] / c) * lg
-        else:
-            v = _tf(wsum[i], wmax[i], c, tf_mode)
-        uw[i] = np.int64(np.round(v * WEIGHT_SCALE))
-    return uw
+            uw[i] = np.int64(np.round((wsum[s] / c) * lg * WEIGHT_SCALE))
+    return uf, uw
 
 
 @njit(cache=True)
@@ -752,37 +795,57 @@ def aggregate(feats, weights, tf_mode):
     raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
     Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
     independent of feature order. Distinct features keep their first-occurrence order."""
+    if tf_mode == TF_BINARY:
+        return _aggregate(feats, weights, tf_mode, True)
+    return _aggregate(feats, weights, tf_mode, False)
+
+
+@njit(cache=True, inline="always")
+def _aggregate(feats, weights, tf_mode, track_max):
     m = feats.shape[0]
-    slots, mask, keys, wsum, wmax, cnt = _table_new(m)
+    keys, cnt, wsum, wmax, order, mask, tm = _table_new(m, track_max)
     u = 0
     for i in range(m):
-        u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, feats[i], weights[i])
-    return keys[:u].copy(), _table_weights(wsum, wmax, cnt, u, tf_mode)
+        u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], weights[i])
+    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode)
 
 
 @njit(cache=True)
 def _vote(feats, weights, u, words):
-    """SimHash of the first ``u`` (feature, weight) pairs (see :func:`simhash`)."""
+    """SimHash of the first ``u`` (feature, weight) pairs (see :func:`simhash`).
+
+    Counter ``b`` is ``sum(+w if bit b set else -w) = 2 * S_b - T`` with ``S_b`` the sum of
+    the weights of features with bit b set and ``T`` the sum of all weights. ``S_b`` comes
+    from per-byte histograms: each feature adds its weight to one of 256 buckets for each of
+    its 8 bytes (8 scalar adds instead of 64 lane updates), and each histogram is then
+    folded in halves: the upper half of a 2**(k+1)-bucket histogram sums the features with
+    bit k of that byte set. All sums are uint64 (wrapping, like the int64 counters of the
+    direct method, whose results this reproduces exactly, overflow included)."""
     out = np.zeros(words, dtype=np.uint64)
-    acc = np.empty(64, dtype=np.int64)
+    hist = np.empty((8, 256), dtype=np.uint64)
     for j in range(words):
-        for b in range(64):
-            acc[b] = 0
-        total = np.int64(0)
+        hist[:, :] = 0
+        total = U64(0)
         salt = GOLDEN * U64(j)
         for i in range(u):
             h = feats[i]
             if j > 0:
                 h = fmix64(h ^ salt)
-            w = weights[i]
+            w = U64(weights[i])
             total += w
-            for b in range(64):
-                # sum of w over set bits; the +-w counter is 2 * that - total
-                acc[b] += w & -np.int64((h >> U64(b)) & U64(1))
+            for p in range(8):
+                hist[p, (h >> U64(8 * p)) & U64(0xFF)] += w
         v = U64(0)
-        for b in range(64):
-            if 2 * acc[b] - total > 0:
-                v |= U64(1) << U64(b)
+        for p in range(8):
+            half = 128
+            for k in range(7, -1, -1):
+                sb = U64(0)
+                for x in range(half):
+                    sb += hist[p, half + x]
+                    hist[p, x] += hist[p, half + x]
+                if np.int64(sb + sb - total) > 0:
+                    v |= U64(1) << U64(8 * p + k)
+                half >>= 1
         out[j] = v
     return out
 
@@ -798,55 +861,94 @@ def simhash(feats, weights, words):
 
 
 @njit(cache=True)
+def _ngrams(hashes, m, ngram):
+    """The ``m`` n-gram hashes ``combine(..combine(h[i], h[i + 1]).., h[i + ngram - 1])``.
+
+    A separate pass: the combine chains are long and independent, and inserting into the
+    feature table in the same loop would leave the CPU fewer table accesses in flight."""
+    feats = np.empty(m, dtype=np.uint64)
+    for i in range(m):
+        h = hashes[i]
+        for j in range(1, ngram):
+            h = combine(h, hashes[i + j])
+        feats[i] = h
+    return feats
+
+
+@njit(cache=True)
 def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode):
-    """Fused tokenise -> emit -> aggregate. Returns (out, o, keys, weights, u, ntok)."""
-    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    """Fused tokenise -> emit -> aggregate: features go straight into the table.
+
+    Returns ``(out, o, distinct features, their weights, token count)``."""
+    if tf_mode == TF_BINARY:
+        return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
+                              short_tokens, tf_mode, True)
+    return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
+                          short_tokens, tf_mode, False)
+
+
+@njit(cache=True, inline="always")
+def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens,
+                   tf_mode, track_max):
+    out, o, wstart, wend, widx, nw, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
     if scheme == SCHEME_CHARS:
         cps, cw, c = _char_hashes(out[:o], table, w_heading, w_list)
         m = 0 if c == 0 else (1 if c < ngram else c - ngram + 1)
-        slots, mask, keys, wsum, wmax, cnt = _table_new(m)
+        keys, cnt, wsum, wmax, order, mask, tm = _table_new(m, track_max)
         u = 0
         if c > 0 and c < ngram:
             h = cps[0]
             for j in range(1, c):
                 h = combine(h, cps[j])
-            u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, cw[c - 1])
+            u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, h, cw[c - 1])
         elif c > 0:
+            feats = _ngrams(cps, m, ngram)
             for i in range(m):
-                h = cps[i]
-                for j in range(1, ngram):
-                    h = combine(h, cps[i + j])
-                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, cw[i + ngram - 1])
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], cw[i + ngram - 1])
         ntok = m
     else:
-        _hash_words(buf, tstart, tend, hashes, t)
+        _hash_words(buf, wstart, wend, widx, nw, hashes)
         lw = line_weights(kinds[:nl], counts[:nl], w_heading, w_list, w_short, short_tokens)
-        slots, mask, keys, wsum, wmax, cnt = _table_new(t)
+        keys, cnt, wsum, wmax, order, mask, tm = _table_new(t, track_max)
         u = 0
-        if scheme == SCHEME_WORDS:
+        if scheme == SCHEME_WORDS and nw == t:  # words only: the token hashes are the features
+            for i in range(t):
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, hashes[i], lw[lines[i]])
+        elif scheme == SCHEME_WORDS:
+            # a word or a class-2 character standing alone is a feature; in a class-2 run,
+            # each character makes a bigram with the previous one (computed in a first pass,
+            # like n-grams)
+            feats = np.empty(t, dtype=np.uint64)
+            fidx = np.empty(t, dtype=np.int64)
+            m = 0
             for i in range(t):
                 if joined[i]:
-                    u = _table_add(slots, mask, keys, wsum, wmax, cnt, u,
-                                   combine(hashes[i - 1], hashes[i]), lw[lines[i]])
+                    feats[m] = combine(hashes[i - 1], hashes[i])
                 elif not (i + 1 < t and joined[i + 1]):
-                    u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, hashes[i], lw[lines[i]])
+                    feats[m] = hashes[i]
+                else:
+                    continue  # first character of a run
+                fidx[m] = i
+                m += 1
+            for k in range(m):
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[k], lw[lines[fidx[k]]])
         elif t < ngram:
             if t > 0:
                 h = hashes[0]
                 for j in range(1, t):
                     h = combine(h, hashes[j])
-                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, lw[lines[t - 1]])
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, h, lw[lines[t - 1]])
         elif ngram == 1:
             for i in range(t):
-                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, hashes[i], lw[lines[i]])
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, hashes[i], lw[lines[i]])
         else:
-            for i in range(t - ngram + 1):
-                h = hashes[i]
-                for j in range(1, ngram):
-                    h = combine(h, hashes[i + j])
-                u = _table_add(slots, mask, keys, wsum, wmax, cnt, u, h, lw[lines[i + ngram - 1]])
+            m = t - ngram + 1
+            feats = _ngrams(hashes, m, ngram)
+            for i in range(m):
+                u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], lw[lines[i + ngram - 1]])
         ntok = t
-    return out, o, keys, _table_weights(wsum, wmax, cnt, u, tf_mode), u, ntok
+    uf, uw = _table_result(keys, cnt, wsum, wmax, order, u, tf_mode)
+    return out, o, uf, uw, ntok
 
 
 @njit(cache=True)
@@ -855,10 +957,10 @@ def features_from_bytes(
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
     fixed-point weights, token count)."""
-    out, o, keys, uw, u, ntok = _features(
+    out, o, uf, uw, ntok = _features(
         buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
     )
-    return out[:o], keys[:u].copy(), uw, ntok
+    return out[:o], uf, uw, ntok
 
 
 @njit(cache=True)
@@ -867,14 +969,14 @@ def simhash_from_bytes(
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, SimHash words, token count,
     distinct feature count)."""
-    out, o, keys, uw, u, ntok = _features(
+    out, o, uf, uw, ntok = _features(
         buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
     )
-    return out[:o], _vote(keys, uw, u, words), ntok, u
+    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0]
 
 
 @njit(cache=True)
 def collapse_whitespace(buf, table):
     """Whitespace normalisation only (see :func:`tokenize`)."""
-    out, o, tstart, tend, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
-    return out[:o]
+    r = _scan(buf, table)
+    return r[0][: r[1]]

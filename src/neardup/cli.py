@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import click
 
 from neardup import __version__
-from neardup.detector import DEFAULT_K, Detector, Verdict
+from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError
 from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
@@ -179,7 +179,7 @@ def decision_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--method", type=click.Choice(["simhash", "minhash", "both"]), default="simhash",
                      show_default=True, help="simhash: distance <= k; minhash: estimated Jaccard >= --threshold; both: either."),
-        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.8, show_default=True,
+        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=DEFAULT_THRESHOLD, show_default=True,
                      help="MinHash Jaccard threshold (methods minhash and both)."),
         click.option("--containment", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
                      help="Also report 'partial' copies: share of a page found in a longer stored page >= this."),

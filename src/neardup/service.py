@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from neardup import __version__
-from neardup.detector import Detector, Verdict
+from neardup.detector import DEFAULT_THRESHOLD, Detector, Verdict
 from neardup.errors import (
     InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError,
 )
@@ -187,7 +187,7 @@ def app_from_env() -> FastAPI:
     settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
     config = FingerprintConfig.from_dict(settings["config"]) if settings.get("config") else None
     detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k", 7), config=config,
-                             method=settings.get("method", "simhash"), threshold=settings.get("threshold", 0.8),
+                             method=settings.get("method", "simhash"), threshold=settings.get("threshold", DEFAULT_THRESHOLD),
                              containment=settings.get("containment"))
     return create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
                       max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)))
