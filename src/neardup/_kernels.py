@@ -185,23 +185,60 @@ def _is_space_cp(cp):
 
 
 @njit(cache=True)
+def _space_len(buf, i, n):
+    """Byte length of the whitespace character at ``i`` (0 when it is none); the same set
+    as the whitespace normalisation (line breaks excluded)."""
+    b = buf[i]
+    if b == 32 or b == 9 or b == 11 or b == 12 or (28 <= b <= 31):
+        return 1
+    if b == 0xC2 and i + 1 < n and buf[i + 1] == 0x85:
+        return 2
+    if b == 0xE1 and i + 2 < n and buf[i + 1] == 0x9A and buf[i + 2] == 0x80:
+        return 3
+    if b == 0xE2 and i + 2 < n and buf[i + 1] == 0x80 and (buf[i + 2] == 0xA8 or buf[i + 2] == 0xA9):
+        return 3
+    return 0
+
+
+@njit(cache=True)
+def _skip_spaces(buf, i, n):
+    while i < n:
+        ln = _space_len(buf, i, n)
+        if ln == 0:
+            break
+        i += ln
+    return i
+
+
+@njit(cache=True)
+def _text_follows_marker(buf, j, n):
+    """After a list marker ending at ``j``: whitespace, then text on the same line (what
+    makes the normalised line start with the marker and a space)."""
+    if j >= n or _space_len(buf, j, n) == 0:
+        return False
+    k = _skip_spaces(buf, j, n)
+    return k < n and buf[k] != 10 and buf[k] != 13
+
+
+@njit(cache=True)
 def _line_kind(buf, i, n):
-    """Classify the line starting at byte ``i`` (leading ASCII blanks skipped)."""
-    while i < n and (buf[i] == 32 or buf[i] == 9 or buf[i] == 11 or buf[i] == 12):
-        i += 1
+    """Classify the line starting at byte ``i`` as its normalised form would be read:
+    leading whitespace skipped, ``#`` heading, ``- * + •`` or ``1.``/``1)`` list item when
+    text follows the marker."""
+    i = _skip_spaces(buf, i, n)
     if i >= n:
         return LINE_PARAGRAPH
     c = buf[i]
     if c == 35:  # '#'
         return LINE_HEADING
-    if (c == 45 or c == 42 or c == 43) and i + 1 < n and buf[i + 1] == 32:  # - * +
+    if (c == 45 or c == 42 or c == 43) and _text_follows_marker(buf, i + 1, n):  # - * +
         return LINE_LIST
-    if c == 0xE2 and i + 2 < n and buf[i + 1] == 0x80 and buf[i + 2] == 0xA2:  # U+2022
+    if c == 0xE2 and i + 2 < n and buf[i + 1] == 0x80 and buf[i + 2] == 0xA2 and _text_follows_marker(buf, i + 3, n):
         return LINE_LIST
     j = i
     while j < n and 48 <= buf[j] <= 57:
         j += 1
-    if j > i and j + 1 < n and (buf[j] == 46 or buf[j] == 41) and buf[j + 1] == 32:
+    if j > i and j < n and (buf[j] == 46 or buf[j] == 41) and _text_follows_marker(buf, j + 1, n):
         return LINE_LIST
     return LINE_PARAGRAPH
 
