@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from neardup.errors import ConfigError
@@ -64,7 +65,7 @@ class FingerprintConfig:
         if self.max_bytes <= 0:
             raise ConfigError(f"max_bytes must be positive, got {self.max_bytes}")
 
-    @property
+    @cached_property
     def spec(self) -> str:
         """Versioned description of the algorithm and every parameter that changes bits."""
         return (
