@@ -70,41 +70,6 @@ def _grow(buf, need):
 
 
 @njit(cache=True)
-def search_level(tables, dirs, d, src, dst, masks, queries, k):
-    """All (query index, stored value, distance) with distance <= k, for a batch of queries.
-
-    Each match appears once per table that finds it; the caller removes repeats."""
-    n_tables = tables.shape[0]
-    shift = U64(64 - d)
-    qidx = np.empty(64, dtype=np.int64)
-    vals = np.empty(64, dtype=np.uint64)
-    dist = np.empty(64, dtype=np.int64)
-    c = 0
-    kk = U64(k)
-    for qi in range(queries.shape[0]):
-        q = queries[qi]
-        for t in range(n_tables):
-            qp = permute_one(q, src[t], dst[t], masks)
-            key = np.int64(qp >> shift)
-            lo = dirs[t, key]
-            hi = dirs[t, key + 1]
-            row = tables[t]
-            for i in range(lo, hi):
-                x = row[i] ^ qp
-                pc = popcount64(x)
-                if pc <= kk:
-                    if c >= vals.shape[0]:
-                        qidx = _grow(qidx, c + 1)
-                        vals = _grow(vals, c + 1)
-                        dist = _grow(dist, c + 1)
-                    qidx[c] = qi
-                    vals[c] = permute_one(row[i], dst[t], src[t], masks)
-                    dist[c] = np.int64(pc)
-                    c += 1
-    return qidx[:c], vals[:c], dist[:c]
-
-
-@njit(cache=True)
 def scan(values, queries, k):
     """Brute force: all (query index, stored position, distance <= k)."""
     qidx = np.empty(64, dtype=np.int64)
@@ -126,41 +91,6 @@ def scan(values, queries, k):
                 dist[c] = np.int64(pc)
                 c += 1
     return qidx[:c], pos[:c], dist[:c]
-
-
-@njit(cache=True)
-def join_table(sorted_perm, order, dirs_row, d, k):
-    """Pairs inside one table's buckets with distance <= k, as positions of the unsorted
-    input (``order`` maps sorted rank -> input position), smaller position first."""
-    a = np.empty(64, dtype=np.int64)
-    b = np.empty(64, dtype=np.int64)
-    dist = np.empty(64, dtype=np.int64)
-    c = 0
-    kk = U64(k)
-    n_buckets = dirs_row.shape[0] - 1
-    for key in range(n_buckets):
-        lo = dirs_row[key]
-        hi = dirs_row[key + 1]
-        for i in range(lo, hi):
-            vi = sorted_perm[i]
-            for j in range(i + 1, hi):
-                pc = popcount64(vi ^ sorted_perm[j])
-                if pc <= kk:
-                    if c >= a.shape[0]:
-                        a = _grow(a, c + 1)
-                        b = _grow(b, c + 1)
-                        dist = _grow(dist, c + 1)
-                    x = order[i]
-                    y = order[j]
-                    if x < y:
-                        a[c] = x
-                        b[c] = y
-                    else:
-                        a[c] = y
-                        b[c] = x
-                    dist[c] = np.int64(pc)
-                    c += 1
-    return a[:c], b[:c], dist[:c]
 
 
 @njit(cache=True)
@@ -199,7 +129,9 @@ def probe_stream(tables, dirs, d, src, dst, masks, stored, k):
 
 @njit(cache=True)
 def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
-    """Like :func:`search_level`, but each match is reported once, already resolved to ids.
+    """All (query index, id, stored value, distance) with distance <= k for a batch of
+    queries: each table is probed at the query's bucket; each match is reported once,
+    already resolved to ids.
 
     A match is reported by the first table whose leading blocks it shares in full with the
     query (``leads[t]``: those bits in the original order); a layout is exact precisely when

@@ -11,21 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from neardup._kernels import fmix64 as _fmix64
+
 U64 = np.uint64
-M1 = U64(0xFF51AFD7ED558CCD)
-M2 = U64(0xC4CEB9FE1A85EC53)
 GOLDEN = U64(0x9E3779B97F4A7C15)
-EMPTY = np.uint32(0xFFFFFFFF)
-
-
-@njit(cache=True, inline="always")
-def _fmix64(h):
-    h ^= h >> U64(33)
-    h *= M1
-    h ^= h >> U64(33)
-    h *= M2
-    h ^= h >> U64(33)
-    return h
 
 
 @njit(cache=True)
