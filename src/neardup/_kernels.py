@@ -14,8 +14,8 @@ Line model
     The normalised text is Markdown-like: one block per line. A line starting with ``#`` is a
     heading, one starting with a bullet (``-``, ``*``, ``+``, ``•``) or ``1.`` is a list item,
     anything else is a paragraph. Each token carries the weight of its line (see
-    :class:`neardup.features.FeatureConfig`). The kind is read from the raw line (before
-    whitespace normalisation), skipping leading ASCII blanks only.
+    :class:`neardup.features.FeatureConfig`). The kind is that of the normalised line, read
+    off the raw bytes (see :func:`_line_kind`).
 
 Hashes
     Token hash: FNV-1a 64 over the token's UTF-8 bytes, finished with the MurmurHash3
