@@ -541,6 +541,13 @@ def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> d
     qlist = queries.tolist()
     st, found = measure(lambda qv: idx.search(qv, K), qlist, passes)
     res.update({f"after_{k}": v for k, v in st.items()})
+    t0 = time.perf_counter()
+    idx.optimize()
+    res["optimize_s"] = time.perf_counter() - t0
+    st2, again = measure(lambda qv: idx.search(qv, K), qlist, 1)
+    res["optimized_levels"] = idx.levels
+    res["optimized_p50_us"], res["optimized_p99_us"] = st2["p50_us"], st2["p99_us"]
+    res["optimized_same_results"] = again == found
     brute = NumpyBrute(values)
     ntruth = min(200, nq)
     truth = []
@@ -861,7 +868,8 @@ def render(results: dict[str, Any]) -> str:
          "Produced by `benchmarks/index.py` (the JSON summary is the last stdout line of each run):", ""]
     for run in results.get("runs", [{"command": results["command"], "date": results["date"], "stages": [],
                                      "loadavg_start": m["loadavg_start"], "loadavg_end": results["loadavg_end"]}]):
-        L.append(f"* `{run['command']}` on {run['date']}: {', '.join(run['stages']) or '-'} (load average "
+        code = f", src at {run['code']}" if run.get("code") else ""
+        L.append(f"* `{run['command']}` on {run['date']}{code}: {', '.join(run['stages']) or '-'} (load average "
                  f"{'/'.join(f'{x:.1f}' for x in run['loadavg_start'])} at start, "
                  f"{'/'.join(f'{x:.1f}' for x in run['loadavg_end'])} at end)")
     L += ["",
@@ -1103,39 +1111,43 @@ def notes(results: dict[str, Any]) -> list[str]:
     ins = results.get("inserts")
     if ins and ins["base"] in by_n and "neardup PermutedIndex" in by_n[ins["base"]]["methods"]:
         nd = by_n[ins["base"]]["methods"]["neardup PermutedIndex"]
+        opt = (f" `optimize()` (one merge, {ins['optimize_s']:.2f} s) brings it to {ins['optimized_p50_us']:.1f} µs "
+               f"(p99 {ins['optimized_p99_us']:.1f})." if "optimize_s" in ins else "")
         out.append(f"* After {ins['inserts']:,} inserts the index has levels {ins['levels']} plus a delta of "
-                   f"{ins['delta']:,}; query p50 goes from {nd['p50_us']:.1f} µs (one level) to "
-                   f"{ins['after_p50_us']:.1f} µs. Each level is a separate numba call with its own dispatch "
-                   "(12 arguments type-checked) and result arrays, and the delta is a brute-force scan; "
-                   "`optimize()` (one merge) brings it back. A single kernel call over all levels, or a smaller "
-                   "delta scan, would cut the per-level overhead.")
-    small = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in by_n.items()
-             if "neardup PermutedIndex" in o["methods"] and o["methods"]["neardup PermutedIndex"]["bytes_per_fp"] > 41]
+                   f"{ins['delta']:,}; query p50 goes from {nd['p50_us']:.1f} µs (one level, in the online table) to "
+                   f"{ins['after_p50_us']:.1f} µs.{opt} Every level is a separate numba call (11 arguments "
+                   "type-checked by the dispatcher) with its own result arrays and concatenation, and the delta "
+                   "is a brute-force scan; one kernel call over all levels would cut the per-level overhead.")
+    small = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in sorted(by_n.items())
+             if "neardup PermutedIndex" in o["methods"] and o["methods"]["neardup PermutedIndex"]["bytes_per_fp"] > 40.5]
     if small:
-        out.append("* Bytes per fingerprint above 40 at small N come from the bucket directories: "
-                   "4 tables x (2^d + 1) x 8 bytes with d = min(16, ceil(log2(N + 1))), i.e. up to 32 bytes "
-                   "per fingerprint when N is just below a power of two "
-                   + ", ".join(f"({o['bytes_per_fp']:.1f} at N = {n:,})" for n, o in small)
-                   + "; a directory of d = log2(N) - 2 bits (buckets of ~4) would cap it at ~8 bytes. From "
-                   "N = 10^7 on the directory is < 0.5 byte per fingerprint.")
-    p99 = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in by_n.items() if "neardup PermutedIndex" in o["methods"]]
+        out.append("* The bytes per fingerprint above 40 (4 tables x 8 + ids 8) are the bucket directories, "
+                   "4 x (2^d + 1) offsets of 8 bytes with d capped at 16 by the 16-bit leading blocks: "
+                   + ", ".join(f"{o['bytes_per_fp'] - 40:.1f} B/fp at N = {n:,}" for n, o in small)
+                   + ". From N = 10^7 on they are < 0.3 B/fp, so the 32-bytes target is missed there only by "
+                   "them; 4-byte offsets (int32 up to 2^31 entries) would halve them.")
+    p99 = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in sorted(by_n.items())
+           if "neardup PermutedIndex" in o["methods"]]
     bds = [(n, nd["breakdown"]) for n, nd in p99 if nd.get("breakdown") and "skipped" not in nd["breakdown"]]
     if bds:
-        out.append("* Single-query p99: the kernel itself is well inside the targets, the Python around it is "
-                   "not: " + "; ".join(f"N = {n:,}: kernel {b['kernel']['p50_us']:.1f} / {b['kernel']['p99_us']:.1f} µs, "
-                                        f"`search_arrays` {b['search_arrays']['p50_us']:.1f} / {b['search_arrays']['p99_us']:.1f}, "
-                                        f"`search` {b['search']['p50_us']:.1f} / {b['search']['p99_us']:.1f} (p50 / p99)"
-                                        for n, b in bds)
-                   + ". A one-query fast path in `search` (one level, no delta: call the kernel, build the list "
-                   "from the returned arrays without a set and a sort of tuples) would take most of the "
-                   "difference. Where the CPU-time p99 column is close to the wall-clock one, the tail is not "
-                   "the process being descheduled (Python's GC was checked separately and is not it either).")
+        out.append("* Where single-query time goes (one extra pass each; p50 / p99 µs): "
+                   + "; ".join(f"N = {n:,}: kernel `search_ids` called directly {b['kernel']['p50_us']:.1f} / "
+                               f"{b['kernel']['p99_us']:.1f}, `search_arrays` {b['search_arrays']['p50_us']:.1f} / "
+                               f"{b['search_arrays']['p99_us']:.1f}, `search` {b['search']['p50_us']:.1f} / "
+                               f"{b['search']['p99_us']:.1f}" for n, b in bds)
+                   + ". The Python around the kernel (`search` wraps the query in an array, goes through "
+                   "`search_arrays`: per-level dispatch, 3 concatenations; then a set and a sort of tuples) is "
+                   "a large part of p50 and p99; a one-query fast path (one level, no delta: call the kernel, "
+                   "build the list from its arrays) would take most of it. What remains is the kernel: 4 "
+                   "bucket scans (" + ", ".join(f"~{4 * n / 2**16:,.0f} entries in all at N = {n:,}" for n, _ in bds)
+                   + ") plus a few cache misses, and numba's argument dispatch.")
     if p99:
-        out.append("* Single-query latency is mostly per-call overhead, not the probe: the batch rate "
-                   + ", ".join(f"({1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,})" for n, nd in p99)
-                   + " is several times lower than `search` one by one. `search` wraps the query in an array, "
-                   "goes through `search_arrays` (numba dispatch per level, 3 concatenations) and sorts a set "
-                   "of tuples; p99 includes the machine's scheduling noise (compare wall and CPU-time columns).")
+        out.append("* Batch vs one by one: `search_arrays` on 10,000 queries costs "
+                   + ", ".join(f"{1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,} ({nd['p50_us'] * nd['batch_qps'] / 1e6:.1f}x "
+                               "below the single-query p50)" for n, nd in p99)
+                   + ". Wall-clock and CPU-time p99 columns that agree mean the tail is not the process being "
+                   "descheduled (Python's GC was checked separately and is not it either); where they differ "
+                   "(the peers' rows in particular), the machine's other work is in the wall-clock figure.")
     if out:
         out = ["### Findings", ""] + out + [""]
     return out
@@ -1144,6 +1156,18 @@ def notes(results: dict[str, Any]) -> list[str]:
 def stages(results: dict[str, Any]) -> list[str]:
     out = [f"online N={o['n']:,}" for o in results.get("online", [])]
     return out + [k for k in ("duplicates", "inserts", "selfjoin", "batch") if results.get(k)]
+
+
+def code_version() -> str | None:
+    """Last commit touching src/ (and whether src/ has uncommitted changes)."""
+    try:
+        rev = subprocess.run(["git", "log", "-1", "--format=%h", "--", "src"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return (rev + (" + uncommitted changes" if dirty else "")) if rev else None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def merge(results: dict[str, Any], old: dict[str, Any]) -> None:
@@ -1158,7 +1182,9 @@ def merge(results: dict[str, Any], old: dict[str, Any]) -> None:
             took.append(k)
     if took:
         for run in old.get("runs", []):
-            results["runs"].append({**run, "stages": [s for s in run.get("stages", []) if s in took]})
+            kept = [s for s in run.get("stages", []) if s in took]
+            if kept:
+                results["runs"].append({**run, "stages": kept})
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -1305,7 +1331,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--passes", type=int, default=3,
                     help="timed passes over the queries for neardup and faiss (median of the percentiles)")
+    ap.add_argument("--render", type=Path, default=None,
+                    help="only rewrite the doc section from a results JSON (--json-out) and print its summary")
     args = ap.parse_args(argv)
+    if args.render:
+        results = json.loads(args.render.read_text())
+        results["targets"] = targets(results)
+        doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
+        if doc:
+            write_doc(Path(doc), render(results))
+            log(f"wrote the index section of {doc}")
+        print(json.dumps(summary(results)))
+        return 0
 
     ns = [] if args.no_online else [int(x) for x in (args.n or ([10**5] if args.quick else [10**6]))]
     if args.quick:
@@ -1361,7 +1398,7 @@ def main(argv: list[str] | None = None) -> int:
     results["wall_s"] = time.perf_counter() - t_all
     results["runs"] = [{"command": results["command"], "date": results["date"],
                         "loadavg_start": results["machine"]["loadavg_start"], "loadavg_end": results["loadavg_end"],
-                        "wall_s": results["wall_s"], "stages": stages(results)}]
+                        "wall_s": results["wall_s"], "stages": stages(results), "code": code_version()}]
     for mp in args.merge:
         merge(results, json.loads(mp.read_text()))
     results["targets"] = targets(results)
