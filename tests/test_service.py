@@ -91,6 +91,58 @@ def test_fingerprint_endpoints_use_the_documented_spec(app_client):
     assert empty.json()["status"] == "empty"
 
 
+def test_fingerprint_batches_in_one_request(app_client):
+    c, det = app_client
+    names = ["cnbc-cybersecurity-2019", "npr-dylann-roof-2016", "npr-dylann-roof-2022"]
+    fps = [det.fingerprint(html(n), "https://x.example/") for n in names]
+
+    def body(url, fp, **extra):
+        return {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
+                **extra}
+
+    items = [body("https://a.example/1", fps[0], priority=2.0), body("bad url", fps[0]),
+             body("https://a.example/2", fps[1], fetched_at=1.7e9),
+             body("https://b.example/3", fps[2]),  # a near copy of the item before it, same batch
+             {**body("https://a.example/4", fps[0]), "simhash": "f" * 40}]  # more than 64 bits
+    added = c.post("/v1/fingerprints/add/batch", json={"fingerprints": items}).json()["verdicts"]
+    assert [v["status"] for v in added] == ["new", "error", "new", "near", "error"]
+    assert "whitespace" in added[1]["error"] and "64 bits" in added[4]["error"]
+    assert added[3]["match_url"] == "https://a.example/2"
+    assert det.store.page_count() == 3
+    assert det.store.page_by_url("https://a.example/2").fetched_at == 1.7e9
+    checked = c.post("/v1/fingerprints/check/batch", json={"fingerprints": [
+        body("https://c.example/1", fps[0]), body("https://c.example/2", fps[2]),
+        body("https://c.example/3", fps[0], spec="other-spec")]}).json()["verdicts"]
+    assert [v["status"] for v in checked] == ["exact", "exact", "error"]
+    assert "spec" in checked[2]["error"]
+    assert det.store.page_count() == 3  # check wrote nothing
+    # same answers as one request each
+    for it, v in zip(items[:1] + items[2:4], [checked[0], None, checked[1]]):
+        if v is not None:
+            assert c.post("/v1/fingerprints/check", json={**it, "url": v["url"]}).json()["match_id"] == v["match_id"]
+    too_many = c.post("/v1/fingerprints/check/batch", json={"fingerprints": [items[0]] * 10001})
+    assert too_many.status_code == 422 and "error" in too_many.json()
+
+
+def test_unknown_routes_methods_and_chunked_bodies_get_json_errors(app_client):
+    c, _ = app_client
+    r = c.get("/v1/nothing-here")
+    assert r.status_code == 404 and r.json() == {"error": "Not Found"}
+    r = c.get("/v1/pages")
+    assert r.status_code == 405 and "error" in r.json()
+
+    def chunks():  # no Content-Length: the limit is enforced on what arrives
+        for _ in range(5):
+            yield b"x" * (1024 * 1024)
+    r = c.post("/v1/pages", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "over the" in r.json()["error"]
+    r = c.post("/v1/pages", content=iter([b'{"url": "https://a.example/",', b' "text": "' + b"w " * 40 + b'"}']),
+               headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.json()["status"] == "new"
+    metrics = c.get("/metrics").text
+    assert 'route="/v1/pages",code="413"' in metrics and 'route="/v1/pages",code="200"' in metrics
+
+
 @pytest.mark.parametrize(("payload", "code", "needle"), [
     ({"url": "https://a.example/", "html": "<p>x</p>", "text": "x"}, 422, "exactly one"),
     ({"html": "<p>x</p>"}, 422, "url"),
@@ -165,12 +217,16 @@ def test_client_against_a_real_server_and_kill_9(tmp_path):
             assert near.status == "near" and near.match_url == "https://www.politico.com/a"
             fp = neardup.fingerprint(html("politico-vp-debate-2016"), config=neardup.DEFAULT_CONFIG)
             assert client.check_fingerprint("https://x.example/", fp).status == "exact"
+            many = client.check_fingerprints([("https://x.example/", fp), ("https://y.example/", fp)])
+            assert [v.status for v in many] == ["exact", "exact"]
+            added = client.add_fingerprints([("https://z.example/", fp, 1.6e9, 3.0), ("nope", fp)])
+            assert [v.status for v in added] == ["exact", "error"]
             with pytest.raises(SpecMismatchError):
                 client.check_fingerprint("https://x.example/", neardup.fingerprint(
                     "some words", config=neardup.FingerprintConfig(extractor="fast")))
             with pytest.raises(InputError):
                 client.add("bad url", "text")
-            assert client.cluster(first.cluster_id)["size"] == 1
+            assert client.cluster(first.cluster_id)["size"] == 2  # with z.example, added above
             assert client.page(10**9) is None
             acknowledged.append("https://www.politico.com/a")
             # a load of adds; SIGKILL arrives from another thread while requests are in flight

@@ -436,10 +436,10 @@ def _keep_alive_median(server: Server) -> float:
     return sorted(latencies)[len(latencies) // 2]
 
 
-@pytest.mark.xfail(strict=False, reason="uvicorn's --workers listener has proto 0, so asyncio never sets "
-                   "TCP_NODELAY and each keep-alive response waits ~40 ms for a delayed ACK "
-                   "(Kludex/uvicorn#3149); neardup serve --workers N inherits it")
 def test_keep_alive_latency_with_workers(tmp_path):
+    """uvicorn's own --workers listener has proto 0, so asyncio never sets TCP_NODELAY and each
+    keep-alive response waits ~40 ms for a delayed ACK (Kludex/uvicorn#3149); neardup serve
+    creates the socket as IPPROTO_TCP."""
     if "median" not in LATENCY:  # run alone: start a server of its own
         with serve(str(tmp_path / "lat.db"), workers=2) as server:
             LATENCY["median"] = _keep_alive_median(server)

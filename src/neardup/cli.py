@@ -337,7 +337,7 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, w
     try:
         import uvicorn
 
-        from neardup.service import create_app
+        from neardup.service import create_app, serve_workers
     except ImportError as exc:
         raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
     decide = _decision(opts)
@@ -353,8 +353,7 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, w
     settings = {"config": det.config.to_dict(), "k": k, "max_body": max_body, **decide}
     det.close()
     os.environ.update({"NEARDUP_DB": db, "NEARDUP_SETTINGS": json.dumps(settings), "NEARDUP_TOKEN": token or ""})
-    uvicorn.run("neardup.service:app_from_env", factory=True, workers=workers, host=host, port=port,
-                log_level="warning")
+    serve_workers(workers, host, port)
 
 
 @main.command("stats")

@@ -48,6 +48,10 @@ def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
             "language": fp.language, **{k: v for k, v in extra.items() if v is not None}}
 
 
+def _seconds(when: float | datetime | None) -> float | None:
+    return when.timestamp() if isinstance(when, datetime) else when
+
+
 def _verdict(data: dict[str, Any]) -> Verdict:
     fields = Verdict.__dataclass_fields__
     return Verdict(**{k: v for k, v in data.items() if k in fields})
@@ -55,7 +59,7 @@ def _verdict(data: dict[str, Any]) -> Verdict:
 
 class Client:
     """HTTP client with the Detector's methods (check, add, add_many, check_fingerprint,
-    add_fingerprint, page, cluster, stats)."""
+    add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, stats)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
@@ -103,6 +107,15 @@ class Client:
     def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | None = None,
                         priority: float | None = None) -> Verdict:
         return _verdict(self._call("POST", "/v1/fingerprints/add", _fp_body(url, fp, fetched_at=fetched_at, priority=priority)))
+
+    def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
+        body = {"fingerprints": [_fp_body(url, fp) for url, fp in items]}
+        return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/check/batch", body)["verdicts"]]
+
+    def add_fingerprints(self, items: Iterable[tuple[Any, ...]]) -> list[Verdict]:
+        body = {"fingerprints": [_fp_body(it[0], it[1], fetched_at=_seconds(it[2]) if len(it) == 4 else None,
+                                          priority=it[3] if len(it) == 4 else None) for it in items]}
+        return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]
 
     def page(self, page_id: int) -> dict[str, Any] | None:
         try:

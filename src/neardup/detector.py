@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, policy_from_spec
-from neardup.errors import ConfigError, NeardupError, SpecMismatchError
+from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import BruteForceIndex, HammingIndex
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
@@ -485,6 +485,46 @@ class Detector:
         priority = _priority(priority)
         with self._writing():
             return self._record(url, fp, now, priority)
+
+    def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
+        """:meth:`check_fingerprint` for many (url, fingerprint) pairs; a pair that cannot be
+        checked (bad URL, other spec) gets a verdict with status ``error``.
+
+        >>> det = Detector()
+        >>> fp = det.fingerprint(" ".join(f"word{i}" for i in range(400)))
+        >>> [v.status for v in det.check_fingerprints([("https://a.example/", fp), ("nope", fp)])]
+        ['new', 'error']
+        """
+        out: list[Verdict] = []
+        for url, fp in items:
+            try:
+                out.append(self.check_fingerprint(url, fp))
+            except NeardupError as exc:
+                if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
+                    raise
+                out.append(Verdict(status="error", url=str(url), error=str(exc)))
+        return out
+
+    def add_fingerprints(
+        self, items: Iterable[tuple[str, Fingerprint] | tuple[str, Fingerprint, float | datetime | None, float | None]],
+    ) -> list[Verdict]:
+        """:meth:`add_fingerprint` for many ``(url, fp)`` or ``(url, fp, fetched_at, priority)``
+        tuples, in one transaction (later items may match earlier ones); a bad item gets a
+        verdict with status ``error`` and does not stop the batch."""
+        out: list[Verdict] = []
+        with self._writing():
+            for item in items:
+                url, fp = item[0], item[1]
+                fetched_at, priority = (item[2], item[3]) if len(item) == 4 else (None, None)
+                try:
+                    self._check_spec(fp)
+                    checked = validate_url(url)
+                    when, prio = _timestamp(fetched_at), _priority(priority)
+                except NeardupError as exc:
+                    out.append(Verdict(status="error", url=str(url), error=str(exc)))
+                    continue
+                out.append(self._record(checked, fp, when, prio))
+        return out
 
     def expire(self, older_than: float) -> int:
         """Forget pages last fetched more than ``older_than`` seconds ago; returns how many."""

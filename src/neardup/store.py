@@ -282,7 +282,9 @@ class SQLStore:
 
     def change_bounds(self) -> tuple[int, int]:
         """(smallest, largest) sequence number in the change log; (0, 0) when empty."""
-        row = self._exec("SELECT min(seq), max(seq) FROM changes").fetchone()
+        # Two scalar subqueries: SQLite answers a lone min() or max() from the primary key,
+        # but "SELECT min(seq), max(seq)" scans the whole log (and every check calls this).
+        row = self._exec("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
         return (int(row[0] or 0), int(row[1] or 0))
 
     def changes_since(self, seq: int, limit: int = 100000) -> list[tuple[int, int, str, int]]:
