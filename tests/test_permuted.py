@@ -60,6 +60,32 @@ def test_every_layout_matches_brute_force(k: int, layout: Layout) -> None:
         assert idx.search_batch(queries, kq) == [ref.search(q, kq) for q in queries]
 
 
+@pytest.mark.parametrize("id_base", [0, 2**32 - 50, -(2**40), 2**62])
+@pytest.mark.parametrize("k", [0, 3, 6])
+def test_single_query_path_with_narrow_and_wide_ids(tmp_path, k: int, id_base: int) -> None:
+    """``search`` (one compiled call per level, results into a reused buffer) equals brute
+    force whether a level's ids fit uint32 or need int64, across levels, delta and deletes."""
+    rng = np.random.default_rng(k + 7)
+    values = _planted(rng, 60, k) + [7] * 40  # one value stored 40 times: overflows the result buffer
+    ids = [id_base + 3 * i for i in range(len(values))]
+    idx = PermutedIndex(k=k, layout=choose_layout(10**6, k), delta_limit=50)
+    ref = BruteForceIndex()
+    idx.add_many(ids[:200], values[:200])
+    for i, v in zip(ids[200:], values[200:]):
+        idx.add(i, v)
+    for i, v in zip(ids, values):
+        ref.add(i, v)
+    for i, v in list(zip(ids, values))[::9]:
+        assert idx.remove(i, v) and ref.remove(i)
+    assert any(lv.ids.dtype == (np.uint32 if 0 <= id_base < 2**32 - 1000 else np.int64) for lv in idx._levels)
+    queries = values[::3] + [_flip(v, 1, rng) for v in values[:40]] + [7, 6, (1 << 64) - 1]
+    for kq in {0, k}:
+        assert [idx.search(q, kq) for q in queries] == [ref.search(q, kq) for q in queries]
+    idx.save(tmp_path / "i")
+    again = PermutedIndex.open(tmp_path / "i")
+    assert [again.search(q, k) for q in queries] == [ref.search(q, k) for q in queries]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     k=st.integers(0, 5),

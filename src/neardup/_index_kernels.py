@@ -197,6 +197,78 @@ def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
 
 
 @njit(cache=True)
+def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c):
+    """One query against one level, for the online path: appends (id, value, distance) rows
+    to ``out`` (3 x capacity, int64; values as their int64 bit pattern) from row ``c`` on and
+    returns the new row count. Rows past the capacity are counted, not written: the caller
+    grows ``out`` and asks again. Same matches, same rule as :func:`search_ids`; the point is
+    the call itself: scalar query, no result arrays to box (each costs about a microsecond)."""
+    q = U64(q)
+    n_tables = tables.shape[0]
+    shift = U64(64 - d)
+    base = tables[ident]
+    n = base.shape[0]
+    cap = out.shape[1]
+    kk = U64(k)
+    for t in range(n_tables):
+        qp = permute_one(q, src[t], dst[t], masks)
+        key = np.int64(qp >> shift)
+        lo = dirs[t, key]
+        hi = dirs[t, key + 1]
+        row = tables[t]
+        for i in range(lo, hi):
+            if i > lo and row[i] == row[i - 1]:
+                continue
+            pc = popcount64(row[i] ^ qp)
+            if pc > kk:
+                continue
+            v = permute_one(row[i], dst[t], src[t], masks)
+            x = v ^ q
+            if x & leads[t] != U64(0):
+                continue
+            first = True
+            for t2 in range(t):
+                if x & leads[t2] == U64(0):
+                    first = False
+                    break
+            if not first:
+                continue
+            a = 0
+            b = n
+            while a < b:
+                m = (a + b) >> 1
+                if base[m] < v:
+                    a = m + 1
+                else:
+                    b = m
+            while a < n and base[a] == v:
+                if c < cap:
+                    out[0, c] = ids[a]
+                    out[1, c] = np.int64(v)
+                    out[2, c] = np.int64(pc)
+                c += 1
+                a += 1
+    return c
+
+
+@njit(cache=True)
+def scan_one(values, ids, q, k, out, c):
+    """Brute force of one query over a small buffer (the delta), appending like :func:`probe_one`."""
+    q = U64(q)
+    cap = out.shape[1]
+    kk = U64(k)
+    for i in range(values.shape[0]):
+        pc = popcount64(values[i] ^ q)
+        if pc <= kk:
+            if c < cap:
+                out[0, c] = ids[i]
+                out[1, c] = np.int64(values[i])
+                out[2, c] = np.int64(pc)
+            c += 1
+    return c
+
+
+@njit(cache=True)
 def join_values(sorted_perm, dirs_row, k, t, src, dst, masks, leads):
     """Pairs of distinct values inside one table's buckets with distance <= k, un-permuted,
     each reported only by the first table whose leading blocks the pair shares (so a pair

@@ -163,6 +163,14 @@ def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return starts + np.arange(total, dtype=np.int64)
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """int64 offsets or ids as uint32 when they all fit (4 bytes a fingerprint saved on ids,
+    half the directory); the kernels read either."""
+    if a.shape[0] == 0 or (int(a.min()) >= 0 and int(a.max()) < 1 << 32):
+        return a.astype(np.uint32)
+    return a
+
+
 class _Level:
     """One immutable set of tables: ``tables[t]`` sorted permuted values, ``ids`` aligned
     with the identity table, ``dirs[t]`` bucket offsets on the top ``d`` bits."""
@@ -192,7 +200,7 @@ class _Level:
             else:
                 tables[t] = np.sort(K.permute_many(values, src[t], dst[t], masks))
             dirs[t] = K.build_directory(tables[t], d)
-        return cls(tables, dirs, np.ascontiguousarray(ids[order]), d, uuid.uuid4().hex[:12])
+        return cls(tables, _narrow(dirs), _narrow(np.ascontiguousarray(ids[order])), d, uuid.uuid4().hex[:12])
 
     def ids_of(self, ident: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each value, the positions range in the identity table (left, right)."""
@@ -344,10 +352,40 @@ class PermutedIndex:
     # -- queries ------------------------------------------------------------------------
     def search(self, simhash: int, k: int) -> list[Match]:
         """All ``(id, distance)`` with ``distance <= k``, nearest first, then by id."""
-        _, ids, dist = self.search_arrays(np.array([int(simhash)], dtype=np.uint64), k)
-        if ids.shape[0] == 0:
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
+        if k > self.k:  # beyond what the tables answer: exact scans
+            _, ids, dist = self.search_arrays(np.array([int(simhash)], dtype=np.uint64), k)
+            return sorted(set(zip(ids.tolist(), dist.tolist())), key=lambda m: (m[1], m[0]))
+        q = int(simhash)  # a Python int (as int64): the cheapest argument for numba to type
+        if q >= 1 << 63:
+            q -= 1 << 64
+        out = np.empty((3, 32), dtype=np.int64)
+        while True:  # one compiled call per level, results into ``out`` (regrown when it overflows)
+            c = self._probe(q, k, out)
+            if c <= out.shape[1]:
+                break
+            out = np.empty((3, c), dtype=np.int64)
+        if c == 0:
             return []
-        return sorted(set(zip(ids.tolist(), dist.tolist())), key=lambda m: (m[1], m[0]))
+        if c == 1 and not self._dead:
+            return [(int(out[0, 0]), int(out[2, 0]))]
+        rows = out[:, :c].tolist()
+        found: Iterable[tuple[int, int]] = zip(rows[0], rows[2])
+        if self._dead:
+            dead = self._dead
+            found = [(i, d) for i, v, d in zip(rows[0], rows[1], rows[2])
+                     if (i, v & 0xFFFF_FFFF_FFFF_FFFF) not in dead]
+        return sorted(set(found), key=lambda m: (m[1], m[0]))
+
+    def _probe(self, q: int, k: int, out: np.ndarray) -> int:
+        src, dst, masks = self._perm
+        c = 0
+        for lv in self._levels:
+            c = K.probe_one(lv.tables, lv.dirs, lv.d, src, dst, masks, self._leads, self._ident, lv.ids, q, k, out, c)
+        if self._delta_vals.shape[0]:
+            c = K.scan_one(self._delta_vals, self._delta_ids, q, k, out, c)
+        return c
 
     def search_arrays(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Vectorised batch search: (query index, id, distance) arrays, unsorted, unique."""
@@ -362,7 +400,7 @@ class PermutedIndex:
                                                    self._ident, lv.ids, queries, k)
             else:
                 qi, pos, dist = K.scan(lv.tables[self._ident], queries, k)
-                ids, vals = lv.ids[pos], lv.tables[self._ident][pos]
+                ids, vals = lv.ids[pos].astype(np.int64), lv.tables[self._ident][pos]
             if qi.shape[0] == 0:
                 continue
             if self._dead:
@@ -560,7 +598,7 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
             lo, hi = level.ids_of(ident, qv)
             counts = hi - lo
             rows = _expand(lo, hi)
-            qpos = level.ids[rows]
+            qpos = level.ids[rows].astype(np.int64)
             sp = np.repeat(spos, counts)
             d = np.bitwise_count(queries[qpos] ^ chunk[sp]).astype(np.int64)
             yield qpos, sp + offset, d
