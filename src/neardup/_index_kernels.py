@@ -93,38 +93,76 @@ def scan(values, queries, k):
     return qidx[:c], pos[:c], dist[:c]
 
 
-@njit(cache=True)
-def probe_stream(tables, dirs, d, src, dst, masks, stored, k):
-    """Manku's batch mode: stream ``stored`` fingerprints past tables built on the queries.
+@njit(cache=True, nogil=True)
+def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, k, chunk, tmp, sv, spos, counts):
+    """Manku's batch mode, cache-friendly: per table, the stored ``chunk`` is permuted and
+    counting-sorted on its top ``d`` bits (``tmp``/``sv``/``spos`` are scratch space of the
+    chunk's size, ``counts`` of ``2**d + 1``), then joined bucket by bucket with the query
+    table, whose bucket (a few entries) stays in L1 while the stored bucket streams past it.
+    The query tables must hold distinct values. Releases the GIL (callers run blocks in
+    threads).
 
-    Returns (query value, stored position, distance) per (table, match)."""
-    n_tables = tables.shape[0]
+    A pair is reported by the first table whose leading blocks it shares (as in
+    :func:`search_ids`), so each (query value, stored position) comes out once. Returns
+    (query value, stored position, distance)."""
+    n_tables = qtables.shape[0]
+    n = chunk.shape[0]
+    n_buckets = np.int64(1) << d
     shift = U64(64 - d)
-    qv = np.empty(64, dtype=np.uint64)
-    spos = np.empty(64, dtype=np.int64)
-    dist = np.empty(64, dtype=np.int64)
-    c = 0
     kk = U64(k)
-    for si in range(stored.shape[0]):
-        s = stored[si]
-        for t in range(n_tables):
-            sp = permute_one(s, src[t], dst[t], masks)
-            key = np.int64(sp >> shift)
-            lo = dirs[t, key]
-            hi = dirs[t, key + 1]
-            row = tables[t]
-            for i in range(lo, hi):
-                pc = popcount64(row[i] ^ sp)
-                if pc <= kk:
-                    if c >= qv.shape[0]:
-                        qv = _grow(qv, c + 1)
-                        spos = _grow(spos, c + 1)
-                        dist = _grow(dist, c + 1)
-                    qv[c] = permute_one(row[i], dst[t], src[t], masks)
-                    spos[c] = si
-                    dist[c] = np.int64(pc)
-                    c += 1
-    return qv[:c], spos[:c], dist[:c]
+    qv = np.empty(256, dtype=np.uint64)
+    sp_out = np.empty(256, dtype=np.int64)
+    dist = np.empty(256, dtype=np.int64)
+    c = 0
+    for t in range(n_tables):
+        counts[:] = 0
+        for i in range(n):
+            v = permute_one(chunk[i], src[t], dst[t], masks)
+            tmp[i] = v
+            counts[np.int64(v >> shift) + 1] += 1
+        for b in range(1, n_buckets + 1):
+            counts[b] += counts[b - 1]
+        for i in range(n):  # counts[b] walks from bucket b's start to its end (= bucket b+1's start)
+            v = tmp[i]
+            b = np.int64(v >> shift)
+            p = counts[b]
+            sv[p] = v
+            spos[p] = i
+            counts[b] = p + 1
+        qrow = qtables[t]
+        start = np.int64(0)
+        for b in range(n_buckets):
+            end = counts[b]
+            qlo = np.int64(qdirs[t, b])
+            qhi = np.int64(qdirs[t, b + 1])
+            if qlo < qhi:
+                for i in range(start, end):
+                    s = sv[i]
+                    for j in range(qlo, qhi):
+                        q = qrow[j]
+                        pc = popcount64(s ^ q)
+                        if pc > kk:
+                            continue
+                        x = permute_one(s ^ q, dst[t], src[t], masks)  # the XOR in the original order
+                        if x & leads[t] != U64(0):
+                            continue
+                        first = True
+                        for t2 in range(t):
+                            if x & leads[t2] == U64(0):
+                                first = False
+                                break
+                        if not first:
+                            continue
+                        if c >= qv.shape[0]:
+                            qv = _grow(qv, c + 1)
+                            sp_out = _grow(sp_out, c + 1)
+                            dist = _grow(dist, c + 1)
+                        qv[c] = permute_one(q, dst[t], src[t], masks)
+                        sp_out[c] = spos[i]
+                        dist[c] = np.int64(pc)
+                        c += 1
+            start = end
+    return qv[:c], sp_out[:c], dist[:c]
 
 
 @njit(cache=True)

@@ -577,29 +577,76 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
 
 
 def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
-               layout: Layout | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               layout: Layout | None = None, *, block: int = 1 << 20,
+               threads: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Manku's batch mode: tables on the (smaller) query batch, the stored set streamed past
-    once in chunks (e.g. slices of a ``np.memmap`` far larger than RAM).
+    once in chunks (e.g. slices of a ``np.memmap`` far larger than RAM). Each chunk is joined
+    in blocks of ``block`` fingerprints: per table, the block is permuted and counting-sorted
+    on the tables' bucket bits, then merged bucket by bucket with the query table (both sides
+    sequential, the query bucket in cache). Blocks run on ``threads`` threads (default: the
+    CPUs this process may use; the compiled join releases the GIL).
 
-    Yields, per chunk, (query position, stored position within all chunks, distance)."""
+    Yields, per chunk, (query position, stored position within all chunks, distance); each
+    pair once.
+
+    >>> q = np.array([0b1011, 1 << 50], dtype=np.uint64)
+    >>> stored = [np.array([0b1001, 0xFF], dtype=np.uint64), np.array([(1 << 50) | 1], dtype=np.uint64)]
+    >>> sorted((int(a), int(b), int(d)) for qp, sp, dist in batch_join(q, stored, k=2) for a, b, d in zip(qp, sp, dist))
+    [(0, 0, 1), (1, 2, 1)]
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     queries = np.ascontiguousarray(queries, dtype=np.uint64)
     layout = layout or choose_layout(queries.shape[0], k)
+    if layout.k < k:
+        raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
+    if block < 1:
+        raise ConfigError(f"block must be >= 1, got {block}")
     perm = layout.permutation_arrays()
-    level = _Level.build(layout, perm, queries, np.arange(queries.shape[0], dtype=np.int64))
-    ident = layout.identity_table()
+    # tables on the distinct query values; a match is expanded to every query holding it
+    order = np.argsort(queries, kind="stable")
+    sorted_q = queries[order]
+    distinct = np.ones(sorted_q.shape[0], dtype=bool)
+    distinct[1:] = sorted_q[1:] != sorted_q[:-1]
+    uniq = sorted_q[distinct]
+    level = _Level.build(layout, perm, uniq, np.arange(uniq.shape[0], dtype=np.int64))
+    leads = layout.lead_masks()
     src, dst, masks = perm
+    n_threads = max(1, threads or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    scratch: list[list[np.ndarray]] = []
+
+    def join(slot: int, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        tmp, sv, spos, counts = scratch[slot]
+        m = part.shape[0]
+        return K.join_partitioned(level.tables, level.dirs, level.d, src, dst, masks, leads, k,
+                                  part, tmp[:m], sv[:m], spos[:m], counts)
+
     offset = 0
-    for chunk in stored:
-        chunk = np.ascontiguousarray(chunk, dtype=np.uint64)
-        qv, spos, dist = K.probe_stream(level.tables, level.dirs, level.d, src, dst, masks, chunk, k)
-        if qv.shape[0]:
-            key = np.unique(np.stack([qv, spos.astype(np.uint64)]), axis=1)
-            qv, spos = key[0], key[1].astype(np.int64)
-            lo, hi = level.ids_of(ident, qv)
-            counts = hi - lo
-            rows = _expand(lo, hi)
-            qpos = level.ids[rows].astype(np.int64)
-            sp = np.repeat(spos, counts)
-            d = np.bitwise_count(queries[qpos] ^ chunk[sp]).astype(np.int64)
-            yield qpos, sp + offset, d
-        offset += chunk.shape[0]
+    with ThreadPoolExecutor(max_workers=n_threads) as pool:
+        for chunk in stored:
+            starts = list(range(0, chunk.shape[0], block))
+            parts_q, parts_s, parts_d = [], [], []
+            for wave in range(0, len(starts), n_threads):
+                jobs = []
+                for slot, lo in enumerate(starts[wave:wave + n_threads]):
+                    part = np.ascontiguousarray(chunk[lo:lo + block], dtype=np.uint64)
+                    while len(scratch) <= slot:
+                        scratch.append([np.empty(0, dtype=np.uint64)] * 3 + [np.empty((1 << level.d) + 1, dtype=np.int64)])
+                    if scratch[slot][0].shape[0] < part.shape[0]:
+                        size = min(block, max(part.shape[0], chunk.shape[0]))
+                        scratch[slot][:3] = [np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64),
+                                             np.empty(size, dtype=np.uint32)]
+                    jobs.append((lo, pool.submit(join, slot, part)))
+                for lo, job in jobs:
+                    qv, sp, dist = job.result()
+                    if qv.shape[0]:
+                        parts_q.append(qv)
+                        parts_s.append(sp + lo)
+                        parts_d.append(dist)
+            if parts_q:
+                qv, sp, dist = np.concatenate(parts_q), np.concatenate(parts_s), np.concatenate(parts_d)
+                first, last = np.searchsorted(sorted_q, qv, "left"), np.searchsorted(sorted_q, qv, "right")
+                repeat = last - first
+                qpos = order[_expand(first, last)].astype(np.int64)  # every query holding that value
+                yield qpos, np.repeat(sp, repeat) + offset, np.repeat(dist, repeat)
+            offset += chunk.shape[0]
