@@ -417,22 +417,17 @@ def bench_online(n: int, nq: int, n_truth: int, seed: int, tmp: Path, args: argp
 
 
 def latency_breakdown(idx: PermutedIndex, qlist: list[int]) -> dict[str, Any]:
-    """Where a single query's time goes (one pass each): the numba kernel called directly on a
-    1-element array, ``search_arrays`` on it, ``search`` (uses private attributes; skipped if
-    they change)."""
+    """Where a single query's time goes (one pass each): the compiled per-level calls alone
+    (``_probe`` with a preallocated result buffer), ``search`` (which adds the buffer, the
+    int conversion and the result list), and the batch path ``search_arrays`` on a
+    1-element array (uses private attributes; skipped if they change)."""
     try:
-        from neardup import _index_kernels as IK
-        if len(idx._levels) != 1 or idx._delta_vals.shape[0]:
-            return {"skipped": "index has more than one level"}
-        lv = idx._levels[0]
-        src, dst, masks = idx._perm
+        out_buf = np.empty((3, 64), dtype=np.int64)
+        signed = [q - (1 << 64) if q >= 1 << 63 else q for q in qlist]
         arrays = [np.array([x], dtype=np.uint64) for x in qlist]
-
-        def kernel(a: np.ndarray) -> Any:
-            return IK.search_ids(lv.tables, lv.dirs, lv.d, src, dst, masks, idx._leads, idx._ident, lv.ids, a, K)
-
         out = {}
-        for name, fn, args in (("kernel", kernel, arrays), ("search_arrays", lambda a: idx.search_arrays(a, K), arrays),
+        for name, fn, args in (("kernel", lambda q: idx._probe(q, K, out_buf), signed),
+                               ("search_arrays", lambda a: idx.search_arrays(a, K), arrays),
                                ("search", lambda x: idx.search(x, K), qlist)):
             fn(args[0])
             st, _ = measure(fn, args, 1)
@@ -765,6 +760,7 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
             log(f"batch: {len(per_chunk)}/{n_chunks} chunks, {now - t0:.1f} s")
     total = time.perf_counter() - t0
     res["cpu_s"] = time.process_time() - c0
+    res["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     qpos, spos, dist = (np.concatenate(p) if p else np.empty(0, np.int64) for p in (parts_q, parts_s, parts_d))
     res.update({"total_s": total, "stored_per_s": stored_n / total, "pairs_per_s": stored_n * nq / total,
                 "slowest_chunk_s": max(per_chunk) if per_chunk else None, "matches": int(qpos.shape[0])})
@@ -1002,119 +998,19 @@ def render(results: dict[str, Any]) -> str:
 
     bt = results.get("batch")
     if bt and "skipped" not in bt:
-        ex = bt["exactness"]
-        L += [f"### Batch mode (Manku): {bt['queries']:,} queries vs {bt['stored']:,} stored", "",
-              f"Tables on the queries, stored set streamed once from a raw uint64 file under /tmp "
-              f"(`np.memmap`, {bt['chunks']} chunks of {bt['chunk']:,}; generated and written in "
-              f"{fmt(bt['generate_s'])} s, not counted; read through the page cache: the join is CPU-bound, "
-              "reading the file takes seconds)"
-              + (f"; the join used {bt['cpu_s']:.0f} s of CPU time in {bt['total_s']:.0f} s (the rest of the "
-                 "time the core was running other work)" if bt.get("cpu_s") else "")
-              + f". {bt['planted']:,} planted neighbours (distance 0..3) and {bt['decoys']:,} decoys (4..5).", "",
-              "| total s | stored fingerprints/s | query×stored pairs/s | slowest chunk s | matches | planted found | "
-              "decoys reported | distances correct | brute-force check | exact |",
-              "|---:|---:|---:|---:|---:|---:|---:|:--:|---|:--:|",
-              f"| {bt['total_s']:.1f} | {fmt(bt['stored_per_s'])} | {bt['pairs_per_s']:.3g} | {fmt(bt['slowest_chunk_s'], 2)} | "
-              f"{bt['matches']:,} | {ex['planted_found']:.3f} | {ex['decoys_reported']} | {fmt(ex['distances_correct'])} | "
-              + (f"{ex['brute_force_queries']} queries over all stored ({ex['brute_force_pairs']} pairs, "
-                 f"{ex['brute_force_s']:.0f} s): equal {fmt(ex['brute_force_equal'])}" if "brute_force_equal" in ex else "n/a")
-              + f" | {fmt(ex['exact'])} |", "",
-              f"Matches not planted (random pairs within distance 3, expected ≈ "
-              f"{bt['queries'] * bt['stored'] * 43745 / 2**64:.1f}): {ex['unplanted_matches']}.", ""]
-    elif bt:
-        L += ["### Batch mode (Manku)", "", f"skipped: {bt['skipped']}", ""]
-
-    # peers
-    L += ["### Against the peer figures", "",
-          "Peer numbers are from `shared/reference/peer-benchmarks.md` §2 (measured earlier on the same machine "
-          "class, medians of 3 fresh processes); the same-run columns are the peers measured above in this run. "
-          "Ratio = peer / neardup (> 1: neardup is faster or smaller).", "",
-          "| N | metric | neardup (this run) | peer (reference) | ratio | same peer, this run | ratio |",
-          "|---:|---|---:|---:|---:|---:|---:|"]
-    for o in results.get("online", []):
-        n = o["n"]
-        nd = o["methods"].get("neardup PermutedIndex")
-        if not nd:
-            continue
-        same = o["methods"]
-        for peer, label, run_name in (("numpy4x16", "numpy permuted tables 4x16", None),
-                                      ("faiss", "faiss MultiHash", "faiss IndexBinaryMultiHash(64,4,16)"),
-                                      ("simhashindex", "simhash.SimhashIndex", "simhash.SimhashIndex (k=3)"),
-                                      ("brute", "numpy brute force", "numpy brute force (chunked)")):
-            ref = PEERS[peer].get(n)
-            run = same.get(run_name) if run_name else None
-            if run is not None and "skipped" in run:
-                run = None
-            if not ref and not run:
-                continue
-            ref = ref or {}
-            run = run or {}
-            for metric, key in (("p50 µs", "p50_us"), ("p99 µs", "p99_us")):
-                L.append(f"| {n:,} | {label} {metric} | {fmt(nd[key])} | {fmt(ref.get(key[:3]))} | "
-                         f"{ratio(ref.get(key[:3]), nd[key])} | {fmt(run.get(key))} | {ratio(run.get(key), nd[key])} |")
-            if "batch" in ref or run.get("batch_qps"):
-                L.append(f"| {n:,} | {label} batch q/s | {fmt(nd['batch_qps'])} | {fmt(ref.get('batch'))} | "
-                         f"{ratio(nd['batch_qps'], ref.get('batch'))} | {fmt(run.get('batch_qps'))} | "
-                         f"{ratio(nd['batch_qps'], run.get('batch_qps'))} |")
-            if "bytes" in ref or run.get("rss_bytes_per_fp"):
-                L.append(f"| {n:,} | {label} bytes/fp | {fmt(nd['bytes_per_fp'])} | {fmt(ref.get('bytes'))} | "
-                         f"{ratio(ref.get('bytes'), nd['bytes_per_fp'])} | {fmt(run.get('rss_bytes_per_fp'))} (RSS) | "
-                         f"{ratio(run.get('rss_bytes_per_fp'), nd['rss_bytes_per_fp'])} (RSS vs RSS) |")
-    if sj:
-        ref = PEERS["selfjoin"].get(sj["n"], {})
-        pb = sj.get("pybind", {})
-        L.append(f"| {sj['n']:,} | self-join s vs simhash-pybind | {sj['neardup_s']:.3f} | {fmt(ref.get('pybind'), 2)} | "
-                 f"{ratio(ref.get('pybind'), sj['neardup_s'])} | {fmt(pb.get('s'), 3)} | {ratio(pb.get('s'), sj['neardup_s'])} |")
-        L.append(f"| {sj['n']:,} | self-join s vs numpy tables 4x16 | {sj['neardup_s']:.3f} | {fmt(ref.get('numpy4x16'), 2)} | "
-                 f"{ratio(ref.get('numpy4x16'), sj['neardup_s'])} | n/a | n/a |")
-    L.append("")
-    L += notes(results)
-    return "\n".join(L)
-
-
-def notes(results: dict[str, Any]) -> list[str]:
-    """Findings derived from the numbers above (bugs, missed targets and why)."""
-    out: list[str] = []
-    by_n = {o["n"]: o for o in results.get("online", [])}
-    reps = {n: o["methods"]["neardup PermutedIndex"]["exactness"]["batch_repeated_rows"]
-            for n, o in by_n.items() if "neardup PermutedIndex" in o["methods"]}
-    dup = results.get("duplicates")
-    if (dup and not dup["ok"]) or any(reps.values()):
-        worst = max(dup["rows"], key=lambda r: r["copies"]) if dup else None
-        out.append("* **Bug: duplicate fingerprints are reported once per copy, per copy.** "
-                   "`_index_kernels.search_ids` scans the probed bucket and, for every entry within distance k, "
-                   "binary-searches the identity table and emits *every* id stored with that value; a value "
-                   "stored m times sits m times in the bucket, so each of its ids comes out m times "
-                   "(m² rows). `search_arrays` therefore breaks its \"unique\" promise "
-                   + (f"(repeated rows above: {', '.join(f'{v} at N = {n:,}' for n, v in reps.items() if v)}; the "
-                      "random data has a few values stored twice) " if any(reps.values()) else "")
-                   + "and `search` (which de-duplicates afterwards) pays the m² cost"
-                   + (f": m = {worst['copies']:,} copies give {worst['search_arrays_rows']:,} rows and "
-                      f"{worst['search_ms']:.0f} ms for one query" if worst else "")
-                   + ". Found outside this script: 4,096 copies took 11.7 s for one `search` (16.8 M rows) "
-                   "and 20,000 copies were killed for memory. Answers stay exact (the sets are right). Fix: "
-                   "in `search_ids`, skip an entry equal to the previous one in the bucket "
-                   "(`if i > lo and row[i] == row[i - 1]: continue`; sorted tables keep equal values adjacent).")
-    bt = results.get("batch")
-    if bt and "skipped" not in bt:
         per = bt["total_s"] / bt["stored"] * 1e9
         met = bt["total_s"] <= 600 or bt["stored"] < 10**9
-        out.append(f"* Batch mode costs {per:.0f} ns per streamed fingerprint "
+        out.append(f"* Batch mode costs {per:.0f} ns of wall clock per streamed fingerprint "
+                   f"({bt.get('cpu_s', 0) / bt['stored'] * 1e9:.0f} ns of CPU, {bt.get('threads', '?')} threads) "
                    + ("(target met). " if met else f"(**target missed**: {bt['total_s']:.0f} s > 600 s). ")
-                   + "`probe_stream` does, per stored fingerprint and table, one directory read and one bucket "
-                   "scan at a random place of the query tables (4 tables + directories of "
-                   f"{bt['queries']:,} queries: {(bt['queries'] * 32 + 4 * 8 * 2**16) / 2**20:.0f} MiB, beyond "
-                   "L2 and about the size of the shared L3); with 10^6 queries the buckets hold ~15 entries, "
-                   "so that is ~60 popcounts plus ~8 cache misses per stored fingerprint. Measured separately "
-                   "with throwaway kernels (not in the repository), on 2-4 x 10^6 stored: the same loop that only "
-                   "counts matches ran 2-3x faster than `probe_stream` (75-100 vs 220-350 ns per stored "
-                   "fingerprint with 1,000 cache-resident queries; ~1.1 vs 2.5-3.3 µs with 10^6 queries), so "
-                   "the output handling in the loop costs as much as the probing; and a blocked, partitioned "
-                   "join (per block of 2^20 stored and per table: permute, counting-sort on the top 16 bits, "
-                   "then join bucket by bucket with the query table, both sides cache-resident) ran 4-5x faster "
-                   "than `probe_stream` (200 vs 1,050 ns at 10^5 queries; 875 vs 4,170 ns at 10^6) with the "
-                   "same matches. That would bring 10^6 x 10^9 to ~15 minutes on one loaded core; the 4 tables "
-                   "are independent, so 2 processes would halve it.")
+                   + "`batch_join` builds the 4 tables on the distinct query values and joins the stored set "
+                   "block by block (2^20 fingerprints): per table, permute the block, counting-sort it on the "
+                   "tables' 16 bucket bits, then walk both sides bucket by bucket, so the query bucket "
+                   f"(~{bt['queries'] / 2**16:,.0f} entries with {bt['queries']:,} queries) stays in L1 while the "
+                   "stored bucket streams past; blocks run on threads (the compiled join releases the GIL). "
+                   "The first version probed the query tables at a random place per stored fingerprint and "
+                   "table (a cache miss each): 4,506 s for the same run, ~9x slower per fingerprint on "
+                   "2^22 stored (about 3,000 vs 330 ns).")
     ins = results.get("inserts")
     if ins and ins["base"] in by_n and "neardup PermutedIndex" in by_n[ins["base"]]["methods"]:
         nd = by_n[ins["base"]]["methods"]["neardup PermutedIndex"]
@@ -1122,32 +1018,31 @@ def notes(results: dict[str, Any]) -> list[str]:
                f"(p99 {ins['optimized_p99_us']:.1f})." if "optimize_s" in ins else "")
         out.append(f"* After {ins['inserts']:,} inserts the index has levels {ins['levels']} plus a delta of "
                    f"{ins['delta']:,}; query p50 goes from {nd['p50_us']:.1f} µs (one level, in the online table) to "
-                   f"{ins['after_p50_us']:.1f} µs.{opt} Every level is a separate numba call (11 arguments "
-                   "type-checked by the dispatcher) with its own result arrays and concatenation, and the delta "
-                   "is a brute-force scan; one kernel call over all levels would cut the per-level overhead.")
-    small = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in sorted(by_n.items())
-             if "neardup PermutedIndex" in o["methods"] and o["methods"]["neardup PermutedIndex"]["bytes_per_fp"] > 40.5]
-    if small:
-        out.append("* The bytes per fingerprint above 40 (4 tables x 8 + ids 8) are the bucket directories, "
-                   "4 x (2^d + 1) offsets of 8 bytes with d capped at 16 by the 16-bit leading blocks: "
-                   + ", ".join(f"{o['bytes_per_fp'] - 40:.1f} B/fp at N = {n:,}" for n, o in small)
-                   + ". From N = 10^7 on they are < 0.3 B/fp, so the 32-bytes target is missed there only by "
-                   "them; 4-byte offsets (int32 up to 2^31 entries) would halve them.")
-    p99 = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in sorted(by_n.items())
-           if "neardup PermutedIndex" in o["methods"]]
-    bds = [(n, nd["breakdown"]) for n, nd in p99 if nd.get("breakdown") and "skipped" not in nd["breakdown"]]
+                   f"{ins['after_p50_us']:.1f} µs.{opt} Each level is one compiled call (about 2 µs of dispatch) "
+                   "plus its bucket scans, and the delta is a brute-force scan of up to 4,096 values.")
+    sizes = [(n, o["methods"]["neardup PermutedIndex"]) for n, o in sorted(by_n.items())
+             if "neardup PermutedIndex" in o["methods"]]
+    if sizes:
+        out.append("* Bytes per fingerprint: 4 tables x 8 bytes (one of them is the fingerprints themselves, "
+                   "sorted) + 4 bytes of id (ids are stored as uint32 when every id of a level is below 2^32, "
+                   "as store row ids are, else int64) + the bucket directories, 4 x (2^d + 1) uint32 offsets: "
+                   + ", ".join(f"{o['bytes_per_fp'] - 36:.2f} B/fp of directory at N = {n:,}" for n, o in sizes)
+                   + ". So 28 bytes plus the directories beyond the fingerprint; with int64 ids it would be 32 plus "
+                   "the directories.")
+    bds = [(n, nd["breakdown"]) for n, nd in sizes if nd.get("breakdown") and "skipped" not in nd["breakdown"]]
     if bds:
         out.append("* Where single-query time goes (one extra pass each; p50 / p99 µs): "
-                   + "; ".join(f"N = {n:,}: kernel `search_ids` called directly {b['kernel']['p50_us']:.1f} / "
-                               f"{b['kernel']['p99_us']:.1f}, `search_arrays` {b['search_arrays']['p50_us']:.1f} / "
-                               f"{b['search_arrays']['p99_us']:.1f}, `search` {b['search']['p50_us']:.1f} / "
-                               f"{b['search']['p99_us']:.1f}" for n, b in bds)
-                   + ". The Python around the kernel (`search` wraps the query in an array, goes through "
-                   "`search_arrays`: per-level dispatch, 3 concatenations; then a set and a sort of tuples) is "
-                   "a large part of p50 and p99; a one-query fast path (one level, no delta: call the kernel, "
-                   "build the list from its arrays) would take most of it. What remains is the kernel: 4 "
-                   "bucket scans (" + ", ".join(f"~{4 * n / 2**16:,.0f} entries in all at N = {n:,}" for n, _ in bds)
-                   + ") plus a few cache misses, and numba's argument dispatch.")
+                   + "; ".join(f"N = {n:,}: the compiled calls alone (`_probe`, preallocated buffer) "
+                               f"{b['kernel']['p50_us']:.1f} / {b['kernel']['p99_us']:.1f}, `search` "
+                               f"{b['search']['p50_us']:.1f} / {b['search']['p99_us']:.1f}, the batch path "
+                               f"`search_arrays` on one query {b['search_arrays']['p50_us']:.1f} / "
+                               f"{b['search_arrays']['p99_us']:.1f}" for n, b in bds)
+                   + ". `search` calls one compiled function per level with the query as a plain int and a "
+                   "result buffer (no arrays to box: each returned array costs about a microsecond, a "
+                   "`numpy.uint64` argument more than an int); what remains is the 4 bucket scans ("
+                   + ", ".join(f"~{4 * n / 2**16:,.0f} entries in all at N = {n:,}" for n, _ in bds)
+                   + "), a few cache misses, and numba's argument dispatch.")
+    p99 = sizes
     if p99:
         out.append("* Batch vs one by one: `search_arrays` on 10,000 queries costs "
                    + ", ".join(f"{1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,} ({nd['p50_us'] * nd['batch_qps'] / 1e6:.1f}x "
