@@ -91,7 +91,11 @@ class Verdict:
         return self.status in ("exact", "near")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # every field is a scalar: a shallow copy (dataclasses.asdict deep-copies, ~10x slower)
+        return {name: getattr(self, name) for name in _VERDICT_FIELDS}
+
+
+_VERDICT_FIELDS = tuple(Verdict.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -448,7 +452,11 @@ class Detector:
         """:meth:`check` for a fingerprint computed elsewhere (same spec required)."""
         self._check_spec(fp)
         url = validate_url(url)
-        self._sync()
+        with self.store.reading():
+            self._sync()
+            return self._check_synced(url, fp)
+
+    def _check_synced(self, url: str, fp: Fingerprint) -> Verdict:
         own = self.store.page_by_url(url)
         decision = self._decide(url, fp)
         status, match, distance = decision.status, decision.match, decision.distance
@@ -496,13 +504,16 @@ class Detector:
         ['new', 'error']
         """
         out: list[Verdict] = []
-        for url, fp in items:
-            try:
-                out.append(self.check_fingerprint(url, fp))
-            except NeardupError as exc:
-                if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
-                    raise
-                out.append(Verdict(status="error", url=str(url), error=str(exc)))
+        with self.store.reading():  # one connection and one look at the change log for the batch
+            self._sync()
+            for url, fp in items:
+                try:
+                    self._check_spec(fp)
+                    out.append(self._check_synced(validate_url(url), fp))
+                except NeardupError as exc:
+                    if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
+                        raise
+                    out.append(Verdict(status="error", url=str(url), error=str(exc)))
         return out
 
     def add_fingerprints(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from neardup.errors import StoreError, StoreLockedError
@@ -141,24 +141,47 @@ class PostgresStore(SQLStore):
             raise StoreError(f"store {self.path}: {exc}") from None
 
     @contextmanager
-    def _connection_tx(self, isolation: str | None, lock: bool) -> Iterator[None]:
+    def reading(self) -> Iterator[None]:
+        """Pin one pooled connection to this thread for a block of reads (autocommit, no
+        transaction); transactions opened inside use it."""
         if getattr(self._local, "conn", None) is not None:
             yield
             return
+        try:
+            cm = self._pool.connection(timeout=self.timeout)
+            conn = cm.__enter__()
+        except Exception as exc:  # pool timeouts
+            raise StoreError(f"store {self.path}: {exc}") from None
+        self._local.conn, self._local.in_tx = conn, False
+        try:
+            yield
+        except BaseException as exc:
+            self._local.conn = None
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._local.conn = None
+        cm.__exit__(None, None, None)
+
+    @contextmanager
+    def _connection_tx(self, isolation: str | None, lock: bool) -> Iterator[None]:
+        pinned = getattr(self._local, "conn", None)
+        if pinned is not None and getattr(self._local, "in_tx", False):
+            yield  # joins the transaction already open
+            return
         psycopg = self._psycopg
         try:
-            with self._pool.connection(timeout=self.timeout) as conn:
+            with (nullcontext(pinned) if pinned is not None else self._pool.connection(timeout=self.timeout)) as conn:
                 with conn.transaction():
                     if isolation:
                         conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
                     if lock:
                         conn.execute(f"SET LOCAL lock_timeout = '{int(self.timeout * 1000)}ms'")
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-                    self._local.conn = conn
+                    self._local.conn, self._local.in_tx = conn, True
                     try:
                         yield
                     finally:
-                        self._local.conn = None
+                        self._local.conn, self._local.in_tx = pinned, False
         except psycopg.errors.LockNotAvailable as exc:
             raise StoreLockedError(f"store {self.path}: another writer held the lock for over {self.timeout} s") from exc
         except psycopg.Error as exc:

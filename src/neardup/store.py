@@ -23,7 +23,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,11 @@ class SQLStore:
 
     def transaction(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def reading(self) -> Any:
+        """Several reads on one connection (no transaction): a pooled store checks one out for
+        the whole block instead of one per query. Here, a no-op."""
+        return nullcontext()
 
     def close(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

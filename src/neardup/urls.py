@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 from neardup.errors import URLError
@@ -15,6 +16,7 @@ from neardup.errors import URLError
 SCHEMES = ("http", "https", "file", "ftp")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
 MAX_URL_LENGTH = 8192
+_BAD_CHAR = re.compile(r"[\s\x00-\x1f]")  # \s is str.isspace's set
 
 
 def validate_url(url: str) -> str:
@@ -26,7 +28,7 @@ def validate_url(url: str) -> str:
         raise URLError("URL is empty")
     if len(url) > MAX_URL_LENGTH:
         raise URLError(f"URL is {len(url)} characters long, over the {MAX_URL_LENGTH} limit")
-    if any(c.isspace() or ord(c) < 32 for c in url):
+    if _BAD_CHAR.search(url):
         raise URLError(f"URL contains whitespace or control characters: {url[:200]!r}")
     try:
         parts = urlsplit(url)
