@@ -39,6 +39,18 @@ def permute_one(v, src, dst, masks):
     return out
 
 
+@njit(cache=True, inline="always")
+def owned_by(x, t, leads):
+    """Whether table ``t`` reports a pair whose XOR (original bit order) is ``x``: it is the
+    first table whose leading blocks the pair shares in full."""
+    if x & leads[t] != U64(0):
+        return False
+    for t2 in range(t):
+        if x & leads[t2] == U64(0):
+            return False
+    return True
+
+
 @njit(cache=True)
 def permute_many(values, src, dst, masks):
     out = np.empty(values.shape[0], dtype=np.uint64)
@@ -144,14 +156,7 @@ def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, k, chunk, tmp, s
                         if pc > kk:
                             continue
                         x = permute_one(s ^ q, dst[t], src[t], masks)  # the XOR in the original order
-                        if x & leads[t] != U64(0):
-                            continue
-                        first = True
-                        for t2 in range(t):
-                            if x & leads[t2] == U64(0):
-                                first = False
-                                break
-                        if not first:
+                        if not owned_by(x, t, leads):
                             continue
                         if c >= qv.shape[0]:
                             qv = _grow(qv, c + 1)
@@ -168,70 +173,24 @@ def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, k, chunk, tmp, s
 @njit(cache=True)
 def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
     """All (query index, id, stored value, distance) with distance <= k for a batch of
-    queries: each table is probed at the query's bucket; each match is reported once,
-    already resolved to ids.
-
-    A match is reported by the first table whose leading blocks it shares in full with the
-    query (``leads[t]``: those bits in the original order); a layout is exact precisely when
-    such a table exists for every match, and it then holds the match in the probed bucket.
-    Returns (query index, id, stored value, distance)."""
-    n_tables = tables.shape[0]
-    shift = U64(64 - d)
-    base = tables[ident]
-    n = base.shape[0]
-    qidx = np.empty(16, dtype=np.int64)
-    out_ids = np.empty(16, dtype=np.int64)
-    out_vals = np.empty(16, dtype=np.uint64)
-    dist = np.empty(16, dtype=np.int64)
+    queries: :func:`probe_one` per query, results gathered into arrays."""
+    out = np.empty((3, 64), dtype=np.int64)
+    qidx = np.empty(64, dtype=np.int64)
     c = 0
-    kk = U64(k)
     for qi in range(queries.shape[0]):
-        q = queries[qi]
-        for t in range(n_tables):
-            qp = permute_one(q, src[t], dst[t], masks)
-            key = np.int64(qp >> shift)
-            lo = dirs[t, key]
-            hi = dirs[t, key + 1]
-            row = tables[t]
-            for i in range(lo, hi):
-                if i > lo and row[i] == row[i - 1]:
-                    continue  # the same value stored again: all its ids were emitted below
-                pc = popcount64(row[i] ^ qp)
-                if pc > kk:
-                    continue
-                v = permute_one(row[i], dst[t], src[t], masks)
-                x = v ^ q
-                if x & leads[t] != U64(0):
-                    continue
-                first = True
-                for t2 in range(t):
-                    if x & leads[t2] == U64(0):
-                        first = False
-                        break
-                if not first:
-                    continue
-                # binary search v in the identity table, then every id stored with it
-                a = 0
-                b = n
-                while a < b:
-                    m = (a + b) >> 1
-                    if base[m] < v:
-                        a = m + 1
-                    else:
-                        b = m
-                while a < n and base[a] == v:
-                    if c >= out_ids.shape[0]:
-                        qidx = _grow(qidx, c + 1)
-                        out_ids = _grow(out_ids, c + 1)
-                        out_vals = _grow(out_vals, c + 1)
-                        dist = _grow(dist, c + 1)
-                    qidx[c] = qi
-                    out_ids[c] = ids[a]
-                    out_vals[c] = v
-                    dist[c] = np.int64(pc)
-                    c += 1
-                    a += 1
-    return qidx[:c], out_ids[:c], out_vals[:c], dist[:c]
+        c_new = probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, queries[qi], k, out, c)
+        if c_new > out.shape[1]:
+            bigger = np.empty((3, max(c_new, 2 * out.shape[1])), dtype=np.int64)
+            bigger[:, :c] = out[:, :c]
+            out = bigger
+            c_new = probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, queries[qi], k, out, c)
+        qidx = _grow(qidx, c_new)
+        qidx[c:c_new] = qi
+        c = c_new
+    vals = np.empty(c, dtype=np.uint64)
+    for i in range(c):
+        vals[i] = U64(out[1, i])
+    return qidx[:c], out[0, :c].copy(), vals, out[2, :c].copy()
 
 
 @njit(cache=True)
@@ -239,8 +198,14 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c)
     """One query against one level, for the online path: appends (id, value, distance) rows
     to ``out`` (3 x capacity, int64; values as their int64 bit pattern) from row ``c`` on and
     returns the new row count. Rows past the capacity are counted, not written: the caller
-    grows ``out`` and asks again. Same matches, same rule as :func:`search_ids`; the point is
-    the call itself: scalar query, no result arrays to box (each costs about a microsecond)."""
+    grows ``out`` and asks again. A scalar query and no result arrays to box (each costs
+    about a microsecond): the online path's call.
+
+    A match is reported by the first table whose leading blocks it shares in full with the
+    query (``leads[t]``: those bits in the original order); a layout is exact precisely when
+    such a table exists for every match, and it then holds the match in the probed bucket.
+    Equal stored values sit side by side in a bucket: the first one emits every id stored
+    with that value (binary search in the identity table), the others are skipped."""
     q = U64(q)
     n_tables = tables.shape[0]
     shift = U64(64 - d)
@@ -262,14 +227,7 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c)
                 continue
             v = permute_one(row[i], dst[t], src[t], masks)
             x = v ^ q
-            if x & leads[t] != U64(0):
-                continue
-            first = True
-            for t2 in range(t):
-                if x & leads[t2] == U64(0):
-                    first = False
-                    break
-            if not first:
+            if not owned_by(x, t, leads):
                 continue
             a = 0
             b = n
@@ -329,14 +287,7 @@ def join_values(sorted_perm, dirs_row, k, t, src, dst, masks, leads):
                 a = permute_one(pi, dst[t], src[t], masks)
                 b = permute_one(sorted_perm[j], dst[t], src[t], masks)
                 x = a ^ b
-                if x & leads[t] != U64(0):
-                    continue
-                first = True
-                for t2 in range(t):
-                    if x & leads[t2] == U64(0):
-                        first = False
-                        break
-                if not first:
+                if not owned_by(x, t, leads):
                     continue
                 if c >= va.shape[0]:
                     va = _grow(va, c + 1)
