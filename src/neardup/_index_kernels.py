@@ -31,6 +31,26 @@ def popcount64(typingctx, x):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+@intrinsic
+def prefetch(typingctx, arr, idx):  # type: ignore[no-untyped-def]
+    """LLVM prefetch (read, keep in all cache levels) of ``arr[idx]``'s cache line: a hint,
+    never a fault, whatever the index."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [i8p], fnty)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, inline="always")
 def permute_one(v, src, dst, masks):
     out = U64(0)
@@ -213,11 +233,25 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c)
     n = base.shape[0]
     cap = out.shape[1]
     kk = U64(k)
+    # all bucket bounds first: independent loads the CPU overlaps (one table after the
+    # other, each directory miss would wait for the previous bucket's scan)
+    los = np.empty(n_tables, dtype=np.int64)
+    his = np.empty(n_tables, dtype=np.int64)
+    qps = np.empty(n_tables, dtype=np.uint64)
     for t in range(n_tables):
         qp = permute_one(q, src[t], dst[t], masks)
         key = np.int64(qp >> shift)
-        lo = dirs[t, key]
-        hi = dirs[t, key + 1]
+        qps[t] = qp
+        los[t] = dirs[t, key]
+        his[t] = dirs[t, key + 1]
+    for t in range(n_tables):  # ask for every bucket's cache lines at once
+        row = tables[t]
+        for i in range(los[t], his[t], 8):
+            prefetch(row, i)
+    for t in range(n_tables):
+        qp = qps[t]
+        lo = los[t]
+        hi = his[t]
         row = tables[t]
         for i in range(lo, hi):
             if i > lo and row[i] == row[i - 1]:
@@ -229,8 +263,10 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c)
             x = v ^ q
             if not owned_by(x, t, leads):
                 continue
-            a = 0
-            b = n
+            # the identity table is sorted on the value itself: search only v's bucket
+            vkey = np.int64(v >> shift)
+            a = np.int64(dirs[ident, vkey])
+            b = np.int64(dirs[ident, vkey + 1])
             while a < b:
                 m = (a + b) >> 1
                 if base[m] < v:
