@@ -188,7 +188,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(db: Path, port: int) -> subprocess.Popen:
+def _start_server(db: Path | str, port: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "neardup.cli", "serve", "--db", str(db), "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 60
@@ -204,8 +204,11 @@ def _start_server(db: Path, port: int) -> subprocess.Popen:
     raise RuntimeError("server did not start")
 
 
-def test_client_against_a_real_server_and_kill_9(tmp_path):
-    db = tmp_path / "svc.db"
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
+    """Every add the server acknowledged before a SIGKILL is stored and indexed after a
+    restart, on the embedded store and on the shared PostgreSQL one."""
+    db = tmp_path / "svc.db" if backend == "sqlite" else request.getfixturevalue("pg_dsn")
     port = _free_port()
     proc = _start_server(db, port)
     acknowledged: list[str] = []
