@@ -50,7 +50,19 @@ def test_store_contract(store_target):
         assert det.store.get_meta("spec") == det.config.spec
         first, last = det.store.change_bounds()
         assert last >= first >= 1
-        assert det.expire(older_than=60) == 1
+        # lookup: bounds, the page at the URL, the page with the digest (the URL's own first)
+        w = det.add("https://b.example/2", " ".join(f"w{i}" for i in range(300)), fetched_at=1001.0)
+        assert w.status == "exact"
+        rec_b = det.page(w.page_id)
+        got = det.store.lookup("https://b.example/2", rec.digest)
+        assert got[:2] == det.store.change_bounds()
+        assert got[2] == rec_b and got[3] == rec_b  # prefers the page at the URL itself
+        none = det.store.lookup("https://nowhere.example/", None)
+        assert none[2:] == (None, None)
+        assert det.store.lookup("https://nowhere.example/", rec.digest)[3] == rec  # else the oldest
+        det.store.lookup("https://x.example/'; DROP TABLE pages; --", "zz")  # parameters, not SQL
+        assert det.stats()["pages"] == 2
+        assert det.expire(older_than=60) == 2
         assert det.stats()["pages"] == 0 and len(det.index) == 0
 
 

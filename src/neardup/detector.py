@@ -96,6 +96,7 @@ class Verdict:
 
 
 _VERDICT_FIELDS = tuple(Verdict.__dataclass_fields__)
+_FETCH = object()  # "not read yet" for arguments where None means "read, nothing there"
 
 
 @dataclass(frozen=True)
@@ -260,10 +261,11 @@ class Detector:
             sigs = np.frombuffer(b"".join(blobs), dtype="<u4").reshape(len(ids), -1).astype(np.uint32)
             self.lsh.add_many(ids.tolist(), sigs, sizes.tolist())
 
-    def _sync(self) -> None:
+    def _sync(self, bounds: tuple[int, int] | None = None) -> None:
         """Replay the changes other processes logged since our last look (or rebuild when
-        the log was pruned past our position)."""
-        first, last = self.store.change_bounds()
+        the log was pruned past our position). ``bounds``: the change log's (first, last),
+        when the caller has just read them."""
+        first, last = bounds if bounds is not None else self.store.change_bounds()
         if last == self._seq:
             return
         if last < self._seq or (first > self._seq + 1 and first != 0):
@@ -453,12 +455,14 @@ class Detector:
         self._check_spec(fp)
         url = validate_url(url)
         with self.store.reading():
-            self._sync()
-            return self._check_synced(url, fp)
+            first, last, own, same = self.store.lookup(url, None if fp.empty else fp.digest)
+            self._sync((first, last))
+            return self._check_synced(url, fp, own, same)
 
-    def _check_synced(self, url: str, fp: Fingerprint) -> Verdict:
-        own = self.store.page_by_url(url)
-        decision = self._decide(url, fp)
+    def _check_synced(self, url: str, fp: Fingerprint, own: PageRecord | None, same: PageRecord | None) -> Verdict:
+        """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
+        with the same digest (:meth:`SQLStore.lookup`), with the index already in sync."""
+        decision = self._decide(url, fp, same)
         status, match, distance = decision.status, decision.match, decision.distance
         base = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
                     page_id=own.id if own else None, method=decision.method, score=decision.score)
@@ -509,7 +513,9 @@ class Detector:
             for url, fp in items:
                 try:
                     self._check_spec(fp)
-                    out.append(self._check_synced(validate_url(url), fp))
+                    url = validate_url(url)
+                    _, _, own, same = self.store.lookup(url, None if fp.empty else fp.digest)
+                    out.append(self._check_synced(url, fp, own, same))
                 except NeardupError as exc:
                     if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
                         raise
@@ -592,12 +598,14 @@ class Detector:
         if fp.spec != self.config.spec:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
 
-    def _decide(self, url: str, fp: Fingerprint) -> _Decision:
+    def _decide(self, url: str, fp: Fingerprint, same: Any = _FETCH) -> _Decision:
         """empty -> exact (digest) -> near (SimHash <= k and/or MinHash >= threshold, the
-        best match first) -> partial (containment) -> new."""
+        best match first) -> partial (containment) -> new. ``same``: the page with the
+        same digest when the caller has read it (:meth:`SQLStore.lookup`), else fetched."""
         if fp.empty:
             return _Decision("empty")
-        same = self.store.page_by_digest(fp.digest, prefer_url=url)
+        if same is _FETCH:
+            same = self.store.page_by_digest(fp.digest, prefer_url=url)
         if same is not None:
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None

@@ -199,6 +199,30 @@ class SQLStore:
         ).fetchone()
         return self._record(row) if row else None
 
+    def lookup(self, url: str, digest: str | None) -> tuple[int, int, PageRecord | None, PageRecord | None]:
+        """What a check reads, in one statement (one round trip to a database server, one
+        consistent view): the change log's bounds, the page stored at ``url`` and
+        :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest)."""
+        cols = ", ".join(PAGE_COLUMNS)
+        nulls = ", ".join(["NULL"] * len(PAGE_COLUMNS))
+        rows = self._exec(
+            f"SELECT 0, (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes), {nulls} "
+            f"UNION ALL SELECT 1, NULL, NULL, {cols} FROM pages WHERE url=? "
+            f"UNION ALL SELECT 2, NULL, NULL, * FROM (SELECT {cols} FROM pages WHERE digest=? AND status != 'empty' "
+            "ORDER BY (url = ?) DESC, id LIMIT 1) AS same_digest",
+            (url, digest, url),
+        ).fetchall()
+        first = last = 0
+        own = same = None
+        for row in rows:
+            if row[0] == 0:
+                first, last = int(row[1] or 0), int(row[2] or 0)
+            elif row[0] == 1:
+                own = self._record(row[3:])
+            else:
+                same = self._record(row[3:])
+        return first, last, own, same
+
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
         rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE cluster_id=? ORDER BY id",
                           (cluster_id,)).fetchall()
