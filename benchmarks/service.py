@@ -1211,8 +1211,9 @@ def findings(summary: dict[str, Any]) -> list[str]:
     if prof and prof.get("sqlite_share") is not None:
         out.append(f"Under cProfile (which inflates Python-level calls; {prof['checks']:,} checks on the SQLite store), "
                    f"`Detector.check_fingerprint` spends {prof['sqlite_share'] * 100:.0f}% of its time in SQLite calls "
-                   f"({prof['sqlite_queries_per_check']:.1f} queries per check: the change-log bounds, the page by URL and "
-                   f"by digest on every check, plus the candidates and the cluster of a match), {prof['validate_url_share'] * 100:.0f}% validating the URL and "
+                   f"({prof['sqlite_queries_per_check']:.1f} statements per check: one `SQLStore.lookup` reading the "
+                   "change-log bounds, the page at the URL and the page with the digest, plus the candidates and the "
+                   f"cluster of a match), {prof['validate_url_share'] * 100:.0f}% validating the URL and "
                    f"{(prof['index_search_share'] or 0) * 100:.0f}% in the index search.")
 
     # 3. the best single-check rate against what the cores allow
@@ -1299,10 +1300,12 @@ def findings(summary: dict[str, Any]) -> list[str]:
                        f"{rb['server_cpu_ms_per_req']:.3f} ms of server CPU + {rb['pg_cpu_ms_per_req']:.3f} ms of PostgreSQL "
                        f"vs {ra['server_cpu_ms_per_req']:.3f} ms on SQLite ({fmt(rb['rps'], 0)}/s vs {fmt(ra['rps'], 0)}/s "
                        f"at {where(ra)}): "
-                       "every check runs at least three store queries (the change-log bounds that keep the index current, "
-                       "the page by URL and the page by digest), each a loopback round trip to PostgreSQL"
-                       + (f". A batch (`Detector.check_fingerprints`) looks at the change log once, on one pooled "
-                          "connection, but still queries the page by URL and by digest for each fingerprint: a batched "
+                       "every check makes at least one loopback round trip to PostgreSQL (`SQLStore.lookup`: the "
+                       "change-log bounds that keep the index current, the page at the URL and the page with the digest, "
+                       "in one statement) on a connection checked out of the pool, plus one per candidate and for the "
+                       "cluster of a match, and psycopg's per-statement cost in Python"
+                       + (f". A batch (`Detector.check_fingerprints`) checks out one connection and syncs the index once, "
+                          "then runs one lookup per fingerprint: a batched "
                           f"fingerprint costs {bb['server_cpu_ms_per_req'] / batch:.3f} ms of server CPU + "
                           f"{bb['pg_cpu_ms_per_req'] / batch:.3f} ms of PostgreSQL vs "
                           f"{ba['server_cpu_ms_per_req'] / batch:.3f} ms on SQLite"
