@@ -202,11 +202,6 @@ class _Level:
             dirs[t] = K.build_directory(tables[t], d)
         return cls(tables, _narrow(dirs), _narrow(np.ascontiguousarray(ids[order])), d, uuid.uuid4().hex[:12])
 
-    def ids_of(self, ident: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each value, the positions range in the identity table (left, right)."""
-        row = self.tables[ident]
-        return np.searchsorted(row, values, "left"), np.searchsorted(row, values, "right")
-
 
 class PermutedIndex:
     """Online exact Hamming index over 64-bit fingerprints with permuted tables.
@@ -612,7 +607,9 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
     level = _Level.build(layout, perm, uniq, np.arange(uniq.shape[0], dtype=np.int64))
     leads = layout.lead_masks()
     src, dst, masks = perm
-    n_threads = max(1, threads or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n_threads = max(1, threads)
     scratch: list[list[np.ndarray]] = []
 
     def join(slot: int, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -633,7 +630,7 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
                     while len(scratch) <= slot:
                         scratch.append([np.empty(0, dtype=np.uint64)] * 3 + [np.empty((1 << level.d) + 1, dtype=np.int64)])
                     if scratch[slot][0].shape[0] < part.shape[0]:
-                        size = min(block, max(part.shape[0], chunk.shape[0]))
+                        size = part.shape[0]  # = block, except for short chunks
                         scratch[slot][:3] = [np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64),
                                              np.empty(size, dtype=np.uint32)]
                     jobs.append((lo, pool.submit(join, slot, part)))
