@@ -321,6 +321,19 @@ def _masks64(buf, i):
 
 
 @njit(cache=True, inline="always")
+def _emit_sep(out, o, sep):
+    """Write the separator pending before the next text (1: a space, 2: a newline) at
+    ``out[o]``; returns the new output position."""
+    if sep == 1:
+        out[o] = 32
+        return o + 1
+    if sep == 2:
+        out[o] = 10
+        return o + 1
+    return o
+
+
+@njit(cache=True, inline="always")
 def _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts):
     """Close the word being read at byte ``i``: it becomes token ``t``."""
     wend[nw] = i
@@ -377,12 +390,7 @@ def _scan(buf, table):
             shifted = (wm << U64(1)) | (U64(1) if in_word else U64(0))
             starts = wm & ~shifted
             ends = ~wm & shifted & lm
-            if sep == 1:
-                out[o] = 32
-                o += 1
-            elif sep == 2:
-                out[o] = 10
-                o += 1
+            o = _emit_sep(out, o, sep)
             for q in range(0, 64, 8):  # copy 64 bytes, keep f
                 _store8(out, o + q, _load8(buf, i + q))
             trail = np.int64((bm >> U64(f - 1)) & U64(1))  # a final blank is owed, not written
@@ -425,12 +433,7 @@ def _scan(buf, table):
                     if line_has_text and sep == 0:
                         sep = 1
                 else:
-                    if sep == 1:
-                        out[o] = 32
-                        o += 1
-                    elif sep == 2:
-                        out[o] = 10
-                        o += 1
+                    o = _emit_sep(out, o, sep)
                     sep = 0
                     line_has_text = True
                     out[o] = b
@@ -452,12 +455,7 @@ def _scan(buf, table):
             cls = _char_class(cp, table)
             if cls != 1:
                 if not in_word:
-                    if sep == 1:
-                        out[o] = 32
-                        o += 1
-                    elif sep == 2:
-                        out[o] = 10
-                        o += 1
+                    o = _emit_sep(out, o, sep)
                     sep = 0
                 line_has_text = True
                 for j in range(ln):
@@ -485,12 +483,7 @@ def _scan(buf, table):
         inline = not in_word
         h = FNV_OFFSET
         if inline:
-            if sep == 1:
-                out[o] = 32
-                o += 1
-            elif sep == 2:
-                out[o] = 10
-                o += 1
+            o = _emit_sep(out, o, sep)
             sep = 0
         line_has_text = True
         prev_char_token = False
