@@ -18,6 +18,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+from faults import Boom, explode_on_cluster_update
 
 import neardup
 from neardup import ConfigError, Detector, FingerprintConfig, Page, SpecMismatchError
@@ -555,17 +556,6 @@ def test_containment_estimate():
 
 # -- rollback keeps the LSH in step ------------------------------------------------------------
 
-class Boom(RuntimeError):
-    pass
-
-
-def _explode_on_cluster_update(det: Detector, monkeypatch) -> None:
-    def boom(*args, **kwargs):
-        raise Boom("simulated failure in the middle of a write")
-
-    monkeypatch.setattr(det.store, "set_cluster", boom)
-
-
 def _lsh_matches_store(det: Detector) -> None:
     ids, blobs, _ = det.store.signatures()
     assert len(det.lsh) == len(ids)
@@ -579,7 +569,7 @@ def _failing_writes(det: Detector, sample_pages, monkeypatch, stored_url: str) -
     teas, debt = sample_pages["newyorker-teas-2019"], sample_pages["politico-student-debt-2022"]
     nikki19 = sample_pages["nytimes-nikki-haley-2019"]
     with monkeypatch.context() as m:
-        _explode_on_cluster_update(det, m)
+        explode_on_cluster_update(det, m)
         with pytest.raises(Boom):
             det.add(stored_url, teas.content)
         with pytest.raises(Boom):
@@ -630,7 +620,7 @@ def test_failed_add_then_reopen_is_consistent(tmp_path, sample_pages, monkeypatc
         first = det.add(nikki.url, nikki.content)
         det.add(sample_pages["cnbc-cybersecurity-2019"].url, sample_pages["cnbc-cybersecurity-2019"].content)
         with monkeypatch.context() as m:
-            _explode_on_cluster_update(det, m)
+            explode_on_cluster_update(det, m)
             with pytest.raises(Boom):
                 det.add(nikki.url, teas.content)
         det.add(sample_pages["politico-student-debt-2022"].url, sample_pages["politico-student-debt-2022"].content)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import neardup
 from neardup import Detector, StoreError
 from neardup.postgres import PostgresStore, redact
 

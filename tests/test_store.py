@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from faults import Boom, explode_on_cluster_update
 
 import neardup
 from neardup import Detector, Page, SQLiteStore, StoreError, StoreLockedError
@@ -237,24 +238,13 @@ def test_locked_store_raises_store_locked_error(tmp_path):
 
 # -- all or nothing ---------------------------------------------------------------------------
 
-class Boom(RuntimeError):
-    pass
-
-
-def _explode_on_cluster_update(det: Detector, monkeypatch) -> None:
-    def boom(*args, **kwargs):
-        raise Boom("simulated failure in the middle of a write")
-
-    monkeypatch.setattr(det.store, "set_cluster", boom)
-
-
 def test_failed_add_writes_nothing(tmp_path, monkeypatch):
     path = tmp_path / "s.db"
     with Detector.open(path) as det:
         det.add(*page("npr-dylann-roof-2016"))
         before = (det.stats(), det.store.page_count(), det.store.cluster_count())
         with monkeypatch.context() as m:
-            _explode_on_cluster_update(det, m)
+            explode_on_cluster_update(det, m)
             with pytest.raises(Boom):
                 det.add(*page("newyorker-teas-2019"))
             with pytest.raises(Boom):
@@ -295,7 +285,7 @@ def test_failed_add_leaves_the_index_consistent(monkeypatch):
     det = Detector()
     first = det.add(*page("nytimes-nikki-haley-2018"))
     with monkeypatch.context() as m:
-        _explode_on_cluster_update(det, m)
+        explode_on_cluster_update(det, m)
         # re-fetch of the same URL with other content, rolled back
         with pytest.raises(Boom):
             det.add(page("nytimes-nikki-haley-2018")[0], page("newyorker-teas-2019")[1])
@@ -321,7 +311,7 @@ def test_failed_add_then_reopen_is_consistent(tmp_path, monkeypatch):
     with Detector.open(path) as det:
         first = det.add(*page("nytimes-nikki-haley-2018"))
         with monkeypatch.context() as m:
-            _explode_on_cluster_update(det, m)
+            explode_on_cluster_update(det, m)
             with pytest.raises(Boom):
                 det.add(page("nytimes-nikki-haley-2018")[0], page("newyorker-teas-2019")[1])
         det.add(*page("politico-student-debt-2022"))
