@@ -55,7 +55,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import pwd
 import random
 import shutil
 import signal
@@ -76,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _docs import replace_section
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -226,44 +226,19 @@ class PgServer:
 
 @contextmanager
 def pg_server(fsync: bool) -> Iterator[PgServer]:
+    """``NEARDUP_BENCH_PG``, or a throwaway server started like the tests' (tests/pgserver.py)."""
     existing = os.environ.get("NEARDUP_BENCH_PG")
     if existing:
         yield PgServer(existing, None, None)
         return
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    import pgserver
 
-    def find(name: str) -> str | None:
-        import glob
-
-        found = shutil.which(name)
-        cands = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-        return found or (cands[-1] if cands else None)
-
-    initdb, pg_ctl = find("initdb"), find("pg_ctl")
-    if not initdb or not pg_ctl:
+    if not pgserver.installed():
         raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl); set NEARDUP_BENCH_PG or use --stores sqlite")
-    base = tempfile.mkdtemp(prefix="neardup-bench-pg-")
-    data = os.path.join(base, "data")
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-        user = pwd.getpwnam("postgres")
-        os.chown(base, user.pw_uid, user.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run([*prefix, initdb, "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8"]
-                   + ([] if fsync else ["--no-sync"]), check=True, capture_output=True, env=env)
-    opts = (f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200 "
-            f"-c fsync={'on' if fsync else 'off'}")
-    subprocess.run([*prefix, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "-t", "60", "start"],
-                   check=True, capture_output=True, env=env)
-    try:
+    with pgserver.throwaway_server(fsync=fsync, max_connections=200) as (dsn, data):
         postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
-        yield PgServer(f"postgresql://postgres@127.0.0.1:{port}/postgres", postmaster, fsync)
-    finally:
-        subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "fast", "-w", "stop"], capture_output=True, env=env, check=False)
-        shutil.rmtree(base, ignore_errors=True)
+        yield PgServer(dsn, postmaster, fsync)
 
 
 # -- the corpus and the synthetic fingerprints ----------------------------------------------------
@@ -1149,15 +1124,7 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
               + (" (target 0 errors: met)." if sus and all(s["errors"] == 0 for s in sus) else
                  " (target 0 errors: **not met**)." if sus else "."), ""]
     lines += ["### Findings", ""] + [f"- {f}" for f in summary["findings"]] + ["", END]
-    section = "\n".join(lines) + "\n"
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"  # re-read right before writing
-    if START in text and END in text:
-        before, rest = text.split(START, 1)
-        after = rest.split(END, 1)[1]
-        text = before + section.rstrip("\n") + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text, encoding="utf-8")
+    replace_section(DOC, START, END, "\n".join(lines))
     log(f"wrote the service section of {DOC}")
 
 

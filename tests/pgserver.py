@@ -40,11 +40,20 @@ def _free_port() -> int:
 
 @contextmanager
 def postgres_server() -> Iterator[str]:
-    """Yield the DSN of a fresh server (maintenance database ``postgres``)."""
+    """Yield the DSN of a fresh server (maintenance database ``postgres``), or of
+    ``$NEARDUP_TEST_PG``."""
     existing = os.environ.get("NEARDUP_TEST_PG")
     if existing:
         yield existing
         return
+    with throwaway_server() as (dsn, _):
+        yield dsn
+
+
+@contextmanager
+def throwaway_server(*, fsync: bool = False, max_connections: int = 100) -> Iterator[tuple[str, str]]:
+    """Start a server in a temporary directory; yield (DSN, data directory); stop and delete
+    it at the end. ``fsync`` off by default (tests); ``benchmarks/service.py`` turns it on."""
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if not initdb or not pg_ctl:
         raise RuntimeError("PostgreSQL is not installed (initdb/pg_ctl not found); run .ci/run or apt-get install postgresql")
@@ -57,13 +66,14 @@ def postgres_server() -> Iterator[str]:
         prefix = ["runuser", "-u", "postgres", "--"]
     port = _free_port()
     env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run([*prefix, initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"],
-                   check=True, capture_output=True, env=env)
-    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+    subprocess.run([*prefix, initdb, "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8"]
+                   + ([] if fsync else ["--no-sync"]), check=True, capture_output=True, env=env)
+    opts = (f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'} "
+            f"-c max_connections={max_connections}")
     subprocess.run([*prefix, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "-t", "60", "start"],
                    check=True, capture_output=True, env=env)
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres", data
     finally:
         subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], capture_output=True, env=env)
         shutil.rmtree(base, ignore_errors=True)
