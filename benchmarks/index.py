@@ -51,6 +51,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _docs import replace_section  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -454,7 +455,6 @@ def cold_queries(pdir: Path, qlist: list[int], expected: list[Any]) -> dict[str,
     lat, _, res = timed_calls(lambda x: idx.search(x, K), qlist)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults0
     st = percentiles(lat)
-    del idx
     return {"queries": len(qlist), "open_s": open_s, "p50_us": st["p50_us"], "p99_us": st["p99_us"],
             "mean_us": st["mean_us"], "major_faults_per_query": faults / max(1, len(qlist)),
             "results_equal": res == expected}
@@ -937,8 +937,7 @@ def render(results: dict[str, Any]) -> str:
          "(per-pass p50/p99 in the JSON), brute force and SimhashIndex: one pass. Every timed pass runs with "
          "Python's cyclic garbage collector paused, as `timeit` does: the pass keeps its 10,000 results for the "
          "exactness check, and with the collector on, those retained lists make it walk the heap every few "
-         "hundred queries, which puts it into p99 (measured at N = 10^6: `search` p99 20-28 µs keeping the "
-         "results with the collector on, 9 µs not keeping them, 12-15 µs keeping them with it paused). "
+         "hundred queries, which puts it into p99 (a caller that does not keep results has no such cost). "
          "Bytes/fp (arrays) is "
          "`nbytes() / N`; RSS Δ is the resident-set growth across the build (freed heap trimmed before "
          "and after, glibc mmap threshold fixed at 128 KiB); peak extra is the high-water mark "
@@ -1137,20 +1136,13 @@ def notes(results: dict[str, Any]) -> list[str]:
     dup = results.get("duplicates")
     if (dup and not dup["ok"]) or any(reps.values()):
         worst = max(dup["rows"], key=lambda r: r["copies"]) if dup else None
-        out.append("* **Bug: duplicate fingerprints are reported once per copy, per copy.** "
-                   "`_index_kernels.search_ids` scans the probed bucket and, for every entry within distance k, "
-                   "binary-searches the identity table and emits *every* id stored with that value; a value "
-                   "stored m times sits m times in the bucket, so each of its ids comes out m times "
-                   "(m² rows). `search_arrays` therefore breaks its \"unique\" promise "
-                   + (f"(repeated rows above: {', '.join(f'{v} at N = {n:,}' for n, v in reps.items() if v)}; the "
-                      "random data has a few values stored twice) " if any(reps.values()) else "")
-                   + "and `search` (which de-duplicates afterwards) pays the m² cost"
-                   + (f": m = {worst['copies']:,} copies give {worst['search_arrays_rows']:,} rows and "
-                      f"{worst['search_ms']:.0f} ms for one query" if worst else "")
-                   + ". Found outside this script: 4,096 copies took 11.7 s for one `search` (16.8 M rows) "
-                   "and 20,000 copies were killed for memory. Answers stay exact (the sets are right). Fix: "
-                   "in `search_ids`, skip an entry equal to the previous one in the bucket "
-                   "(`if i > lo and row[i] == row[i - 1]: continue`; sorted tables keep equal values adjacent).")
+        out.append("* **Regression: duplicate fingerprints come out more than once.** A value stored m times sits "
+                   "m times in a bucket; `_index_kernels.probe_one` must emit its ids once (it skips an entry "
+                   "equal to the previous one) or a query costs m² rows"
+                   + (f" (repeated `search_arrays` rows above: "
+                      f"{', '.join(f'{v} at N = {n:,}' for n, v in reps.items() if v)})" if any(reps.values()) else "")
+                   + (f"; m = {worst['copies']:,} copies gave {worst['search_arrays_rows']:,} rows and "
+                      f"{worst['search_ms']:.0f} ms for one query" if worst else "") + ".")
     bt = results.get("batch")
     if bt and "skipped" not in bt:
         per = bt["total_s"] / bt["stored"] * 1e9
@@ -1164,8 +1156,8 @@ def notes(results: dict[str, Any]) -> list[str]:
                    f"(~{bt['queries'] / 2**16:,.0f} entries with {bt['queries']:,} queries) stays in L1 while the "
                    "stored bucket streams past; blocks run on threads (the compiled join releases the GIL). "
                    "The first version probed the query tables at a random place per stored fingerprint and "
-                   "table (a cache miss each): 4,506 s for the same run, ~9x slower per fingerprint on "
-                   "2^22 stored (about 3,000 vs 330 ns).")
+                   "table (a cache miss each) and took 4,506 s for this run (the 2026-11-29 section of this "
+                   "file, in git history).")
     ins = results.get("inserts")
     if ins and ins["base"] in by_n and "neardup PermutedIndex" in by_n[ins["base"]]["methods"]:
         nd = by_n[ins["base"]]["methods"]["neardup PermutedIndex"]
@@ -1193,15 +1185,14 @@ def notes(results: dict[str, Any]) -> list[str]:
                                f"`search_arrays` on one query {b['search_arrays']['p50_us']:.1f} / "
                                f"{b['search_arrays']['p99_us']:.1f}" for n, b in bds)
                    + ". `search` calls one compiled function per level with the query as a plain int and a "
-                   "result buffer (no arrays to box: each returned array costs about a microsecond, a "
-                   "`numpy.uint64` argument more than an int); what remains is the 4 bucket scans ("
+                   "result buffer (no result arrays to box, no `numpy.uint64` argument to type); what remains "
+                   "is the 4 bucket scans ("
                    + ", ".join(f"~{4 * n / 2**16:,.0f} entries in all at N = {n:,}" for n, _ in bds)
                    + "), a few cache misses, and numba's argument dispatch.")
-    p99 = sizes
-    if p99:
+    if sizes:
         out.append("* Batch vs one by one: `search_arrays` on 10,000 queries costs "
                    + ", ".join(f"{1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,} ({nd['p50_us'] * nd['batch_qps'] / 1e6:.1f}x "
-                               "below the single-query p50)" for n, nd in p99)
+                               "below the single-query p50)" for n, nd in sizes)
                    + ". Wall-clock and CPU-time p99 columns that agree mean the tail is not the process being "
                    "descheduled; where they differ "
                    "(the peers' rows in particular), the machine's other work is in the wall-clock figure.")
@@ -1274,21 +1265,6 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                  "met": fmt(bt["total_s"] <= 600) if ok else "n/a", "key": "batch_1e6_vs_1e9_s",
                  "value": bt["total_s"] if ok else None})
     return rows
-
-
-def write_doc(path: Path, section: str) -> None:
-    block = f"{DOC_START}\n{section.rstrip()}\n{DOC_END}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text() if path.exists() else ""  # re-read right before writing
-    if DOC_START in text and DOC_END in text and text.index(DOC_START) < text.index(DOC_END):
-        head, rest = text.split(DOC_START, 1)
-        tail = rest.split(DOC_END, 1)[1]
-        new = head + block + tail
-    else:
-        new = text + ("" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")) + block + "\n"
-    tmp = path.with_name(f".{path.name}.index.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
@@ -1396,7 +1372,7 @@ def main(argv: list[str] | None = None) -> int:
         results["targets"] = targets(results)
         doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
         if doc:
-            write_doc(Path(doc), render(results))
+            replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{render(results).rstrip()}\n{DOC_END}")
             log(f"wrote the index section of {doc}")
         print(json.dumps(summary(results)))
         return 0
@@ -1462,7 +1438,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1, default=str))
     if doc:
-        write_doc(Path(doc), render(results))
+        replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{render(results).rstrip()}\n{DOC_END}")
         log(f"wrote the index section of {doc}")
     else:
         print(render(results), file=sys.stderr)

@@ -61,6 +61,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _docs import replace_section, table  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
@@ -497,13 +498,6 @@ def fmt(x: float | None, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = (0,)) -> list[str]:
-    align = ["---" if i in text_columns else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return lines
-
-
 def sig_table(rows: list[dict[str, Any]], ref: float) -> list[str]:
     out = []
     for r in rows:
@@ -628,20 +622,6 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers (append the markers when absent); other sections of
-    the file are left as they are. The file is re-read right before writing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in current and END in current and current.index(START) < current.index(END):
-        before, rest = current.split(START, 1)
-        after = rest.split(END, 1)[1]
-        new = before + section + after
-    else:
-        new = current.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(new, encoding="utf-8")
-
-
 # --------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------
@@ -719,7 +699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
     if write_doc:
-        write_section(DOC, render(res))
+        replace_section(DOC, START, END, render(res))
         log(f"wrote the minhash section of {DOC}")
     log(f"done in {res['seconds']:.0f} s")
     print(json.dumps(summary))

@@ -308,17 +308,19 @@ def extract_pages(corpus: Path, pages: Sequence[str], extractor: str, cache_dir:
 
 @dataclass(frozen=True)
 class PageFingerprints:
-    """Fingerprint fields of every page, as arrays indexed like ``index``."""
+    """Fingerprint fields of every page, as arrays indexed like ``index``; ``signatures``
+    (pages x num_perm, uint32) when the config has MinHash."""
 
     index: dict[str, int]
     simhash: list[int]
     digest: list[str]
     tokens: np.ndarray
     empty: np.ndarray
+    signatures: np.ndarray | None = None
 
 
 def fingerprint_pages(texts: dict[str, str], config: FingerprintConfig) -> PageFingerprints:
-    """Fingerprint every extracted text with ``config``."""
+    """Fingerprint (SimHash, and MinHash when configured) every extracted text with ``config``."""
     pages = sorted(texts)
     fps = [fingerprint_text(texts[p], config) for p in pages]
     return PageFingerprints(
@@ -327,6 +329,7 @@ def fingerprint_pages(texts: dict[str, str], config: FingerprintConfig) -> PageF
         digest=[f.digest for f in fps],
         tokens=np.array([f.tokens for f in fps], dtype=np.int64),
         empty=np.array([f.empty for f in fps], dtype=bool),
+        signatures=np.stack([f.minhash.signature for f in fps]) if config.minhash is not None and fps else None,
     )
 
 
@@ -988,33 +991,8 @@ class JaccardScores:
         return replace(self, simhash_k=k)
 
 
-@dataclass(frozen=True)
-class PageSignatures:
-    """Fingerprint fields and MinHash signatures of every page."""
-
-    index: dict[str, int]
-    signatures: np.ndarray  # (pages, num_perm) uint32
-    simhash: list[int]
-    digest: list[str]
-    tokens: np.ndarray
-    empty: np.ndarray
-
-
-def sign_pages(texts: dict[str, str], config: FingerprintConfig) -> PageSignatures:
-    """Fingerprint (SimHash + MinHash) every extracted text with ``config``."""
-    pages = sorted(texts)
-    fps = [fingerprint_text(texts[p], config) for p in pages]
-    return PageSignatures(
-        index={p: i for i, p in enumerate(pages)},
-        signatures=np.stack([f.minhash.signature for f in fps]),
-        simhash=[f.simhash for f in fps],
-        digest=[f.digest for f in fps],
-        tokens=np.array([f.tokens for f in fps], dtype=np.int64),
-        empty=np.array([f.empty for f in fps], dtype=bool),
-    )
-
-
-def score_jaccard(pairs: Sequence[Pair], sigs: PageSignatures) -> JaccardScores:
+def score_jaccard(pairs: Sequence[Pair], sigs: PageFingerprints) -> JaccardScores:
+    assert sigs.signatures is not None, "fingerprint_pages with a MinHash config"
     ia = np.array([sigs.index[p.a] for p in pairs], dtype=np.int64)
     ib = np.array([sigs.index[p.b] for p in pairs], dtype=np.int64)
     est = np.empty(len(pairs))
@@ -1069,7 +1047,7 @@ def evaluate_minhash(sets: PairSets, masks: Masks, extraction: Extraction, schem
     """Sign all pages with one feature set and score ``minhash`` and ``both`` at every t."""
     config = FingerprintConfig(extractor=extraction.extractor, min_tokens=DEFAULT_MIN_TOKENS,
                                minhash=MinHashConfig(features=scheme.features))
-    sigs = sign_pages(extraction.texts, config)
+    sigs = fingerprint_pages(extraction.texts, config)
     labelled = score_jaccard(sets.labelled, sigs)
     hard = score_jaccard(sets.hard, sigs)
     ts = (MINHASH_MARGIN_T, *MINHASH_THRESHOLDS)
