@@ -4,6 +4,11 @@
   ``examples/sample/urls.tsv``), keyed by file stem (``"cnbc-cybersecurity-2019"``).
 * ``corpus``: path of the shared third-party corpus (``../shared/corpus`` next to the
   repository, or ``$NEARDUP_CORPUS``); tests that use it are skipped when it is absent.
+
+Hypothesis runs deterministically (profile ``neardup``: derandomized, no example
+database), so the test command passes or fails the same way on every run and machine.
+Failures it ever found are kept in the tests as explicit ``@example`` cases. For an
+exploratory run with fresh random inputs: ``HYPOTHESIS_PROFILE=explore pytest ...``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("neardup", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "neardup"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = ROOT / "examples" / "sample"

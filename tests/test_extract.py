@@ -590,3 +590,109 @@ def test_garbage_markup_yields_fingerprint():
         fp = fingerprint(junk)
         assert isinstance(fp, neardup.Fingerprint)
         assert len(fp.digest) == 64
+
+
+# --------------------------------------------------------------------------- hostile input (issue 11)
+
+
+def cnbc_article(sample_pages) -> tuple[bytes, str]:
+    """The CNBC sample page and one sentence of its article."""
+    sentence = "The aggressive tactics come as the cybersecurity market expands dramatically"
+    return sample_pages[ARTICLE].content.decode("utf-8", "replace").encode("utf-8"), sentence
+
+
+@pytest.mark.parametrize("text", ["hello <P", "<P", "a <pizza> and <pre", "x < p > y", "1 <a b"])
+def test_text_with_a_stray_angle_bracket_is_plain_text(text):
+    from neardup.extract import looks_like_html
+
+    assert not looks_like_html(text)
+    ext = extract_main_content(text)
+    assert not ext.is_html and ext.text == text
+    assert fingerprint("hello <P").text == "hello <p"
+
+
+@pytest.mark.parametrize("text", ["<p>x</p>", "<P CLASS=a>x", "<br/>", "<!doctype html><title>t</title>",
+                                  "hi <a href='/x'>there</a>"])
+def test_complete_tags_are_html(text):
+    from neardup.extract import looks_like_html
+
+    assert looks_like_html(text) and looks_like_html(text.encode())
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_lone_surrogates_in_str_input(sample_pages, extractor):
+    content, sentence = cnbc_article(sample_pages)
+    html = content.decode("utf-8").replace("<body", "<body data-x='\ud800'", 1)
+    html = html.replace(sentence, "\udfff " + sentence, 1)
+    ext = extract_main_content(html, extractor=extractor)
+    assert sentence in flat(ext.text)
+    ext.text.encode("utf-8")  # no surrogate left
+    assert not fingerprint(html, config=FingerprintConfig(extractor=extractor)).empty
+
+
+@pytest.mark.parametrize("charset", ["undefined", "punycode", "idna", "unicode_escape", "base64", "rot13",
+                                     "zlib", "hex", "x" * 300, "utf-8\x00", "../../etc"])
+def test_bogus_charsets_are_ignored(sample_pages, charset):
+    content, sentence = cnbc_article(sample_pages)
+    ext = extract_main_content(content, headers={"Content-Type": f"text/html; charset={charset}"})
+    assert sentence in flat(ext.text)
+    ext = extract_main_content(content.replace(b"<head>", f'<head><meta charset="{charset}">'.encode(), 1))
+    assert sentence in flat(ext.text)
+
+
+def test_utf7_lone_surrogate_is_replaced():
+    # UTF-7 can encode a lone surrogate: the decoded page must still be parseable
+    page = b"<html><body><p>before +2AA- after</p></body></html>"
+    for extractor in EXTRACTORS:
+        ext = extract_main_content(page, headers={"Content-Type": "text/html; charset=utf-7"}, extractor=extractor)
+        assert "before \ufffd after" in ext.text, extractor
+
+
+def nested(content: bytes, depth: int) -> str:
+    """The page with everything in its <body> wrapped in ``depth`` nested <div>s."""
+    html = content.decode("utf-8")
+    start = html.index(">", html.index("<body")) + 1
+    end = html.rindex("</body>")
+    return html[:start] + "<div>" * depth + html[start:end] + "</div>" * depth + html[end:]
+
+
+def test_accurate_falls_back_on_deep_nesting(sample_pages):
+    # lxml stops below 256 levels: trafilatura returned nothing for such pages
+    content, sentence = cnbc_article(sample_pages)
+    ok = extract_main_content(nested(content, 100), extractor="accurate")
+    assert ok.extractor == "accurate" and ok.fallback is None and sentence in flat(ok.text)
+    deep = extract_main_content(nested(content, 400), extractor="accurate")
+    assert deep.extractor == "fast" and "nested over" in deep.fallback
+    assert sentence in flat(deep.text)
+
+
+@pytest.mark.parametrize("depth", [10_000, 40_000])
+def test_fast_extractor_depth_budget(sample_pages, depth):
+    # the main-content pass is quadratic in nesting (10k levels took 2 s, 40k over 40 s)
+    content, sentence = cnbc_article(sample_pages)
+    for extractor in ("fast", "accurate"):
+        ext = extract_main_content(nested(content, depth), extractor=extractor)
+        assert ext.extractor == "full" and "levels deep" in ext.fallback
+        assert sentence in flat(ext.text)
+
+
+def test_huge_text_node_is_not_silently_empty():
+    body = ("word " * 2_100_000).strip()  # 10.5 MB in one text node: over lxml's limit
+    page = f"<html><head><title>big</title></head><body><p>{body}</p></body></html>"
+    ext = extract_main_content(page, extractor="accurate")
+    assert ext.extractor == "fast" and "text node" in ext.fallback
+    assert len(ext.text) == len(body)
+
+
+def test_many_elements_skip_trafilatura():
+    page = "<html><body>" + "<p></p>" * 200_000 + "<p>" + "some words " * 20 + "</p></body></html>"
+    ext = extract_main_content(page, extractor="accurate")
+    assert ext.extractor == "fast" and "elements" in ext.fallback
+    assert "some words" in ext.text
+
+
+def test_real_pages_use_the_extractor_asked_for(sample_pages):
+    for page in sample_pages.values():
+        for extractor in EXTRACTORS:
+            ext = extract_main_content(page.content, page.url, extractor=extractor)
+            assert ext.extractor == extractor and ext.fallback is None, (page.name, extractor)

@@ -8,13 +8,13 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import neardup
 from neardup import ConfigError, FeatureConfig, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup import _kernels as K
 from neardup.detector import DEFAULT_K
-from neardup.extract import extract_main_content
+from neardup.extract import extract_main_content, looks_like_html
 from neardup.fingerprint import DEFAULT_CONFIG, SPEC_VERSION, fingerprint_text
 from neardup.normalize import normalize_text
 
@@ -147,12 +147,17 @@ def test_hamming_accepts_fingerprints_and_ints(t1, t2):
 
 @SETTINGS
 @given(any_text)
+@example("<P")  # found by Hypothesis: "hello <P" was taken for HTML and came back empty
+@example("hello <P")
+@example("a <pizza> b <a")
 def test_digest_is_sha256_of_normalised_text(text):
     fp = fingerprint_text(text)
     norm = normalize_text(text)
     assert fp.digest == hashlib.sha256(fp.normalized).hexdigest()
     assert fp.digest == hashlib.sha256(norm.encode("utf-8")).hexdigest()
     assert fp.text == norm and fp.length == len(norm.encode("utf-8"))
+    if looks_like_html(text):  # a complete tag such as <p>: extracted, not this property
+        return
     plain = fingerprint(text)  # plain text str input: not extracted, only NUL characters dropped
     ref = fingerprint_text(text.replace("\x00", ""))
     assert plain.digest == ref.digest and plain.simhash == ref.simhash

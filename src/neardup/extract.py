@@ -20,6 +20,7 @@ same parse in every mode.
 
 from __future__ import annotations
 
+import codecs
 import html as html_lib
 import re
 from collections.abc import Mapping
@@ -35,6 +36,20 @@ from neardup.errors import ConfigError, InputError
 
 EXTRACTORS = ("fast", "accurate", "full")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+# Work budgets. Hostile or broken pages get a safe extractor instead of a hang or a silently
+# empty text (the page records which extractor ran and why: ExtractedPage.fallback):
+# * lxml (under trafilatura) stops reading below 256 levels of nesting and drops text nodes
+#   of 10,000,000 bytes or more, so "accurate" would return nothing for such pages, and it
+#   spends ~25 µs per element (a million empty <p> took 24 s): above these the page goes
+#   to Resiliparse;
+# * Resiliparse's main-content pass costs about elements x depth (10,000 nested <div> took
+#   2 s, a million elements 250 levels deep 54 s): above MAIN_CONTENT_WORK the page gets
+#   all its visible text ("full", linear: 0.4 s for that page).
+ACCURATE_MAX_DEPTH = 240
+ACCURATE_MAX_ELEMENTS = 100_000
+ACCURATE_MAX_TEXT_RUN = 9_000_000
+MAIN_CONTENT_WORK = 10_000_000
 
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"%PDF", "PDF"),
@@ -53,8 +68,12 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
 )
 _NON_TEXT_TYPES = ("image/", "audio/", "video/", "font/", "application/pdf", "application/zip",
                    "application/octet-stream", "application/x-", "application/vnd.")
-_HTML_SNIFF = re.compile(rb"<\s*(!doctype\s+html|html|head|body|div|p|article|meta|title|table|span|a\s)",
-                         re.IGNORECASE)
+# HTML is a complete tag of a common element (``<p>``, ``<div class="x">``, ``<br/>``) or an
+# HTML doctype: "hello <P" or "a <pizza" is text, not markup
+_HTML_TAGS = (rb"html|head|body|div|p|article|section|main|header|footer|nav|aside|meta|link|title|script|"
+              rb"style|table|tr|td|th|span|a|br|hr|img|ul|ol|li|h[1-6]|pre|blockquote|form|iframe|b|i|em|"
+              rb"strong|font|center")
+_HTML_SNIFF = re.compile(rb"<(?:!doctype\s+html[^<>]*|(?:" + _HTML_TAGS + rb")(?:\s[^<>]*)?/?)>", re.IGNORECASE)
 _CONTROL_BYTES = bytes([b for b in range(32) if (b < 9 or 13 < b < 32) and b != 0x1B])  # ESC: ISO-2022
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.IGNORECASE)
 _HEADING_OPEN = re.compile(r"<h[1-6][^>]*>\s*", re.IGNORECASE)
@@ -72,6 +91,8 @@ class ExtractedPage:
     language: str | None = None
     encoding: str | None = None
     is_html: bool = True
+    extractor: str | None = None  # the extractor that ran (None for plain text)
+    fallback: str | None = None  # why it is not the one asked for (a budget was exceeded)
 
 
 def header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -123,36 +144,71 @@ def check_binary(data: bytes, content_type: str | None = None, charset: str | No
             raise InputError("binary content (control bytes) is not HTML or text")
 
 
+# codecs that Python knows but that are not a page's character set: decoding with them
+# raises odd errors (``undefined``) or turns bytes into something else (``punycode``,
+# ``unicode_escape`` makes lone surrogates out of "\\ud800")
+_NOT_CHARSETS = frozenset({"undefined", "punycode", "idna", "unicode_escape", "raw_unicode_escape",
+                           "unicode_internal", "mbcs", "oem", "palmos"})
+
+
+def _codec(name: str | None) -> str | None:
+    """The Python codec for a declared charset, or None when it is unknown or not a text
+    encoding (``base64``, ``rot13``, ``undefined``, ``punycode``...)."""
+    if not name or len(name) > 64:
+        return None
+    try:
+        info = codecs.lookup(name)
+    except (LookupError, ValueError, TypeError):
+        return None
+    if not getattr(info, "_is_text_encoding", True) or info.name.replace("-", "_") in _NOT_CHARSETS:
+        return None
+    return info.name
+
+
+def _decode_with(data: bytes, encoding: str, errors: str = "strict") -> str | None:
+    """``data.decode(encoding)``, or None when the codec refuses (any codec error)."""
+    try:
+        return data.decode(encoding, errors)
+    except (UnicodeError, LookupError, ValueError, TypeError, OverflowError):
+        return None
+
+
 def decode(data: bytes, headers: Mapping[str, str] | None = None) -> tuple[str, str]:
     r"""Decode page bytes: a BOM, else the HTTP charset, else valid UTF-8, else the
     ``<meta charset>``, else detection (uchardet). Returns ``(text, encoding)``;
-    undecodable bytes are dropped, never fatal.
+    undecodable bytes are dropped, never fatal, and a declared charset that is not a text
+    encoding (``undefined``, ``punycode``, ``base64``...) is ignored.
 
     >>> decode("Trump’s".encode())[0], decode(b"caf\xe9", {"Content-Type": "text/html; charset=latin-1"})[0]
     ('Trump’s', 'café')
+    >>> decode(b"caf\xc3\xa9", {"Content-Type": "text/html; charset=undefined"})
+    ('café', 'utf-8')
     """
     bom = _bom_encoding(data)
     if bom:
         name = "utf-8" if bom == "utf-8-sig" else bom  # report the charset, not the codec
-        try:
-            return data.decode(bom), name
-        except UnicodeDecodeError:
-            return data.decode(bom, "replace"), name
+        text = _decode_with(data, bom)
+        return (text if text is not None else data.decode(bom, "replace")), name
     declared = _declared_charset(headers)
-    if declared:
+    codec = _codec(declared)
+    if codec:
+        text = _decode_with(data, codec)
+        if text is not None:
+            return text, declared or codec
+    text = _decode_with(data, "utf-8")
+    if text is not None:
+        return text, "utf-8"
+    try:
+        encoding = detect_encoding(data, from_html_meta=True)
+    except Exception:  # noqa: BLE001 - a detector failure only means "no idea"
+        encoding = None
+    codec = _codec(encoding)
+    if codec:
         try:
-            return data.decode(declared), declared
-        except (LookupError, UnicodeDecodeError):
+            return bytes_to_str(data, codec), encoding or codec
+        except Exception:  # noqa: BLE001 - fall through to lossy UTF-8
             pass
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    encoding = detect_encoding(data, from_html_meta=True)
-    try:
-        return bytes_to_str(data, encoding), encoding
-    except (LookupError, UnicodeError):
-        return data.decode("utf-8", "replace"), "utf-8"
+    return data.decode("utf-8", "replace"), "utf-8"
 
 
 def looks_like_html(data: bytes | str, content_type: str | None = None) -> bool:
@@ -238,6 +294,72 @@ def _trafilatura_page(html: str, url: str | None) -> tuple[str, str | None, str 
     return _markdown_structure_only(out or ""), title, (str(hrefs[0]) if hrefs else None)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(text: str) -> str:
+    """``text`` with lone surrogates (not Unicode scalar values: no parser or database can
+    encode them) replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _start_tags(text: str) -> int:
+    """Upper bound on the number of elements (start tags, comments, doctypes)."""
+    return text.count("<") - text.count("</") + 8  # + implied html/head/body/tbody...
+
+
+def _deeper_than(tree: HTMLTree, depth: int) -> bool:
+    """True when some element of ``tree`` has more than ``depth`` element ancestors
+    (``html`` is at depth 1). One compiled selector pass, about elements x min(depth,
+    real depth) steps."""
+    doc = tree.document
+    if doc is None or depth < 1:
+        return doc is not None
+    return doc.query_selector(" > ".join(["*"] * (depth + 1))) is not None
+
+
+def _longest_text_run(text: str) -> int:
+    """Length of the longest stretch without a '<' (an upper bound on a text node)."""
+    longest = pos = 0
+    n = len(text)
+    while pos < n:
+        nxt = text.find("<", pos)
+        if nxt < 0:
+            nxt = n
+        longest = max(longest, nxt - pos)
+        pos = nxt + 1
+    return longest
+
+
+def _accurate_refusal(text: str, tree: HTMLTree | None) -> str | None:
+    """Why trafilatura cannot extract this page faithfully (None when it can)."""
+    elements = _start_tags(text)
+    if elements > ACCURATE_MAX_ELEMENTS:
+        return f"over {ACCURATE_MAX_ELEMENTS:,} elements"
+    if len(text) > ACCURATE_MAX_TEXT_RUN and _longest_text_run(text) > ACCURATE_MAX_TEXT_RUN:
+        return f"a text node over {ACCURATE_MAX_TEXT_RUN:,} characters"
+    if tree is not None and elements > ACCURATE_MAX_DEPTH and _deeper_than(tree, ACCURATE_MAX_DEPTH):
+        return f"nested over {ACCURATE_MAX_DEPTH} levels deep"
+    return None
+
+
+def _main_content_refusal(text: str, tree: HTMLTree) -> str | None:
+    """Why Resiliparse's main-content pass would take too long (None when it will not)."""
+    elements = _start_tags(text)
+    if elements * elements <= MAIN_CONTENT_WORK:
+        return None  # depth <= elements
+    depth = max(1, MAIN_CONTENT_WORK // elements)
+    if _deeper_than(tree, depth):
+        return f"{elements:,} elements nested over {depth} levels deep"
+    return None
+
+
 def extract_main_content(
     content: bytes | str,
     url: str | None = None,
@@ -248,7 +370,10 @@ def extract_main_content(
 ) -> ExtractedPage:
     """Main content of a page as Markdown-like text, with title, canonical link, language.
 
-    Raises :class:`InputError` for binary bodies and pages over ``max_bytes``."""
+    Raises :class:`InputError` for binary bodies, pages over ``max_bytes`` and pages no
+    extractor can read. Pages over a work budget (see ``ACCURATE_MAX_DEPTH`` and
+    ``MAIN_CONTENT_WORK``) are read by a cheaper extractor: ``extractor`` and ``fallback``
+    on the result say which one and why."""
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor {extractor!r}; choose one of {', '.join(EXTRACTORS)}")
     if not isinstance(content, (bytes, bytearray, memoryview, str)):
@@ -268,14 +393,38 @@ def extract_main_content(
         text = text.replace("\x00", "")
     if not looks_like_html(text, ctype):
         return ExtractedPage(text=text, language=_language(text, None), encoding=encoding, is_html=False)
+    text = _without_surrogates(text)
+    try:
+        return _extract_html(text, url, extractor, encoding)
+    except (RecursionError, MemoryError, UnicodeError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, AssertionError, LookupError, OverflowError) as exc:
+        # a bug or limit of a third-party extractor on this page: a typed error naming it
+        raise InputError(f"the {extractor} extractor failed on this page "
+                         f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+
+def _extract_html(text: str, url: str | None, extractor: str, encoding: str | None) -> ExtractedPage:
+    tree: HTMLTree | None = None
+    fallback = None
     if extractor == "accurate":
-        main, title, href = _trafilatura_page(text, url)
-        title = " ".join(title.split()) if title else None
-        return ExtractedPage(
-            text=main, title=title or None, canonical_url=_resolve(href, url),
-            language=_language(main, None), encoding=encoding, is_html=True,
-        )
-    tree = HTMLTree.parse(text)
+        fallback = _accurate_refusal(text, None)
+        if fallback is None and _start_tags(text) > ACCURATE_MAX_DEPTH:
+            tree = HTMLTree.parse(text)
+            fallback = _accurate_refusal(text, tree)
+        if fallback is None:
+            main, title, href = _trafilatura_page(text, url)
+            title = " ".join(title.split()) if title else None
+            return ExtractedPage(
+                text=main, title=title or None, canonical_url=_resolve(href, url),
+                language=_language(main, None), encoding=encoding, is_html=True, extractor="accurate",
+            )
+        extractor, fallback = "fast", f"accurate: {fallback}"
+    if tree is None:
+        tree = HTMLTree.parse(text)
+    if extractor == "fast":
+        refusal = _main_content_refusal(text, tree)
+        if refusal is not None:
+            extractor, fallback = "full", f"{fallback}; fast: {refusal}" if fallback else f"fast: {refusal}"
     title = tree.title.strip() if tree.title else None
     raw = extract_plain_text(
         tree, preserve_formatting="minimal_html", main_content=(extractor == "fast"),
@@ -285,5 +434,6 @@ def extract_main_content(
     main = _minimal_html_to_markdown(raw)
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url),
-        language=_language(main, tree), encoding=encoding, is_html=True,
+        language=_language(main, tree), encoding=encoding, is_html=True, extractor=extractor,
+        fallback=fallback,
     )

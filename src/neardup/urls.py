@@ -30,6 +30,11 @@ def validate_url(url: str) -> str:
         raise URLError(f"URL is {len(url)} characters long, over the {MAX_URL_LENGTH} limit")
     if _BAD_CHAR.search(url):
         raise URLError(f"URL contains whitespace or control characters: {url[:200]!r}")
+    if not url.isascii():
+        try:
+            url.encode("utf-8")
+        except UnicodeEncodeError:
+            raise URLError(f"URL contains a lone surrogate (not valid Unicode): {url[:200]!r}") from None
     try:
         parts = urlsplit(url)
         port = parts.port

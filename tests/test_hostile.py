@@ -1,0 +1,59 @@
+"""Hostile and malformed input through the library: a typed error or a clean verdict, never
+another exception (issue 11). The fuzz harness (benchmarks/fuzz.py) found most of these."""
+
+from __future__ import annotations
+
+import pytest
+
+import neardup
+from neardup import FingerprintConfig
+from neardup.errors import NeardupError, URLError
+from neardup.extract import EXTRACTORS
+from neardup.urls import validate_url
+
+
+@pytest.mark.parametrize("url", ["https://example.com/\ud800", "https://ex\udfffample.com/", "http://a.b/?q=\udc80"])
+def test_url_with_lone_surrogate_is_a_url_error(url):
+    with pytest.raises(URLError, match="surrogate"):
+        validate_url(url)
+
+
+def test_detector_refuses_surrogate_url_and_keeps_going(sample_pages):
+    page = sample_pages["cnbc-cybersecurity-2019"]
+    with neardup.Detector() as det:
+        with pytest.raises(URLError):
+            det.add("https://example.com/\ud800", page.content)
+        verdicts = det.add_many([neardup.Page("https://example.com/\ud800", page.content),
+                                 neardup.Page(page.url, page.content)])
+        assert [v.status for v in verdicts] == ["error", "new"]
+        assert "surrogate" in verdicts[0].error
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_surrogates_everywhere_in_str_html(sample_pages, extractor):
+    html = sample_pages["cnbc-cybersecurity-2019"].content.decode("utf-8", "replace")
+    html = html.replace("<title>", "<title>\ud800", 1).replace('rel="canonical" href="', 'rel="canonical" href="/\udc00', 1)
+    with neardup.Detector(config=FingerprintConfig(extractor=extractor)) as det:
+        verdict = det.add("https://www.cnbc.com/a", html)
+        assert verdict.status == "new"
+        assert "\ud800" not in (verdict.title or "")
+
+
+@pytest.mark.parametrize("charset", ["undefined", "punycode", "idna", "unicode_escape", "utf-7"])
+def test_bogus_charset_header_through_detector(sample_pages, charset):
+    page = sample_pages["cnbc-cybersecurity-2019"]
+    with neardup.Detector() as det:
+        v = det.add(page.url, page.content, {"Content-Type": f"text/html; charset={charset}"})
+        assert v.status == "new"
+
+
+def test_untyped_extractor_failure_becomes_input_error(monkeypatch):
+    import neardup.extract as ex
+
+    def boom(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(ex, "extract_plain_text", boom)
+    with pytest.raises(neardup.InputError, match="fast extractor failed.*RecursionError") as info:
+        neardup.fingerprint("<html><body><p>words</p></body></html>", config=FingerprintConfig(extractor="fast"))
+    assert isinstance(info.value, NeardupError) and "\n" not in str(info.value)
