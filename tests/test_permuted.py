@@ -177,8 +177,12 @@ def test_layout_validation_names_the_problem() -> None:
         Layout(k=1, blocks=(32, 16), tables=((0,),))
     with pytest.raises(ConfigError):
         PermutedIndex(k=4, layout=Layout.combinations(3, 4))
-    assert len(choose_layout(10**9, 3, 40).tables) == 4
-    assert len(choose_layout(10**9, 3, 1000).tables) > 4
+    assert len(choose_layout(10**6, 3, 40).tables) == 4
+    assert len(choose_layout(10**9, 3, 1000).tables) > 4  # memory to spare: more, narrower buckets
+    with pytest.raises(ConfigError, match="not exact for k=3: 2, 1 differing bits"):
+        Layout(k=3, blocks=(32, 32), tables=((0,), (1,)), radii=(1, 0))
+    with pytest.raises(ConfigError, match="one radius"):
+        Layout(k=3, blocks=(32, 32), tables=((0,), (1,)), radii=(1,))
 
 
 def test_detector_reopens_its_saved_index_and_rebuilds_a_stale_one(tmp_path) -> None:

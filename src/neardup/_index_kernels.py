@@ -1,9 +1,17 @@
 """Compiled (numba) loops of the permuted-table index (see :mod:`neardup.permuted`).
 
 A *table* is a sorted uint64 array of permuted fingerprints; its *directory* holds, for every
-value of the top ``d`` permuted bits, where that bucket starts (``2**d + 1`` offsets). A probe
-permutes the query like the table, reads one bucket and keeps the entries whose full Hamming
-distance is at most k; values are un-permuted before they are returned.
+value of the top ``d`` permuted bits (the *key*, inside the table's leading blocks), where that
+bucket starts (``2**d + 1`` offsets). A probe permutes the query like the table and reads the
+buckets of every key within the table's probe radius of the query's key (``pmasks[t, :pcount[t]]``:
+the d-bit masks of weight <= radius, 0 first; radius 0 is Manku's single bucket, radius r is
+multi-index hashing), keeping the entries whose full Hamming distance is at most k; values are
+un-permuted before they are returned.
+
+A pair whose XOR (original bit order) is x is *covered* by table t when x has at most
+``radii[t]`` bits inside the table's leading blocks (``leads[t]``); the probe of a covering
+table always finds it (its key differs in at most that many of the key's bits). Every
+pair is reported by the first covering table only, so nothing comes out twice.
 
 Permutations move whole blocks: block ``b`` (``masks[b]`` wide at bit ``src[b]``) goes to bit
 ``dst[b]``; the inverse swaps ``src`` and ``dst``.
@@ -60,13 +68,13 @@ def permute_one(v, src, dst, masks):
 
 
 @njit(cache=True, inline="always")
-def owned_by(x, t, leads):
+def owned_by(x, t, leads, radii):
     """Whether table ``t`` reports a pair whose XOR (original bit order) is ``x``: it is the
-    first table whose leading blocks the pair shares in full."""
-    if x & leads[t] != U64(0):
+    first table that covers it (at most ``radii[t]`` differing bits in its leading blocks)."""
+    if popcount64(x & leads[t]) > U64(radii[t]):
         return False
     for t2 in range(t):
-        if x & leads[t2] == U64(0):
+        if popcount64(x & leads[t2]) <= U64(radii[t2]):
             return False
     return True
 
@@ -126,25 +134,27 @@ def scan(values, queries, k):
 
 
 @njit(cache=True, nogil=True)
-def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, k, chunk, tmp, sv, spos, counts):
+def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, radii, pmasks, pcount, k,
+                     chunk, tmp, sv, spos, counts, qv, sp_out, dist):
     """Manku's batch mode, cache-friendly: per table, the stored ``chunk`` is permuted and
     counting-sorted on its top ``d`` bits (``tmp``/``sv``/``spos`` are scratch space of the
     chunk's size, ``counts`` of ``2**d + 1``), then joined bucket by bucket with the query
-    table, whose bucket (a few entries) stays in L1 while the stored bucket streams past it.
-    The query tables must hold distinct values. Releases the GIL (callers run blocks in
-    threads).
+    table: each stored bucket meets the query buckets of every key within the table's radius
+    (one, the same key, at radius 0), a few entries that stay in cache while the stored bucket
+    streams past. The query tables must hold distinct values. Releases the GIL (callers run
+    blocks in threads).
 
-    A pair is reported by the first table whose leading blocks it shares (as in
-    :func:`search_ids`), so each (query value, stored position) comes out once. Returns
-    (query value, stored position, distance)."""
+    A pair is reported by the first table that covers it (as in :func:`probe_one`), so each
+    (query value, stored position) comes out once, as a row of ``qv`` (query value),
+    ``sp_out`` (stored position), ``dist``; returns the row count. Rows past their capacity
+    are counted, not written: the caller grows them and joins the block again (no array is
+    reallocated inside the loops, which would slow the pair loop tenfold)."""
     n_tables = qtables.shape[0]
     n = chunk.shape[0]
     n_buckets = np.int64(1) << d
     shift = U64(64 - d)
     kk = U64(k)
-    qv = np.empty(256, dtype=np.uint64)
-    sp_out = np.empty(256, dtype=np.int64)
-    dist = np.empty(256, dtype=np.int64)
+    cap = qv.shape[0]
     c = 0
     for t in range(n_tables):
         counts[:] = 0
@@ -165,45 +175,48 @@ def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, k, chunk, tmp, s
         start = np.int64(0)
         for b in range(n_buckets):
             end = counts[b]
-            qlo = np.int64(qdirs[t, b])
-            qhi = np.int64(qdirs[t, b + 1])
-            if qlo < qhi:
-                for i in range(start, end):
-                    s = sv[i]
-                    for j in range(qlo, qhi):
-                        q = qrow[j]
-                        pc = popcount64(s ^ q)
-                        if pc > kk:
-                            continue
-                        x = permute_one(s ^ q, dst[t], src[t], masks)  # the XOR in the original order
-                        if not owned_by(x, t, leads):
-                            continue
-                        if c >= qv.shape[0]:
-                            qv = _grow(qv, c + 1)
-                            sp_out = _grow(sp_out, c + 1)
-                            dist = _grow(dist, c + 1)
-                        qv[c] = permute_one(q, dst[t], src[t], masks)
-                        sp_out[c] = spos[i]
-                        dist[c] = np.int64(pc)
-                        c += 1
+            if start < end:
+                for pi in range(pcount[t]):
+                    qb = b ^ np.int64(pmasks[t, pi])
+                    qlo = np.int64(qdirs[t, qb])
+                    qhi = np.int64(qdirs[t, qb + 1])
+                    if qlo == qhi:
+                        continue
+                    for i in range(start, end):
+                        s = sv[i]
+                        for j in range(qlo, qhi):
+                            q = qrow[j]
+                            pc = popcount64(s ^ q)
+                            if pc > kk:
+                                continue
+                            x = permute_one(s ^ q, dst[t], src[t], masks)  # the XOR in the original order
+                            if not owned_by(x, t, leads, radii):
+                                continue
+                            if c < cap:
+                                qv[c] = permute_one(q, dst[t], src[t], masks)
+                                sp_out[c] = spos[i]
+                                dist[c] = np.int64(pc)
+                            c += 1
             start = end
-    return qv[:c], sp_out[:c], dist[:c]
+    return c
 
 
 @njit(cache=True)
-def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
+def search_ids(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, ident, ids, queries, k):
     """All (query index, id, stored value, distance) with distance <= k for a batch of
     queries: :func:`probe_one` per query, results gathered into arrays."""
     out = np.empty((3, 64), dtype=np.int64)
     qidx = np.empty(64, dtype=np.int64)
     c = 0
     for qi in range(queries.shape[0]):
-        c_new = probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, queries[qi], k, out, c)
+        c_new = probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, ident, ids,
+                          queries[qi], k, out, c)
         if c_new > out.shape[1]:
             bigger = np.empty((3, max(c_new, 2 * out.shape[1])), dtype=np.int64)
             bigger[:, :c] = out[:, :c]
             out = bigger
-            c_new = probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, queries[qi], k, out, c)
+            c_new = probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, ident, ids,
+                              queries[qi], k, out, c)
         qidx = _grow(qidx, c_new)
         qidx[c:c_new] = qi
         c = c_new
@@ -214,18 +227,20 @@ def search_ids(tables, dirs, d, src, dst, masks, leads, ident, ids, queries, k):
 
 
 @njit(cache=True)
-def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c):
+def probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, ident, ids, q, k, out, c):
     """One query against one level, for the online path: appends (id, value, distance) rows
     to ``out`` (3 x capacity, int64; values as their int64 bit pattern) from row ``c`` on and
     returns the new row count. Rows past the capacity are counted, not written: the caller
     grows ``out`` and asks again. A scalar query and no result arrays to box (each costs
     about a microsecond): the online path's call.
 
-    A match is reported by the first table whose leading blocks it shares in full with the
-    query (``leads[t]``: those bits in the original order); a layout is exact precisely when
-    such a table exists for every match, and it then holds the match in the probed bucket.
-    Equal stored values sit side by side in a bucket: the first one emits every id stored
-    with that value (binary search in the identity table), the others are skipped."""
+    Per table, the buckets of every key within the table's radius of the query's key are
+    read (all bucket bounds first, then the first cache lines of every bucket requested at
+    once, then the scans). A match is reported by the first table that covers it; a layout
+    is exact precisely when such a table exists for every match, and it then holds the match
+    in a probed bucket. Equal stored values sit side by side in a bucket: the first one
+    emits every id stored with that value (binary search in the identity table), the others
+    are skipped."""
     q = U64(q)
     n_tables = tables.shape[0]
     shift = U64(64 - d)
@@ -233,53 +248,69 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, ident, ids, q, k, out, c)
     n = base.shape[0]
     cap = out.shape[1]
     kk = U64(k)
-    # all bucket bounds first: independent loads the CPU overlaps (one table after the
+    total = 0
+    for t in range(n_tables):
+        total += pcount[t]
+    # all bucket bounds first: independent loads the CPU overlaps (one bucket after the
     # other, each directory miss would wait for the previous bucket's scan)
-    los = np.empty(n_tables, dtype=np.int64)
-    his = np.empty(n_tables, dtype=np.int64)
+    los = np.empty(total, dtype=np.int64)
+    his = np.empty(total, dtype=np.int64)
     qps = np.empty(n_tables, dtype=np.uint64)
+    j = 0
     for t in range(n_tables):
         qp = permute_one(q, src[t], dst[t], masks)
         key = np.int64(qp >> shift)
         qps[t] = qp
-        los[t] = dirs[t, key]
-        his[t] = dirs[t, key + 1]
-    for t in range(n_tables):  # ask for every bucket's cache lines at once
+        for pi in range(pcount[t]):
+            kx = key ^ np.int64(pmasks[t, pi])
+            los[j] = dirs[t, kx]
+            his[j] = dirs[t, kx + 1]
+            j += 1
+    j = 0
+    for t in range(n_tables):  # ask for every bucket's first cache lines at once
         row = tables[t]
-        for i in range(los[t], his[t], 8):
-            prefetch(row, i)
+        for pi in range(pcount[t]):
+            lo = los[j]
+            if lo < his[j]:
+                prefetch(row, lo)
+                if lo + 8 < his[j]:
+                    prefetch(row, lo + 8)
+            j += 1
+    j = 0
     for t in range(n_tables):
         qp = qps[t]
-        lo = los[t]
-        hi = his[t]
         row = tables[t]
-        for i in range(lo, hi):
-            if i > lo and row[i] == row[i - 1]:
-                continue
-            pc = popcount64(row[i] ^ qp)
-            if pc > kk:
-                continue
-            v = permute_one(row[i], dst[t], src[t], masks)
-            x = v ^ q
-            if not owned_by(x, t, leads):
-                continue
-            # the identity table is sorted on the value itself: search only v's bucket
-            vkey = np.int64(v >> shift)
-            a = np.int64(dirs[ident, vkey])
-            b = np.int64(dirs[ident, vkey + 1])
-            while a < b:
-                m = (a + b) >> 1
-                if base[m] < v:
-                    a = m + 1
-                else:
-                    b = m
-            while a < n and base[a] == v:
-                if c < cap:
-                    out[0, c] = ids[a]
-                    out[1, c] = np.int64(v)
-                    out[2, c] = np.int64(pc)
-                c += 1
-                a += 1
+        for pi in range(pcount[t]):
+            lo = los[j]
+            hi = his[j]
+            j += 1
+            for i in range(lo, hi):
+                if i > lo and row[i] == row[i - 1]:
+                    continue
+                pc = popcount64(row[i] ^ qp)
+                if pc > kk:
+                    continue
+                v = permute_one(row[i], dst[t], src[t], masks)
+                x = v ^ q
+                if not owned_by(x, t, leads, radii):
+                    continue
+                # the identity table is sorted on the value itself: search only v's bucket
+                vkey = np.int64(v >> shift)
+                a = np.int64(dirs[ident, vkey])
+                b = np.int64(dirs[ident, vkey + 1])
+                while a < b:
+                    m = (a + b) >> 1
+                    if base[m] < v:
+                        a = m + 1
+                    else:
+                        b = m
+                while a < n and base[a] == v:
+                    if c < cap:
+                        out[0, c] = ids[a]
+                        out[1, c] = np.int64(v)
+                        out[2, c] = np.int64(pc)
+                    c += 1
+                    a += 1
     return c
 
 
@@ -301,36 +332,43 @@ def scan_one(values, ids, q, k, out, c):
 
 
 @njit(cache=True)
-def join_values(sorted_perm, dirs_row, k, t, src, dst, masks, leads):
-    """Pairs of distinct values inside one table's buckets with distance <= k, un-permuted,
-    each reported only by the first table whose leading blocks the pair shares (so a pair
-    comes out of exactly one table). Returns (value a, value b, distance)."""
-    va = np.empty(64, dtype=np.uint64)
-    vb = np.empty(64, dtype=np.uint64)
-    dist = np.empty(64, dtype=np.int64)
+def join_values(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, va, vb, dist):
+    """Pairs of distinct values within distance k whose keys (top ``d`` bits) lie within
+    table ``t``'s radius of each other (each pair of buckets visited once, from the smaller
+    key), un-permuted, each reported only by the first table that covers the pair (so a pair
+    comes out of exactly one table): (value a, value b, distance) rows written into ``va``,
+    ``vb``, ``dist``; returns the row count. Rows past their capacity are counted, not
+    written (the caller grows them and asks again): no array is reallocated inside the
+    loops, which keeps the pair loop at about a nanosecond a pair."""
     c = 0
+    cap = va.shape[0]
     kk = U64(k)
-    n_buckets = dirs_row.shape[0] - 1
+    n_buckets = np.int64(1) << d
     for key in range(n_buckets):
-        lo = dirs_row[key]
-        hi = dirs_row[key + 1]
-        for i in range(lo, hi):
-            pi = sorted_perm[i]
-            for j in range(i + 1, hi):
-                pc = popcount64(pi ^ sorted_perm[j])
-                if pc > kk:
-                    continue
-                a = permute_one(pi, dst[t], src[t], masks)
-                b = permute_one(sorted_perm[j], dst[t], src[t], masks)
-                x = a ^ b
-                if not owned_by(x, t, leads):
-                    continue
-                if c >= va.shape[0]:
-                    va = _grow(va, c + 1)
-                    vb = _grow(vb, c + 1)
-                    dist = _grow(dist, c + 1)
-                va[c] = a
-                vb[c] = b
-                dist[c] = np.int64(pc)
-                c += 1
-    return va[:c], vb[:c], dist[:c]
+        lo = np.int64(dirs_row[key])
+        hi = np.int64(dirs_row[key + 1])
+        if lo == hi:
+            continue
+        for pi in range(pcount[t]):
+            key2 = key ^ np.int64(pmasks[t, pi])
+            if key2 < key:
+                continue
+            lo2 = np.int64(dirs_row[key2])
+            hi2 = np.int64(dirs_row[key2 + 1])
+            for i in range(lo, hi):
+                s = sorted_perm[i]
+                first = i + 1 if key2 == key else lo2
+                for j in range(first, hi2):
+                    pc = popcount64(s ^ sorted_perm[j])
+                    if pc > kk:
+                        continue
+                    a = permute_one(s, dst[t], src[t], masks)
+                    b = permute_one(sorted_perm[j], dst[t], src[t], masks)
+                    if not owned_by(a ^ b, t, leads, radii):
+                        continue
+                    if c < cap:
+                        va[c] = a
+                        vb[c] = b
+                        dist[c] = np.int64(pc)
+                    c += 1
+    return c
