@@ -426,8 +426,8 @@ def test_spec_mismatch_exit_3(tmp_path):
 ])
 def test_bad_option_value_exit_2(tmp_path, args):
     r = run("add", "--db", tmp_path / "s.db", *args, "https://x.example/", page_file("newyorker-teas-2019"))
-    assert r.exit_code == 2
-    assert "Error" in r.stderr
+    msg = assert_one_line_error(r, 2)
+    assert "--help" in msg
     assert not (tmp_path / "s.db").exists()
 
 
@@ -442,3 +442,155 @@ def test_dedup_unknown_input_type_exit_1(tmp_path):
     f.write_text("url,html\n")
     r = run("dedup", f, "--db", tmp_path / "s.db")
     assert_one_line_error(r, 1)
+
+
+# -- hostile input (issue 11): no traceback, every bad item counted by reason --------------------
+
+def _teas() -> str:
+    return gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes()).decode()
+
+
+def test_dedup_hostile_jsonl_counts_every_bad_line(tmp_path):
+    src = tmp_path / "in.jsonl"
+    teas = _teas()
+    src.write_text("\n".join([
+        json.dumps({"url": "https://a.example/teas", "html": teas}),
+        "[" * 100_000 + "]" * 100_000,
+        '{"url": "https://s.example/\\ud800", "html": "<p>x</p>"}',
+        json.dumps({"url": "https://s.example/ok", "html": teas.replace("<body", "<body \ud800", 1)},
+                   ensure_ascii=True),
+        json.dumps({"url": "https://h.example/", "html": teas, "headers": {"Content-Type": "text/html; charset=undefined"}}),
+        json.dumps({"url": "https://f.example/", "html": teas, "fetched_at": 1e400}),
+        "{not json",
+    ]) + "\n", encoding="utf-8")
+    errors = tmp_path / "errors.jsonl"
+    r = run("dedup", src, "--db", tmp_path / "s.db", "--errors", errors)
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["exact"], s["error"]) == (7, 1, 2, 4)
+    assert s["errors_by_reason"] == {"bad-json": 2, "bad-record": 1, "bad-url": 1}
+    rows = json_lines(errors.read_text())
+    assert [row["reason"] for row in rows] == ["bad-json", "bad-url", "bad-record", "bad-json"]
+    assert all(row["source"].startswith(f"{src}:") and row["error"] for row in rows)
+    assert "nested too deeply" in rows[0]["error"] and "surrogate" in rows[1]["error"]
+    assert "errors 4 (2 bad-json, 1 bad-record, 1 bad-url)" in r.stderr
+
+
+def test_add_with_bogus_charset_header(tmp_path):
+    for charset in ("undefined", "punycode", "base64"):
+        r = run("add", "--db", tmp_path / "s.db", "-H", f"Content-Type: text/html; charset={charset}",
+                f"https://x.example/{charset}", page_file("newyorker-teas-2019"))
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["status"] in ("new", "exact")
+
+
+def _bomb(size: int) -> bytes:
+    import zlib
+
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return b"".join(comp.compress(bytes(1 << 20)) for _ in range(size >> 20)) + comp.flush()
+
+
+def test_gzip_bomb_page_is_a_one_line_error(tmp_path):
+    bomb = tmp_path / "bomb.html.gz"
+    bomb.write_bytes(_bomb(256 << 20))
+    r = run("add", "--db", tmp_path / "s.db", "https://x.example/", bomb)
+    assert "inflates to over" in assert_one_line_error(r, 1)
+    r = run("fingerprint", bomb)
+    assert r.exit_code == 1 and "inflates to over" in r.stderr
+    (tmp_path / "in").mkdir()
+    bomb.rename(tmp_path / "in" / "bomb.html.gz")
+    (tmp_path / "in" / "teas.html").write_text(_teas(), encoding="utf-8")
+    r = run("dedup", tmp_path / "in", "--db", tmp_path / "s.db")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["errors_by_reason"]) == (2, 1, {"too-large": 1})
+
+
+def test_stdin_over_the_limit(tmp_path):
+    r = run("fingerprint", "-", input=b"<p>" + b"x" * (17 << 20))
+    assert r.exit_code == 1 and "over the 16,777,216-byte limit" in r.stderr
+
+
+def test_dedup_damaged_warcs_and_a_fake_one(tmp_path):
+    names = ["newyorker-teas-2019", "npr-dylann-roof-2016", "politico-student-debt-2022", "deadspin-espinosa-2016"]
+    plain, gz, fake = tmp_path / "a.warc", tmp_path / "b.warc.gz", tmp_path / "c.warc"
+    offsets = {}
+    for path, compress in ((plain, False), (gz, True)):
+        with open(path, "wb") as fh:
+            w = WARCWriter(fh, gzip=compress)
+            offsets[path] = []
+            for name in names:
+                http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+                offsets[path].append(fh.tell())
+                w.write_record(w.create_warc_record(url_of(name) + ("#gz" if compress else ""), "response",
+                                                    payload=io.BytesIO(gzip.decompress(Path(page_file(name)).read_bytes())),
+                                                    http_headers=http))
+    data = plain.read_bytes()
+    i = data.index(b"WARC-Type: response", offsets[plain][1])
+    plain.write_bytes(data[:i] + b"WARC-Type: resp\xffnse" + data[i + 19:])
+    data = bytearray(gz.read_bytes())
+    for k in range(offsets[gz][2] + 50, offsets[gz][2] + 90):
+        data[k] ^= 0x5A
+    gz.write_bytes(bytes(data))
+    fake.write_bytes(b"WARC but not really")
+    errors = tmp_path / "errors.jsonl"
+    r = run("dedup", plain, fake, gz, "--db", tmp_path / "s.db", "--errors", errors)
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["errors_by_reason"] == {"warc-corrupt": 2, "warc-header": 1}  # the fake one is corrupt from byte 0
+    assert s["pages"] - s["error"] == 6  # 3 of 4 from each real file
+    rows = json_lines(errors.read_text())
+    assert [row["source"].split("#")[0] for row in rows] == [str(plain), str(fake), str(gz)]
+
+
+def test_dedup_non_warc_among_inputs_is_counted(tmp_path):
+    fake = tmp_path / "c.warc.gz"
+    fake.write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "teas.html").write_text(_teas(), encoding="utf-8")
+    r = run("dedup", fake, tmp_path / "in", "--db", tmp_path / "s.db")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["new"] == 1 and s["error"] == 1
+
+
+def test_unexpected_error_in_one_page_does_not_stop_dedup(tmp_path, monkeypatch):
+    import neardup.detector
+
+    real = neardup.detector.Detector.fingerprint
+
+    def buggy(self, content, url=None, headers=None):
+        if url and "bug" in url:
+            raise RuntimeError("simulated bug\nsecond line")
+        return real(self, content, url, headers)
+
+    monkeypatch.setattr(neardup.detector.Detector, "fingerprint", buggy)
+    src = tmp_path / "in.jsonl"
+    teas = _teas()
+    src.write_text("\n".join(json.dumps({"url": u, "html": teas}) for u in
+                             ("https://a.example/", "https://bug.example/", "https://c.example/")) + "\n")
+    r = run("dedup", src, "--db", tmp_path / "s.db")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["new"], s["exact"], s["errors_by_reason"]) == (1, 1, {"internal": 1})
+    assert "unexpected RuntimeError: simulated bug second line" in r.stderr
+
+
+def test_unexpected_error_is_one_line(tmp_path, monkeypatch):
+    import neardup.detector
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(neardup.detector.Detector, "check", broken)
+    r = run("check", "--db", tmp_path / "s.db", "https://x.example/", page_file("newyorker-teas-2019"))
+    assert "unexpected RuntimeError: simulated bug" in assert_one_line_error(r, 1)
+
+
+@pytest.mark.parametrize("args", [["frobnicate"], ["add"], ["add", "--db"], ["dedup", "--db", "x.db"],
+                                  ["fingerprint", "--bits", "7", "x"]])
+def test_usage_errors_are_one_line(args):
+    r = run(*args)
+    msg = assert_one_line_error(r, 2)
+    assert "--help" in msg

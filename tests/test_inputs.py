@@ -7,6 +7,9 @@ import csv
 import gzip
 import io
 import json
+import os
+import tracemalloc
+import zlib
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -354,3 +357,200 @@ def test_single_html_file(tmp_path):
     (item,) = read_input(path)
     assert item.page.content == body("npr-dylann-roof-2016")
     assert item.page.url == path.resolve().as_uri()
+
+
+# -- hostile and damaged input (issue 11) ------------------------------------------------------
+
+def gzip_bomb(size: int) -> bytes:
+    """gzip data that inflates to ``size`` zero bytes (about 1 KB per MiB)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    out = [comp.compress(block) for _ in range(size >> 20)]
+    return b"".join(out) + comp.flush()
+
+
+def peak_traced(fn):
+    """(result, peak bytes allocated while running fn) with tracemalloc."""
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_gzip_bomb_file_is_bounded(tmp_path):
+    (tmp_path / "bomb.html.gz").write_bytes(gzip_bomb(512 << 20))  # 512 MiB inflated, 0.5 MB on disk
+    (tmp_path / "ok.html.gz").write_bytes(gzip.compress(body("npr-dylann-roof-2016")))
+    items, peak = peak_traced(lambda: list(read_input(tmp_path)))
+    (bomb,) = errors_of(items)
+    assert bomb.reason == "too-large" and "bomb.html.gz" in bomb.error and "inflates to over 16,777,216" in bomb.error
+    assert [p.content for p in pages_of(items)] == [body("npr-dylann-roof-2016")]
+    assert peak < 64 << 20  # the limit plus one read, not the inflated size
+
+
+def test_single_gzip_bomb_file_is_an_item_not_a_crash(tmp_path):
+    path = tmp_path / "bomb.html.gz"
+    path.write_bytes(gzip_bomb(64 << 20))
+    (item,) = read_input(path)
+    assert item.page is None and item.reason == "too-large"
+
+
+def test_big_plain_file_is_refused_without_reading(tmp_path):
+    path = tmp_path / "big.html"
+    path.write_bytes(body("npr-dylann-roof-2016"))
+    (item,) = read_input(path, max_bytes=1000)
+    assert item.reason == "too-large" and "over the 1,000-byte page size limit" in item.error
+
+
+def _warc_with(path: Path, gz: bool, http_headers: list, payload: bytes) -> None:
+    """The four WARC_PAGES, then one response with these headers and payload, then a fifth
+    good page."""
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=gz)
+        for name in WARC_PAGES + ["newyorker-teas-2019"]:
+            if name == "newyorker-teas-2019" and fh.tell():
+                http = StatusAndHeaders("200 OK", http_headers, protocol="HTTP/1.1")
+                w.write_record(w.create_warc_record("https://bomb.example/", "response",
+                                                    payload=io.BytesIO(payload), http_headers=http))
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record(url(name), "response", payload=io.BytesIO(body(name)),
+                                                http_headers=http))
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["warc", "warc.gz"])
+def test_warc_content_encoding_bomb_is_bounded(tmp_path, gz):
+    path = tmp_path / ("bomb.warc.gz" if gz else "bomb.warc")
+    _warc_with(path, gz, [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], gzip_bomb(256 << 20))
+    items, peak = peak_traced(lambda: list(read_input(path)))
+    (bomb,) = errors_of(items)
+    assert bomb.reason == "too-large" and "Content-Encoding gzip inflates to over" in bomb.error
+    assert "https://bomb.example/" in bomb.source
+    assert len(pages_of(items)) == 5
+    assert peak < 96 << 20
+
+
+def test_jsonl_hostile_lines(tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    good = json.dumps({"url": url("npr-dylann-roof-2016"), "html": body("npr-dylann-roof-2016").decode()})
+    lines = [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError in json.loads
+        '{"url": "https://x.example/' + "{" * 50_000 + '", "html": "' + "[" * 50_000 + '"}',
+        '{"url": "https://s.example/\\ud800", "html": "<p>x</p>"}',  # a lone surrogate: a URL error later
+        '{"url": "https://s.example/a", "html": "<p>lone \\udfff surrogate</p>"}',
+        '{"url": "https://n.example/", "html": "<p>x</p>", "fetched_at": 1e400}',
+        '{"url": "https://n.example/", "html": "<p>x</p>", "fetched_at": ' + "9" * 400 + "}",
+        '{"url": "https://n.example/", "html": "<p>x</p>", "priority": true}',
+        '{"url": "https://n.example/", "html": "<p>x</p>", "headers": {"Content-Type": 5}}',
+        good,
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    items = list(read_input(path))
+    assert len(items) == len(lines)
+    assert [it.reason for it in items] == ["bad-json", None, None, None, "bad-record", "bad-record", "bad-record",
+                                           "bad-record", None]
+    assert "nested too deeply" in items[0].error
+    assert items[2].page.url == "https://s.example/\ud800"
+    assert items[-1].page.url == url("npr-dylann-roof-2016")
+
+
+def test_jsonl_line_over_the_limit(tmp_path):
+    path = tmp_path / "long.jsonl"
+    good = json.dumps({"url": "https://ok.example/", "text": "words " * 20})
+    path.write_text(json.dumps({"url": "https://long.example/", "text": "x" * 50_000}) + "\n" + good + "\n")
+    items = list(read_input(path, max_bytes=10_000))
+    assert [it.reason for it in items] == ["bad-json", None]
+    assert "line is over" in items[0].error and items[1].page.url == "https://ok.example/"
+
+
+def test_warc_damaged_header_is_reported(tmp_path):
+    path = tmp_path / "damaged.warc"
+    offsets = write_warc(path, WARC_PAGES * 2, gzip_records=False, extra=False)
+    data = path.read_bytes()
+    i = data.index(b"WARC-Type: response", offsets[3])
+    path.write_bytes(data[:i] + b"WARC-Type: respXnse" + data[i + 19:])
+    items = list(read_input(path))
+    assert len(pages_of(items)) == 7
+    (err,) = errors_of(items)
+    assert err.reason == "warc-header" and "damaged WARC header" in err.error and "#4" in err.source
+
+
+@pytest.mark.parametrize("damage", ["version", "content-length"])
+def test_plain_warc_resyncs_after_a_garbled_record(tmp_path, damage):
+    path = tmp_path / "garbled.warc"
+    offsets = write_warc(path, WARC_PAGES * 2, gzip_records=False, extra=False)
+    data = bytearray(path.read_bytes())
+    if damage == "version":
+        data[offsets[3]:offsets[3] + 8] = b"WARX/1.0"
+    else:
+        i = data.index(b"Content-Length: ", offsets[3]) + 16
+        data[i:i + 3] = b"9x9"
+    path.write_bytes(bytes(data))
+    items = list(read_input(path))
+    names = WARC_PAGES * 2
+    assert [p.url for p in pages_of(items)] == [url(n) for n in names[:3] + names[4:]]
+    (err,) = errors_of(items)
+    assert err.reason == "warc-corrupt" and str(path) in err.error and "skipped" in err.error
+
+
+def test_warc_gz_resyncs_after_a_corrupt_member(tmp_path):
+    path = tmp_path / "corrupt.warc.gz"
+    offsets = write_warc(path, WARC_PAGES * 2, gzip_records=True, extra=False)
+    data = bytearray(path.read_bytes())
+    for k in range(offsets[3] + 100, offsets[3] + 164):
+        data[k] ^= 0xFF
+    path.write_bytes(bytes(data))
+    items = list(read_input(path))
+    names = WARC_PAGES * 2
+    assert [p.url for p in pages_of(items)] == [url(n) for n in names[:3] + names[4:]]
+    for p, name in zip(pages_of(items), names[:3] + names[4:]):
+        assert bytes(p.content) == body(name)
+    (err,) = errors_of(items)
+    assert err.reason == "warc-corrupt" and "corrupt data after record 3" in err.error
+    assert f"at byte {offsets[4]:,}" in err.error
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads every folder")
+def test_unreadable_subfolder_is_reported(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "one.html").write_bytes(body("npr-dylann-roof-2016"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "two.html").write_bytes(body("newyorker-teas-2019"))
+    locked.chmod(0)
+    try:
+        items = list(read_input(tmp_path))
+    finally:
+        locked.chmod(0o755)
+    assert len(pages_of(items)) == 1
+    (err,) = errors_of(items)
+    assert err.reason == "unreadable" and "locked" in err.error
+
+
+def test_symlink_loop_in_folder_terminates(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "one.html").write_bytes(body("npr-dylann-roof-2016"))
+    (tmp_path / "d" / "loop").symlink_to(tmp_path)
+    items = list(read_input(tmp_path))
+    assert len(pages_of(items)) == 1 and not errors_of(items)
+
+
+def test_unlistable_subfolder_is_reported_even_as_root(tmp_path, monkeypatch):
+    """The same as above where permissions do not bind (root): listing the folder fails."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "one.html").write_bytes(body("npr-dylann-roof-2016"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "two.html").write_bytes(body("newyorker-teas-2019"))
+    real = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    items = list(read_input(tmp_path))
+    assert len(pages_of(items)) == 1
+    (err,) = errors_of(items)
+    assert err.reason == "unreadable" and "locked" in err.error and "Permission denied" in err.error

@@ -2,13 +2,16 @@
 
 Exit codes: 0 success; 1 bad input (unreadable page, bad URL, bad input file); 2 bad
 usage (unknown option, bad argument); 3 store problem (corrupt, locked, other spec).
-Errors are one line on stderr, never a traceback.
+Errors are one line on stderr, never a traceback (``NEARDUP_DEBUG=1`` shows the traceback
+of an unexpected error). ``dedup`` carries on past every item it cannot read or fingerprint
+and counts it by reason (summary ``errors_by_reason``; one JSON line each with ``--errors``).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
@@ -22,7 +25,7 @@ from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError
 from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
-from neardup.inputs import InputItem, read_input
+from neardup.inputs import InputItem, TooLargeError, read_file, read_input
 
 EXIT_INPUT = 1
 EXIT_USAGE = 2
@@ -53,8 +56,45 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), EXIT_INPUT)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug: still one line, not a traceback
+            if os.environ.get("NEARDUP_DEBUG"):
+                raise
+            _fail(f"unexpected {type(exc).__name__}: {_one_line(str(exc))} (NEARDUP_DEBUG=1 shows where)", EXIT_INPUT)
 
     return wrapper
+
+
+def _one_line(message: str, limit: int = 500) -> str:
+    line = " ".join(message.split())
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+class OneLineGroup(click.Group):
+    """A click group whose usage errors are one line on stderr (exit 2), like every other
+    error, instead of click's usage + hint + error block."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "neardup"
+            click.echo(f"neardup: error: {_one_line(exc.format_message())} (see '{where} --help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"neardup: error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("neardup: error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def fingerprint_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -90,22 +130,20 @@ def build_config(extractor: str | None, scheme: str | None, ngram: int | None, b
                       min_tokens=base.min_tokens if min_tokens is None else min_tokens)
 
 
-def _read_content(file: str) -> bytes:
+def _read_content(file: str, max_bytes: int) -> bytes:
+    """A page from a file (``.gz`` inflated, streamed) or stdin, at most ``max_bytes``."""
     if file == "-":
-        return sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise NeardupError(f"stdin: page is over the {max_bytes:,}-byte limit (max_bytes)")
+        return data
     path = Path(file)
     if path.is_dir():
         raise NeardupError(f"{file}: is a directory (use 'neardup dedup' for folders)")
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        import gzip
-        import zlib
-
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise NeardupError(f"{file}: not a readable gzip file ({exc})") from None
-    return data
+    try:
+        return read_file(path, max_bytes)
+    except TooLargeError as exc:
+        raise NeardupError(str(exc)) from None
 
 
 def _headers(values: tuple[str, ...]) -> dict[str, str] | None:
@@ -118,7 +156,7 @@ def _headers(values: tuple[str, ...]) -> dict[str, str] | None:
     return out or None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="neardup")
 def main() -> None:
     """neardup: find exact and near-duplicate web pages.
@@ -144,7 +182,7 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **
     failed = False
     for file in files:
         try:
-            fp = fingerprint(_read_content(file), url=url, config=config)
+            fp = fingerprint(_read_content(file, config.max_bytes), url=url, config=config)
             click.echo(json.dumps({"file": file, **fp.to_dict(with_text=with_text)}, ensure_ascii=False))
         except (NeardupError, OSError) as exc:
             failed = True
@@ -161,8 +199,8 @@ def _decision(opts: dict[str, Any]) -> dict[str, Any]:
 
 def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, ...], opts: dict[str, Any]) -> None:
     decide = _decision(opts)
-    content = _read_content(file)
     config = build_config(**opts)
+    content = _read_content(file, (config or DEFAULT_CONFIG).max_bytes)
     # check never writes: against a store that does not exist yet, every page is new
     opener = (Detector.open(db, k=k, config=config, **decide) if add or Path(db).exists()
               else Detector(k=k, config=config, **decide))
@@ -249,70 +287,141 @@ def _batches(items: Iterator[InputItem], size: int) -> Iterator[list[InputItem]]
         yield batch
 
 
+def _error_reason(message: str) -> str:
+    """The reason an item the detector refused is counted under (from its message)."""
+    low = message.lower()
+    if low.startswith(("url ", "malformed url")):
+        return "bad-url"
+    if "binary content" in low or "content type" in low:
+        return "not-html"
+    if "byte limit" in low or "bytes, over" in low:
+        return "too-large"
+    if "extractor failed" in low:
+        return "extractor"
+    if low.startswith("unexpected "):
+        return "internal"
+    return "bad-page"
+
+
+def _add_batch(det: Detector, pages: list[Any]) -> list[Verdict]:
+    """``det.add_many(pages)``; should it fail for a reason that is not one page's (a
+    bug), each page is added alone so that the rest of the batch still goes in."""
+    try:
+        return det.add_many(pages)
+    except StoreError:
+        raise
+    except Exception:  # noqa: BLE001 - isolate the page that breaks the batch
+        if os.environ.get("NEARDUP_DEBUG"):
+            raise
+    out = []
+    for page in pages:
+        try:
+            out += det.add_many([page])
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            out.append(Verdict(status="error", url=str(page.url)[:2000],
+                               error=f"unexpected {type(exc).__name__}: {_one_line(str(exc), 300)}"))
+    return out
+
+
+def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
+    """Items of every input in turn; an input that turns out unreadable part-way is one
+    error item, and the next input is read."""
+    for path in inputs:
+        try:
+            yield from read_input(path, max_bytes)
+        except NeardupError as exc:
+            yield InputItem(path, error=str(exc), reason="bad-input")
+        except OSError as exc:
+            yield InputItem(path, error=f"{path}: {exc.strerror or exc}", reason="unreadable")
+
+
 @main.command("dedup")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
 @_db_option
 @click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
+@click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
+              help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
 @_k_option
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @decision_options
 @fingerprint_options
 @handle_errors
-def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, k: int, batch_size: int,
-              progress: bool | None, **opts: Any) -> None:
+def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, errors_path: str | None, k: int,
+              batch_size: int, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.html.gz files, JSONL files of {"url", "html"}, WARC files).
 
     Prints a summary; with --out, writes every page's verdict and cluster. Runs again
     incrementally against the same --db: pages already stored are compared with their stored
-    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged')."""
+    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged').
+    Items that cannot be read or fingerprinted are skipped and counted by reason."""
     from tqdm import tqdm
 
+    for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
+        if not Path(path).is_dir():
+            read_input(path)
     decide = _decision(opts)
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
+    errors_stream: TextIO | None = None
     counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 0, "error": 0, "unchanged": 0}
+    reasons: dict[str, int] = {}
     clusters_touched: set[int] = set()
     with Detector.open(db, k=k, config=build_config(**opts), **decide) as det:
         if out:
             stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
+        if errors_path:
+            errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
         bar = tqdm(unit="page", disable=(not progress) if progress is not None else None, file=sys.stderr)
         try:
-            for path in inputs:
-                for batch in _batches(read_input(path), batch_size):
-                    readable = [it for it in batch if it.page is not None]
-                    verdicts = iter(det.add_many([it.page for it in readable if it.page is not None]))
-                    for item in batch:
-                        if item.page is None:
-                            verdict = Verdict(status="error", url="", error=item.error)
-                        else:
-                            verdict = next(verdicts)
-                        counts["pages"] += 1
-                        counts[verdict.status] += 1
-                        if verdict.status == "exact" and verdict.match_id == verdict.page_id:
-                            counts["unchanged"] += 1
-                        if verdict.status == "error":
-                            click.echo(f"neardup: skipped {item.source}: {verdict.error}", err=True)
-                        if verdict.cluster_id is not None:
-                            clusters_touched.add(verdict.cluster_id)
-                        if writer:
-                            writer.write(item.source, verdict)
-                    bar.update(len(batch))
+            for batch in _batches(_read_all(inputs, det.config.max_bytes), batch_size):
+                readable = [it for it in batch if it.page is not None]
+                verdicts = iter(_add_batch(det, [it.page for it in readable if it.page is not None]))
+                for item in batch:
+                    if item.page is None:
+                        verdict = Verdict(status="error", url="", error=item.error)
+                        reason = item.reason or "unreadable"
+                    else:
+                        verdict = next(verdicts)
+                        reason = _error_reason(verdict.error or "")
+                    counts["pages"] += 1
+                    counts[verdict.status] += 1
+                    if verdict.status == "exact" and verdict.match_id == verdict.page_id:
+                        counts["unchanged"] += 1
+                    if verdict.status == "error":
+                        reasons[reason] = reasons.get(reason, 0) + 1
+                        message = _one_line(verdict.error or "", 1000)
+                        click.echo(f"neardup: skipped {_one_line(item.source, 300)}: [{reason}] {message}", err=True)
+                        if errors_stream is not None:
+                            errors_stream.write(json.dumps({"source": item.source, "url": verdict.url or None,
+                                                            "reason": reason, "error": verdict.error},
+                                                           ensure_ascii=True) + "\n")
+                    if verdict.cluster_id is not None:
+                        clusters_touched.add(verdict.cluster_id)
+                    if writer:
+                        writer.write(item.source, verdict)
+                bar.update(len(batch))
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:
                 stream.close()
+            if errors_stream is not None:
+                errors_stream.close()
         stats = det.stats()
-    summary = {**counts, "clusters": len(clusters_touched), "store_pages": stats["pages"],
-               "store_clusters": stats["clusters"], "db": db}
+    summary = {**counts, "errors_by_reason": dict(sorted(reasons.items())), "clusters": len(clusters_touched),
+               "store_pages": stats["pages"], "store_clusters": stats["clusters"], "db": db}
+    by_reason = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     click.echo(
         f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']} "
         f"(unchanged {counts['unchanged']}), near {counts['near']}, "
         + (f"partial {counts['partial']}, " if counts["partial"] else "")
         + f"empty {counts['empty']}, "
-        f"errors {counts['error']}; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
+        f"errors {counts['error']}" + (f" ({by_reason})" if by_reason else "")
+        + f"; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
         f"in {stats['clusters']} clusters", err=True,
     )
     click.echo(json.dumps(summary))
