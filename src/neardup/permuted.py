@@ -51,6 +51,7 @@ def probes(bits: int, radius: int) -> int:
     return sum(math.comb(bits, i) for i in range(max(-1, min(radius, bits)) + 1))
 
 
+_MIN_DIRECTORY_BITS = 1  # tests raise it to give small levels the wide keys of large ones
 MAX_PROBES = 1 << 16  # keys one table may probe (layouts probing more are not candidates)
 MAX_CHECK_VECTORS = 1 << 22  # error patterns enumerated by the exactness check of a layout with radii
 
@@ -202,7 +203,7 @@ class Layout:
         """Key width of a level of ``n`` entries: buckets of about 4 entries (the directory
         stays under ~1 byte per fingerprint and table), within the narrowest lead."""
         lead = min(self.lead_bits(t) for t in range(len(self.tables)))
-        return max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1))) - 2))
+        return max(1, min(lead, MAX_DIRECTORY_BITS, max(_MIN_DIRECTORY_BITS, int(math.ceil(math.log2(n + 1))) - 2)))
 
     def probe_masks(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """(masks (tables x most probes), counts per table): the ``d``-bit key masks of
@@ -738,7 +739,7 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
     starts = np.flatnonzero(change)
     counts = np.diff(np.append(starts, n))
     lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
-    d = max(1, min(lead, MAX_DIRECTORY_BITS, int(math.ceil(math.log2(uniq.shape[0] + 1)))))
+    d = max(1, min(lead, MAX_DIRECTORY_BITS, max(_MIN_DIRECTORY_BITS, int(math.ceil(math.log2(uniq.shape[0] + 1))))))
     pm, pc = layout.probe_masks(d)
     buf = [np.empty(1 << 12, dtype=np.uint64), np.empty(1 << 12, dtype=np.uint64), np.empty(1 << 12, dtype=np.int64)]
     parts_a, parts_b, parts_d = [], [], []
