@@ -18,9 +18,16 @@ process, single-threaded, side by side with the peers:
   against S stored fingerprints streamed from a raw uint64 file under ``/tmp``
   (``np.memmap``), with planted neighbours that must all be found.
 
+* **radius sweep** (``--k``, repeatable): for each ``--n`` and each k, neardup with the layout
+  ``choose_layout(N, k)`` picks (tables, bytes/fp, p50/p99), numpy brute force and faiss
+  ``IndexBinaryMultiHash(64, 4, 16)`` with ``nflip = k // 4`` on the same data, planted
+  neighbours at every distance 0..k + 1; with ``--selfjoin N``, ``self_join`` at each k. Its
+  block of the index section is written separately (the k = 3 stages keep theirs).
+
 Usage::
 
     python benchmarks/index.py --quick                      # < 1 minute
+    python benchmarks/index.py --n 1e6 --n 1e7 --k 3 --k 7 --k 10 --selfjoin 1e6
     python benchmarks/index.py --n 1000000 --n 10000000 --selfjoin 1000000 \\
         --batch-stored 1000000000 --batch-queries 1000000
 
@@ -51,7 +58,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _docs import replace_section  # noqa: E402
+from _docs import replace_section, table  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -852,6 +859,260 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
 
 
 # -- report ---------------------------------------------------------------------------------
+# -- radius sweep (--k) ---------------------------------------------------------------------
+RADIUS_START, RADIUS_END = "<!-- index-radius:start -->", "<!-- index-radius:end -->"
+RADIUS_TARGETS = {"k7_p99_1e7_us": 100.0, "k7_p99_1e8_us": 1000.0, "extra_bytes_per_fp": 40.0,
+                  "k10_p99_1e7_us": 1000.0, "k3_p99_1e7_us": 12.1, "selfjoin_k7_1e6_s": 3.0}
+
+
+def radius_dataset(n: int, q: int, kmax: int, seed: int) -> dict[str, Any]:
+    """Random stored values; every query gets a planted neighbour at distance
+    ``i % (kmax + 2)`` (every distance 0..kmax + 1): for a given k, those within k must be
+    found and the others (k + 1 and beyond) must not be reported."""
+    rng = np.random.default_rng([seed, n, q, kmax])
+    stored = random_u64(rng, n)
+    queries = random_u64(rng, q)
+    qi = np.arange(q)
+    pos = rng.permutation(n)[:q] if n <= 10**7 else _distinct_positions(rng, n, q)
+    dists = qi % (kmax + 2)
+    stored[pos] = queries ^ flip_masks(rng, dists)
+    return {"stored": stored, "queries": queries, "planted": (qi, pos, dists)}
+
+
+def bench_radius(n: int, ks: list[int], nq: int, n_truth: int, seed: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Rows (N, k) for every k on one data set: neardup with the layout ``choose_layout``
+    picks (built per k), numpy brute force (timed once, at the largest k: its cost does not
+    depend on k) and faiss ``IndexBinaryMultiHash(64, 4, 16)`` (built once) searched with
+    ``nflip = k // 4`` (exact by the same pigeonhole)."""
+    from neardup.permuted import choose_layout
+    kmax = max(ks)
+    log(f"radius N={n:,}: data")
+    data = radius_dataset(n, nq, kmax, seed)
+    stored, queries = data["stored"], data["queries"]
+    qlist = queries.tolist()
+    p_q, p_pos, p_d = data["planted"]
+    brute = NumpyBrute(stored)
+    brute.search(queries[0], kmax)
+    lat, cpu, raw = timed_calls(lambda qv: brute.search(qv, kmax), list(queries[:n_truth]))
+    brute_row = {**percentiles(lat, cpu), "bytes_per_fp": 0.0, "tables": None, "exact": True, "single_queries": n_truth}
+    log(f"radius N={n:,}: brute p50 {brute_row['p50_us']:.0f} µs")
+    truth_all = [list(zip(p.tolist(), d.tolist())) for p, d in raw]
+    rows = []
+    for k in ks:
+        truth = [{(i, d) for i, d in t if d <= k} for t in truth_all]
+        row: dict[str, Any] = {"n": n, "k": k, "queries": nq, "truth_queries": n_truth,
+                               "methods": {"numpy brute force": brute_row}}
+        layout = choose_layout(n, k)
+        log(f"radius N={n:,} k={k}: neardup build ({layout.describe()})")
+        with MemWatch() as mw:
+            idx = PermutedIndex(k=k, layout=layout)
+            idx.add_many(np.arange(n, dtype=np.int64), stored)
+        idx.search(qlist[0], k)
+        st, single = measure(functools.partial(idx.search, k=k), qlist, args.passes)
+        ex = compare([set(single[i]) for i in range(n_truth)], truth)
+        got = {(i, m) for i, res in enumerate(single) for m, _ in res}
+        inside = p_d <= k
+        ex["planted_found"] = sum((int(a), int(b)) in got for a, b in zip(p_q[inside], p_pos[inside])) / int(inside.sum())
+        ex["decoys_reported"] = sum((int(a), int(b)) in got for a, b in zip(p_q[~inside], p_pos[~inside]))
+        ex["exact"] = bool(ex["exact"] and ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0)
+        d = layout.directory_bits(n)
+        pm, pc = layout.probe_masks(d)
+        row["methods"]["neardup PermutedIndex"] = nd = {
+            **st, "build_s": mw.seconds, "bytes_per_fp": idx.nbytes() / n, "rss_bytes_per_fp": mw.delta / n,
+            "tables": len(layout.tables), "layout": layout.describe(), "layout_dict": layout.to_dict(),
+            "probes": int(pc.sum()), "key_bits": d, "entries_per_query": float(pc.sum()) * n / 2 ** d,
+            "exact": ex["exact"], "exactness": ex, "single_queries": nq}
+        log(f"radius N={n:,} k={k}: neardup {nd['bytes_per_fp']:.1f} B/fp p50 {nd['p50_us']:.1f} "
+            f"p99 {nd['p99_us']:.1f} µs (CPU {nd['cpu_p50_us']:.1f} / {nd['cpu_p99_us']:.1f}) exact={ex['exact']}")
+        del idx, single
+        gc.collect()
+        rows.append(row)
+    if not args.no_faiss:
+        for row, res in zip(rows, radius_faiss(n, ks, stored, queries, truth_all, args)):
+            row["methods"]["faiss IndexBinaryMultiHash"] = res
+    return rows
+
+
+def radius_faiss(n: int, ks: list[int], stored: np.ndarray, queries: np.ndarray, truth_all: list,
+                 args: argparse.Namespace) -> list[dict[str, Any]]:
+    try:
+        import faiss
+    except ImportError:
+        return [{"skipped": "faiss-cpu is not installed"}] * len(ks)
+    if n * 90 + 2 * 2**30 > mem_available():
+        return [{"skipped": "not enough memory"}] * len(ks)
+    faiss.omp_set_num_threads(1)
+    codes = stored.view(np.uint8).reshape(-1, 8)
+    qcodes = queries.view(np.uint8).reshape(-1, 8)
+    log(f"radius N={n:,}: faiss build")
+    with MemWatch() as mw:
+        ix = faiss.IndexBinaryMultiHash(64, 4, 16)
+        ix.add(codes)
+    out = []
+    for k in ks:
+        ix.nflip = k // 4  # 4 substrings of 16 bits: one is within k // 4 of the query's
+        truth = [{(i, d) for i, d in t if d <= k} for t in truth_all]
+        # binary range_search keeps distances < radius: radius k + 1 gives distance <= k
+        nq = queries.shape[0] if n <= 10**6 else min(queries.shape[0], max(len(truth), args.faiss_queries))
+        rows = [qcodes[i:i + 1] for i in range(nq)]
+        ix.range_search(rows[0], k + 1)
+        lat, cpu, raw = timed_calls(functools.partial(ix.range_search, thresh=k + 1), rows)
+        found = [set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, I in raw[:len(truth)]]
+        res = {**percentiles(lat, cpu), "build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
+               "tables": 4, "layout": f"4x16 nflip={k // 4}", "single_queries": nq}
+        ex = compare(found, truth)
+        res["exact"], res["exactness"] = ex["exact"], ex
+        log(f"radius N={n:,} k={k}: faiss p50 {res['p50_us']:.0f} p99 {res['p99_us']:.0f} µs exact={ex['exact']}")
+        out.append(res)
+        del raw
+    del ix
+    gc.collect()
+    return out
+
+
+def bench_radius_selfjoin(n: int, k: int, seed: int, repeats: int) -> dict[str, Any]:
+    """self_join of n values with 10,000 planted pairs at every distance 0..k and 1,000 decoy
+    pairs at k + 1, with the layout ``choose_join_layout`` picks."""
+    from neardup.permuted import choose_join_layout
+    rng = np.random.default_rng([seed, n, k, 7])
+    values = random_u64(rng, n)
+    pos = rng.permutation(n)[:22_000]
+    a, b = pos[:11_000], pos[11_000:]
+    dists = np.concatenate([np.arange(10_000) % (k + 1), np.full(1_000, k + 1)])
+    values[b] = values[a] ^ flip_masks(rng, dists)
+    layout = choose_join_layout(n, k)
+    self_join(values[:1000], k, layout=layout)
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        ja, jb, jd = self_join(values, k, layout=layout)
+        times.append(time.perf_counter() - t0)
+    got = set(zip(ja.tolist(), jb.tolist()))
+    want = {(min(x, y), max(x, y)) for x, y in zip(a[:10_000].tolist(), b[:10_000].tolist())}
+    decoys = {(min(x, y), max(x, y)) for x, y in zip(a[10_000:].tolist(), b[10_000:].tolist())}
+    ok = bool(np.all(np.bitwise_count(values[ja] ^ values[jb]) == jd)) and bool(np.all(jd <= k))
+    res = {"n": n, "k": k, "layout": layout.describe(), "seconds": float(np.median(times)), "repeats": times,
+           "pairs": int(ja.shape[0]), "planted_found": len(want & got) / len(want), "decoys": len(decoys & got),
+           "distances_correct": ok}
+    res["exact"] = res["planted_found"] == 1.0 and res["decoys"] == 0 and ok
+    log(f"radius self-join N={n:,} k={k}: {layout.describe()} {res['seconds']:.2f} s, exact={res['exact']}")
+    return res
+
+
+def render_radius(results: dict[str, Any]) -> str:
+    """The radius sweep's block of the index section."""
+    lines = [RADIUS_START, f"### Radius sweep: k = {', '.join(str(k) for k in results['ks'])} (`--k`)", ""]
+    m = results["machine"]
+    lines.append(f"`{results['command']}` on {results['date']}, src at {results.get('code') or 'n/a'}; "
+                 f"{m.get('cpu')}, {m.get('nproc')} cores, {m.get('ram_gib')} GiB RAM, Python {m.get('python')}; "
+                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}; load average {fmt_load(m.get('loadavg_start'))} at start, "
+                 f"{fmt_load(results.get('loadavg_end'))} at end. Everything in process, single-threaded "
+                 f"(faiss pinned to 1 OpenMP thread).")
+    lines += ["", "Data: uniform random 64-bit fingerprints, one data set per N; every query has a planted neighbour at "
+              "distance `i % (kmax + 2)` (every distance 0..kmax + 1): at each k those within k must be found and "
+              "the others must not be reported. "
+              "Exact = all planted found, no decoy, and the same (id, distance) sets as numpy brute force on the "
+              "first queries (brute force, being the reference, is timed on those only). neardup: `PermutedIndex` "
+              "with the layout `choose_layout(N, k)` picks (40-byte budget), `search` one query at a time, median "
+              "of the passes (faiss: one pass, on the first `--faiss-queries` queries above N = 10^6); bytes/fp = `nbytes() / N` (tables, uint32 ids, directories; the fingerprint itself "
+              "is 8 of them). faiss: `IndexBinaryMultiHash(64, 4, 16)` with `nflip = k // 4` (exact by the same "
+              "pigeonhole), `range_search` one query at a time; memory as RSS growth. p50/p99 are wall clock; "
+              "CPU = the thread's CPU time (leaves out the time the process was descheduled by the other work "
+              "on these 2 cores).", ""]
+    rows = []
+    for r in results["radius"]:
+        nd = r["methods"].get("neardup PermutedIndex", {})
+        for name, res in r["methods"].items():
+            if "skipped" in res:
+                rows.append([f"{r['n']:,}", r["k"], name, "skipped", "", "", "", "", "", "", "", res["skipped"]])
+                continue
+            bpf = res.get("bytes_per_fp")
+            mem = fmt(bpf) if bpf is not None else (f"{fmt(res['rss_bytes_per_fp'])} (RSS)" if res.get("rss_bytes_per_fp") is not None else "n/a")
+            rows.append([f"{r['n']:,}", r["k"], name, res.get("layout") or "scan", res.get("tables") or "n/a", mem,
+                         fmt(res["p50_us"]), fmt(res["p99_us"]),
+                         f"{fmt(res.get('cpu_p50_us'))} / {fmt(res.get('cpu_p99_us'))}",
+                         f"{res['p50_us'] / nd['p50_us']:.1f}" if nd.get("p50_us") else "n/a",
+                         f"{res['p99_us'] / nd['p99_us']:.1f}" if nd.get("p99_us") else "n/a",
+                         "yes" if res.get("exact") else "NO"])
+    lines += table(["N", "k", "method", "layout", "tables", "bytes/fp", "p50 µs", "p99 µs", "CPU p50 / p99 µs",
+                    "p50 × neardup", "p99 × neardup", "exact"], rows, text_columns=(2, 3, 11))
+    nd_rows = [(r["n"], r["k"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"]
+               if "neardup PermutedIndex" in r["methods"]]
+    if nd_rows:
+        lines += ["", "neardup per row: " + "; ".join(
+            f"N = {n:,}, k = {k}: {x['probes']} buckets probed on {x['key_bits']}-bit keys (~{x['entries_per_query']:,.0f} "
+            f"entries read), build {x['build_s']:.1f} s, RSS Δ {x['rss_bytes_per_fp']:.1f} B/fp" for n, k, x in nd_rows) + "."]
+    if results.get("radius_selfjoin"):
+        lines += ["", "Self-join (`self_join`, layout from `choose_join_layout`; 10,000 planted pairs at every distance "
+                  "0..k, 1,000 decoys at k + 1; median of the repeats):", ""]
+        lines += table(["N", "k", "layout", "seconds", "pairs", "planted found", "decoys", "exact"],
+                       [[f"{j['n']:,}", j["k"], j["layout"], f"{j['seconds']:.2f}", f"{j['pairs']:,}",
+                         f"{j['planted_found']:.3f}", j["decoys"], "yes" if j["exact"] else "NO"]
+                        for j in results["radius_selfjoin"]], text_columns=(2, 7))
+    lines += ["", "Targets (issue 10):", ""]
+    lines += table(["target", "measured", "met"], [[t["target"], t["measured"], t["met"]] for t in radius_targets(results)],
+                   text_columns=(0, 1, 2))
+    lines.append(RADIUS_END)
+    return "\n".join(lines)
+
+
+def fmt_load(v: Any) -> str:
+    return "/".join(f"{x:.1f}" for x in v) if v else "n/a"
+
+
+def radius_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    def nd(n: int, k: int) -> dict[str, Any] | None:
+        for r in results["radius"]:
+            if r["n"] == n and r["k"] == k:
+                return r["methods"].get("neardup PermutedIndex")
+        return None
+
+    out = []
+    for label, n, k, limit in (("k = 7: p99 ≤ 100 µs at N = 10^7", 10**7, 7, RADIUS_TARGETS["k7_p99_1e7_us"]),
+                               ("k = 7: p99 ≤ 1 ms at N = 10^8", 10**8, 7, RADIUS_TARGETS["k7_p99_1e8_us"]),
+                               ("k = 10: p99 ≤ 1 ms at N = 10^7", 10**7, 10, RADIUS_TARGETS["k10_p99_1e7_us"]),
+                               ("k = 3: p99 no slower than before (12.1 µs at N = 10^7)", 10**7, 3, RADIUS_TARGETS["k3_p99_1e7_us"])):
+        x = nd(n, k)
+        if x is None:
+            out.append({"target": label, "measured": "not run", "met": "n/a"})
+        else:
+            out.append({"target": label, "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
+                        "met": "yes" if x["p99_us"] <= limit else ("CPU time only" if x["cpu_p99_us"] <= limit else "no")})
+    k7 = [(r["n"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"] if r["k"] == 7 and "neardup PermutedIndex" in r["methods"]]
+    if k7:
+        worst = max(x["bytes_per_fp"] - 8 for _, x in k7)
+        out.append({"target": "k = 7: ≤ 40 bytes per fingerprint beyond the fingerprint",
+                    "measured": ", ".join(f"{x['bytes_per_fp'] - 8:.1f} at {n:,}" for n, x in k7),
+                    "met": "yes" if worst <= RADIUS_TARGETS["extra_bytes_per_fp"] else "no"})
+    sj = [j for j in results.get("radius_selfjoin") or [] if j["k"] == 7 and j["n"] == 10**6]
+    out.append({"target": "self-join of 10^6 at k = 7 ≤ 3 s",
+                "measured": f"{sj[0]['seconds']:.2f} s" if sj else "not run",
+                "met": ("yes" if sj[0]["seconds"] <= RADIUS_TARGETS["selfjoin_k7_1e6_s"] else "no") if sj else "n/a"})
+    return out
+
+
+def write_radius_block(doc: Path, block: str) -> None:
+    """Put the radius block inside the index section (before its end marker), replacing an
+    earlier one; the rest of the file stays byte for byte."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    if RADIUS_START not in text:
+        if DOC_END not in text:
+            replace_section(doc, DOC_START, DOC_END, f"{DOC_START}\n## Hamming index\n{DOC_END}")
+            text = doc.read_text(encoding="utf-8")
+        text = text.replace(DOC_END, f"{RADIUS_START}\n{RADIUS_END}\n{DOC_END}", 1)
+        tmp = doc.with_name(f".{doc.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, doc)
+    replace_section(doc, RADIUS_START, RADIUS_END, block)
+
+
+def existing_radius_block(doc: Path) -> str:
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    if RADIUS_START in text and RADIUS_END in text:
+        return RADIUS_START + text.split(RADIUS_START, 1)[1].split(RADIUS_END, 1)[0] + RADIUS_END
+    return ""
+
+
 def machine() -> dict[str, Any]:
     model = platform.processor() or ""
     try:
@@ -1334,6 +1595,11 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, *sys.argv])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=float, action="append", help="online index size (repeatable)")
+    ap.add_argument("--k", type=int, action="append", default=None,
+                    help="radius sweep (repeatable): for each --n and each k, neardup (choose_layout), brute force "
+                         "and faiss MultiHash, plus --selfjoin at each k; writes its own block of the index section")
+    ap.add_argument("--faiss-queries", type=int, default=2000,
+                    help="radius sweep: faiss queries above N = 10^6 (default 2,000; it is slow at large k)")
     ap.add_argument("--queries", type=int, default=10_000, help="queries per online size (default 10,000)")
     ap.add_argument("--truth-queries", type=int, default=None,
                     help="queries checked against brute force (default 1,000 up to N=10^6, else 200)")
@@ -1372,7 +1638,9 @@ def main(argv: list[str] | None = None) -> int:
         results["targets"] = targets(results)
         doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
         if doc:
-            replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{render(results).rstrip()}\n{DOC_END}")
+            radius = existing_radius_block(Path(doc))
+            body = render(results).rstrip() + ("\n\n" + radius if radius else "")
+            replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{body}\n{DOC_END}")
             log(f"wrote the index section of {doc}")
         print(json.dumps(summary(results)))
         return 0
@@ -1395,6 +1663,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = None if args.no_doc or (args.quick and args.doc is None) else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
 
     cmd = "python benchmarks/index.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.k:
+        return main_radius(args, cmd.strip(), doc)
     results: dict[str, Any] = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                                "machine": machine(), "online": []}
     log(f"machine: {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
@@ -1438,12 +1708,50 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1, default=str))
     if doc:
-        replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{render(results).rstrip()}\n{DOC_END}")
+        radius = existing_radius_block(Path(doc))
+        body = render(results).rstrip() + ("\n\n" + radius if radius else "")
+        replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{body}\n{DOC_END}")
         log(f"wrote the index section of {doc}")
     else:
         print(render(results), file=sys.stderr)
     log(f"done in {results['wall_s']:.1f} s")
     print(json.dumps(summary(results)))
+    return 0
+
+
+def main_radius(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
+    ns = [int(x) for x in (args.n or ([10**5] if args.quick else [10**6, 10**7]))]
+    ks = sorted(set(args.k))
+    results: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
+                               "ks": ks, "radius": [], "radius_selfjoin": [], "code": code_version()}
+    log(f"radius sweep: N {ns}, k {ks}; machine {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
+    t_all = time.perf_counter()
+    warm_up()
+    for n in ns:
+        nt = args.truth_queries or (min(500, args.queries) if n <= 10**6 else min(100, args.queries))
+        results["radius"] += bench_radius(n, ks, args.queries, nt, args.seed, args)
+        gc.collect()
+    if args.selfjoin:
+        for k in ks:
+            results["radius_selfjoin"].append(bench_radius_selfjoin(int(args.selfjoin), k, args.seed, args.selfjoin_repeats))
+            gc.collect()
+    results["loadavg_end"] = os.getloadavg()
+    results["wall_s"] = time.perf_counter() - t_all
+    results["targets"] = radius_targets(results)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1, default=str))
+    block = render_radius(results)
+    if doc:
+        write_radius_block(Path(doc), block)
+        log(f"wrote the radius block of the index section of {doc}")
+    else:
+        print(block, file=sys.stderr)
+    log(f"done in {results['wall_s']:.1f} s")
+    print(json.dumps({"targets": results["targets"], "rows": [
+        {"n": r["n"], "k": r["k"], **{m: {x: v.get(x) for x in ("layout", "tables", "bytes_per_fp", "p50_us", "p99_us",
+                                                             "cpu_p99_us", "exact")}
+                                      for m, v in r["methods"].items()}} for r in results["radius"]],
+        "selfjoin": results["radius_selfjoin"]}, default=str))
     return 0
 
 
