@@ -17,6 +17,7 @@ import neardup
 from neardup import (
     ConfigError, Detector, FeatureConfig, FingerprintConfig, Page, SpecMismatchError, hamming,
 )
+from neardup.detector import DEFAULT_K_BY_VERSION
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
@@ -482,7 +483,17 @@ def test_fetched_at_accepts_datetime_and_rejects_garbage():
 
 # -- configuration --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("k", [-1, 65, 1.5, "3", True, None])
+def test_default_k_follows_the_stores_spec_version(tmp_path):
+    """k=None: the measured k of the store's fingerprint version (a version-1 store keeps
+    the k it was tuned for; verification needs version-2 sketches)."""
+    assert Detector().k == DEFAULT_K_BY_VERSION[2]
+    old = Detector.open(tmp_path / "v1.db", config=FingerprintConfig(version=1))
+    old.add("https://a.example/", " ".join(f"w{i}" for i in range(50)))
+    old.close()
+    assert Detector.open(tmp_path / "v1.db").k == DEFAULT_K_BY_VERSION[1] == 7
+
+
+@pytest.mark.parametrize("k", [-1, 65, 1.5, "3", True])
 def test_k_validation(k):
     with pytest.raises(ConfigError):
         Detector(k=k)

@@ -66,7 +66,7 @@ def test_minhash_spec_version_and_spec_string():
     cfg = MinHashConfig()
     assert cfg.spec == PINNED_SPEC
     # the fingerprint spec names the MinHash spec, so a store notices a change
-    assert FingerprintConfig(minhash=cfg).spec.endswith(f";minhash=({PINNED_SPEC})")
+    assert f";minhash=({PINNED_SPEC})" in FingerprintConfig(minhash=cfg).spec
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))

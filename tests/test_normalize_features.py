@@ -48,7 +48,13 @@ line = st.tuples(st.lists(blank, max_size=2).map("".join), marker,
 md_text = st.lists(line, min_size=1, max_size=8).map("\n".join)
 
 
-def feats(text: str, config: FeatureConfig = FeatureConfig()) -> dict[int, int]:
+def plain_config(**kwargs) -> FeatureConfig:
+    """A feature config without IDF weights: these tests are about the structural weights
+    and tf modes, whose values IDF would multiply (tests/test_idf_sketch.py tests IDF)."""
+    return FeatureConfig(**{"idf": None, **kwargs})
+
+
+def feats(text: str, config: FeatureConfig = plain_config()) -> dict[int, int]:
     hashes, weights = extract_features(text, config)
     assert len(set(hashes.tolist())) == len(hashes)  # distinct features
     return dict(zip(hashes.tolist(), weights.tolist()))
@@ -56,7 +62,7 @@ def feats(text: str, config: FeatureConfig = FeatureConfig()) -> dict[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def feature_hash(word: str) -> int:
-    hashes, _ = extract_features(word, FeatureConfig())
+    hashes, _ = extract_features(word, plain_config())
     assert len(hashes) == 1
     return int(hashes[0])
 
@@ -141,8 +147,8 @@ def test_equivalent_spellings_share_digest_and_simhash():
 # --------------------------------------------------------------------------- features depend on normalised text
 
 
-STRUCTURED = FeatureConfig(w_heading=2.0, w_list=3.0, w_short=0.5, short_tokens=2)
-HEADING2 = FeatureConfig(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3)
+STRUCTURED = plain_config(w_heading=2.0, w_list=3.0, w_short=0.5, short_tokens=2)
+HEADING2 = plain_config(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3)
 
 
 @SETTINGS
@@ -175,7 +181,7 @@ def test_line_kind_read_after_normalisation(text):
 @given(w_heading=st.floats(0, 100), w_list=st.floats(0, 100), w_short=st.floats(0, 100),
        short_tokens=st.integers(0, 6), tf=st.sampled_from(["raw", "log", "binary"]))
 def test_structural_weights(w_heading, w_list, w_short, short_tokens, tf):
-    config = FeatureConfig(w_heading=w_heading, w_list=w_list, w_short=w_short,
+    config = plain_config(w_heading=w_heading, w_list=w_list, w_short=w_short,
                            short_tokens=short_tokens, tf=tf)
     text = "# alpha\n- beta\ngamma delta epsilon zeta\nomega\n1. kappa lambda mu nu xi"
     got = feats(text, config)
@@ -211,7 +217,7 @@ def test_headings_of_real_page_weigh_double(sample_pages):
     assert headings
     heading_only = set(re.findall(r"\w+", " ".join(headings))) - set(
         re.findall(r"\w+", " ".join(ln for ln in norm.split("\n") if not ln.startswith("#"))))
-    got = feats(text, FeatureConfig(w_heading=2.0, w_short=0.5, tf="binary"))  # max weight: repeated headings stay at 2
+    got = feats(text, plain_config(w_heading=2.0, w_short=0.5, tf="binary"))  # max weight: repeated headings stay at 2
     assert heading_only
     for word in heading_only:
         assert got[feature_hash(word)] == 2 * SCALE, word
@@ -220,7 +226,7 @@ def test_headings_of_real_page_weigh_double(sample_pages):
 
 @pytest.mark.parametrize("tf, expected", [("raw", 3.0), ("log", 1 + math.log(3)), ("binary", 1.0)])
 def test_tf_modes(tf, expected):
-    config = FeatureConfig(tf=tf, w_heading=2.0, short_tokens=0)
+    config = plain_config(tf=tf, w_heading=2.0, short_tokens=0)
     got = feats("alpha beta alpha gamma alpha delta", config)
     assert got[feature_hash("alpha")] == round(expected * SCALE)
     assert got[feature_hash("beta")] == SCALE
@@ -234,7 +240,7 @@ def test_tf_modes(tf, expected):
     ("x - y z w", "p"), ("x # y z w", "p"),
 ])
 def test_line_kinds(line, kind):
-    config = FeatureConfig(w_heading=4.0, w_list=2.0, short_tokens=0)
+    config = plain_config(w_heading=4.0, w_list=2.0, short_tokens=0)
     got = feats(line, config)
     assert got[feature_hash("z")] == {"h": 4, "l": 2, "p": 1}[kind] * SCALE
 
@@ -245,21 +251,21 @@ def test_line_kinds(line, kind):
 def test_shingles_of_one_equal_words_for_latin_text(lines):
     text = "\n".join(lines)
     for tf in ("raw", "log", "binary"):
-        assert feats(text, FeatureConfig(scheme="shingles", ngram=1, tf=tf)) == feats(text, FeatureConfig(tf=tf))
+        assert feats(text, plain_config(scheme="shingles", ngram=1, tf=tf)) == feats(text, plain_config(tf=tf))
 
 
 def test_shingles_are_order_sensitive():
     a = "the quick brown fox jumps over the lazy dog"
     b = "dog lazy the over jumps fox brown quick the"
-    words = FeatureConfig()
-    shingles = FeatureConfig(scheme="shingles", ngram=3)
+    words = plain_config()
+    shingles = plain_config(scheme="shingles", ngram=3)
     assert feats(a, words) == feats(b, words)
     assert not set(feats(a, shingles)) & set(feats(b, shingles))
     assert len(feats(a, shingles)) == len(a.split()) - 2
 
 
 def test_chars_scheme():
-    config = FeatureConfig(scheme="chars", ngram=4)
+    config = plain_config(scheme="chars", ngram=4)
     # separators are dropped: the same letters spaced differently give the same features
     assert feats("abc def ghi", config) == feats("abcdef ghi", config) == feats("a-b-c-d-e-f-g-h-i", config)
     assert len(feats("abcdefghi", config)) == 6

@@ -2,7 +2,8 @@
 
 Fingerprints are stored (SQLite store) and compared across runs and machines, so the bits
 for a given spec must never change silently. The values below were computed once with the
-code at SPEC_VERSION 1 and are checked here bit for bit.
+code at each spec version and are checked here bit for bit: the version-1 values (neardup
+0.1) still hold with ``version=1``, so stores written then keep working.
 
 IF A TEST HERE FAILS, the fingerprint algorithm changed (tokenizer, hash constants, weights,
 normalisation, extraction...). Either revert the change, or bump ``SPEC_VERSION`` in
@@ -12,23 +13,29 @@ only then re-pin these values together with the new spec strings.
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from neardup import FeatureConfig, FingerprintConfig, fingerprint
 from neardup.fingerprint import SPEC_VERSION
 
 WEIGHTS = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
+V1 = dict(version=1, extractor="fast", min_tokens=10)
+V2 = dict(version=2, extractor="fast", min_tokens=10, sketch_bins=60, sketch_ngram=3)
+IDF = dict(idf="web1", idf_doc_len=1000)
 
 # every parameter spelled out, so that a change of a default does not hide here
 CONFIGS = {
-    "words64": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
-                                 features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
-    "shingles3": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
-                                   features=FeatureConfig(scheme="shingles", ngram=3, **WEIGHTS)),
-    "chars4": FingerprintConfig(bits=64, extractor="fast", min_tokens=10,
-                                features=FeatureConfig(scheme="chars", ngram=4, **WEIGHTS)),
-    "words128": FingerprintConfig(bits=128, extractor="fast", min_tokens=10,
-                                  features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
+    "words64": FingerprintConfig(bits=64, **V1, features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
+    "shingles3": FingerprintConfig(bits=64, **V1, features=FeatureConfig(scheme="shingles", ngram=3, **WEIGHTS)),
+    "chars4": FingerprintConfig(bits=64, **V1, features=FeatureConfig(scheme="chars", ngram=4, **WEIGHTS)),
+    "words128": FingerprintConfig(bits=128, **V1, features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS)),
+    "v2-words64": FingerprintConfig(bits=64, **V2, features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS, **IDF)),
+    "v2-words128": FingerprintConfig(bits=128, **V2, features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS, **IDF)),
+    # IDF applies to words only: the shingle bits are those of version 1, plus a sketch
+    "v2-shingles3": FingerprintConfig(bits=64, **V2,
+                                      features=FeatureConfig(scheme="shingles", ngram=3, **WEIGHTS, **IDF)),
 }
 
 SPECS = {
@@ -41,6 +48,12 @@ SPECS = {
               "norm=nfkc-casefold;extract=fast;min_tokens=10",
     "words128": "neardup-simhash/1;f=128;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
                 "norm=nfkc-casefold;extract=fast;min_tokens=10",
+    "v2-words64": "neardup-simhash/2;f=64;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
+                  "idf=web1@1000;norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
+    "v2-words128": "neardup-simhash/2;f=128;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
+                   "idf=web1@1000;norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
+    "v2-shingles3": "neardup-simhash/2;f=64;hash=fnv1a64-fmix64;features=shingles3;w=h2,l1,s0.5@3;tf=log;"
+                    "norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
 }
 
 ENGLISH = ("The committee met on Tuesday to discuss the budget for the coming year. Members agreed "
@@ -58,7 +71,7 @@ DIGESTS = {
     CNBC: "9dcb3469bd2eb9d6fd0d47776517c5682f0fed6b7647b4fee53ee36d3a540db1",
 }
 
-# (config, input) -> (simhash hex, tokens, distinct features)
+# (config, input) -> (simhash hex, tokens, distinct features[, first 16 hex of the sketch's SHA-256])
 PINNED = {
     ("words64", "english"): ("8eafe885bc8d7c73", 28, 25),
     ("words64", "japanese"): ("a1cb7dacfd23f8a9", 31, 29),
@@ -76,11 +89,28 @@ PINNED = {
     ("words128", "japanese"): ("a1cb7dacfd23f8a9771d73c58e90ff79", 31, 29),
     ("words128", "markdown"): ("d83d46488b8890b3e501b087c41cec2f", 19, 19),
     ("words128", CNBC): ("88ac3d7e28f07479ee7557bfadc0217e", 927, 428),
+    ("v2-words64", "english"): ("adeba885bdcd1850", 28, 25, "4663fbf0e7abc25d"),
+    ("v2-words64", "japanese"): ("a1c87da1fd23e8ab", 31, 29, "6543d9386d6d1ec9"),
+    ("v2-words64", "markdown"): ("dc3bd748178a90aa", 19, 19, "9a43fb6a8f83ce00"),
+    ("v2-words64", CNBC): ("8128a17e23639613", 927, 428, "ab3f3563d834c5ed"),
+    ("v2-words128", "english"): ("adeba885bdcd18500c63c715ade7ad06", 28, 25, "4663fbf0e7abc25d"),
+    ("v2-words128", "japanese"): ("a1c87da1fd23e8abf30d71c78e8cfff9", 31, 29, "6543d9386d6d1ec9"),
+    ("v2-words128", "markdown"): ("dc3bd748178a90aac51c10b2447cea27", 19, 19, "9a43fb6a8f83ce00"),
+    ("v2-words128", CNBC): ("8128a17e23639613eef611bfbfcd3577", 927, 428, "ab3f3563d834c5ed"),
+    ("v2-shingles3", "english"): ("2b0a9a0424e9ad30", 28, 26, "4663fbf0e7abc25d"),
+    ("v2-shingles3", "japanese"): ("24e99c4f727f3710", 31, 29, "6543d9386d6d1ec9"),
+    ("v2-shingles3", "markdown"): ("66543b6cfeadba97", 19, 17, "9a43fb6a8f83ce00"),
+    ("v2-shingles3", CNBC): ("175a811a5e181861", 927, 906, "ab3f3563d834c5ed"),
 }
 
 
 def test_spec_version():
-    assert SPEC_VERSION == 1, "SPEC_VERSION changed: re-pin every value in this file"
+    assert SPEC_VERSION == 2, "SPEC_VERSION changed: pin the new version's values in this file"
+
+
+def test_default_config_is_the_pinned_v2():
+    assert FingerprintConfig().spec == FingerprintConfig(**{**V2, "extractor": "accurate"},
+                                                         features=FeatureConfig(**IDF)).spec
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -97,8 +127,13 @@ def test_pinned_bits(sample_pages, config_name, input_name):
     else:
         fp = fingerprint({"english": ENGLISH, "japanese": JAPANESE, "markdown": MARKDOWN}[input_name],
                          config=config)
-    simhash_hex, tokens, features = PINNED[(config_name, input_name)]
+    simhash_hex, tokens, features, *sketch = PINNED[(config_name, input_name)]
     assert fp.spec == config.spec
     assert fp.digest == DIGESTS[input_name]
     assert (fp.simhash_hex, fp.tokens, fp.features) == (simhash_hex, tokens, features)
     assert not fp.empty
+    if config.version == 1:
+        assert fp.sketch is None
+    else:
+        assert fp.sketch is not None and len(fp.sketch) == 64
+        assert hashlib.sha256(fp.sketch).hexdigest()[:16] == sketch[0]

@@ -67,6 +67,9 @@ M1 = U64(0xFF51AFD7ED558CCD)
 M2 = U64(0xC4CEB9FE1A85EC53)
 GOLDEN = U64(0x9E3779B97F4A7C15)
 CHAR_SALT = U64(0x5BD1E9955BD1E995)
+SKETCH_SALT = U64(0x2545F4914F6CDD1D)
+#: the IDF lookup directory is indexed by the top bits of the feature hash (see neardup.idf)
+IDF_DIRECTORY_BITS = 20
 
 
 def _load_char_table() -> np.ndarray:
@@ -784,23 +787,40 @@ def _table_add(keys, cnt, wsum, wmax, order, mask, track_max, u, f, w):
     return u + np.int64(c == 0)
 
 
+@njit(cache=True, inline="always")
+def _idf_factor(f, ikeys, iw, idir, idefault):
+    """The IDF weight of feature hash ``f`` in the table (``ikeys`` sorted upper-32-bit keys,
+    ``iw`` their weights, ``idir`` offsets by the top IDF_DIRECTORY_BITS bits), ``idefault``
+    when absent; 1.0 for an empty table (no IDF)."""
+    if ikeys.shape[0] == 0:
+        return 1.0
+    key = np.uint32(f >> U64(32))
+    b = np.int64(f >> U64(64 - IDF_DIRECTORY_BITS))
+    for j in range(np.int64(idir[b]), np.int64(idir[b + 1])):
+        if ikeys[j] == key:
+            return iw[j]
+    return idefault
+
+
 @njit(cache=True)
-def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode):
+def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault):
     """The distinct features in first-occurrence order and their fixed-point int64 weights
     (x 65536, rounded half to even). raw: sum of occurrence weights; binary: max; log (any
-    other mode): mean weight * (1 + ln count), ``1 + ln count`` computed once per small count."""
+    other mode): mean weight * (1 + ln count), ``1 + ln count`` computed once per small count.
+    Each weight is then multiplied by the feature's IDF factor (:func:`_idf_factor`; exactly
+    1.0 without a table, so the weights are bit for bit those of the plain formula)."""
     uf = np.empty(u, dtype=np.uint64)
     uw = np.empty(u, dtype=np.int64)
     if tf_mode == TF_RAW:
         for i in range(u):
             s = order[i]
             uf[i] = keys[s]
-            uw[i] = np.int64(np.round(wsum[s] * WEIGHT_SCALE))
+            uw[i] = np.int64(np.round(wsum[s] * _idf_factor(keys[s], ikeys, iw, idir, idefault) * WEIGHT_SCALE))
     elif tf_mode == TF_BINARY:
         for i in range(u):
             s = order[i]
             uf[i] = keys[s]
-            uw[i] = np.int64(np.round(wmax[s] * WEIGHT_SCALE))
+            uw[i] = np.int64(np.round(wmax[s] * _idf_factor(keys[s], ikeys, iw, idir, idefault) * WEIGHT_SCALE))
     else:
         logs = np.full(64, -1.0)
         for i in range(u):
@@ -814,30 +834,31 @@ def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode):
                     logs[c] = lg
             else:
                 lg = 1.0 + np.log(c)
-            uw[i] = np.int64(np.round((wsum[s] / c) * lg * WEIGHT_SCALE))
+            uw[i] = np.int64(np.round((wsum[s] / c) * lg * _idf_factor(keys[s], ikeys, iw, idir, idefault)
+                                      * WEIGHT_SCALE))
     return uf, uw
 
 
 @njit(cache=True)
-def aggregate(feats, weights, tf_mode):
+def aggregate(feats, weights, tf_mode, ikeys, iw, idir, idefault):
     """Merge repeated features: one integer weight per distinct feature hash.
 
     raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
     Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
     independent of feature order. Distinct features keep their first-occurrence order."""
     if tf_mode == TF_BINARY:
-        return _aggregate(feats, weights, tf_mode, True)
-    return _aggregate(feats, weights, tf_mode, False)
+        return _aggregate(feats, weights, tf_mode, True, ikeys, iw, idir, idefault)
+    return _aggregate(feats, weights, tf_mode, False, ikeys, iw, idir, idefault)
 
 
 @njit(cache=True, inline="always")
-def _aggregate(feats, weights, tf_mode, track_max):
+def _aggregate(feats, weights, tf_mode, track_max, ikeys, iw, idir, idefault):
     m = feats.shape[0]
     keys, cnt, wsum, wmax, order, mask, tm = _table_new(m, track_max)
     u = 0
     for i in range(m):
         u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], weights[i])
-    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode)
+    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault)
 
 
 @njit(cache=True)
@@ -906,21 +927,66 @@ def _ngrams(hashes, m, ngram):
 
 
 @njit(cache=True)
-def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode):
-    """Fused tokenise -> emit -> aggregate: features go straight into the table.
+def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+              ikeys, iw, idir, idefault, sketch_bins, sketch_ngram):
+    """Fused tokenise -> emit -> aggregate (-> IDF): features go straight into the table;
+    the word-shingle sketch (:func:`_sketch`) from the same tokens when ``sketch_bins``.
 
-    Returns ``(out, o, distinct features, their weights, token count)``."""
+    Returns ``(out, o, distinct features, their weights, token count, sketch)``."""
     if tf_mode == TF_BINARY:
         return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                              short_tokens, tf_mode, True)
+                              short_tokens, tf_mode, True, ikeys, iw, idir, idefault,
+                              sketch_bins, sketch_ngram)
     return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                          short_tokens, tf_mode, False)
+                          short_tokens, tf_mode, False, ikeys, iw, idir, idefault,
+                          sketch_bins, sketch_ngram)
+
+
+@njit(cache=True)
+def _sketch(hashes, t, ngram, bins):
+    """b-bit one-permutation MinHash of the token ``ngram``-shingles: ``4 + bins`` bytes.
+
+    Bytes 0-3: the number of shingles (little-endian uint32, capped), for containment
+    estimates. Then one byte per bin: each shingle hash (the n-gram ``combine`` chain,
+    re-mixed) falls into one of ``bins`` bins by its top bits, and the bin keeps the
+    smallest; an empty bin borrows the next non-empty bin's minimum, mixed with the
+    distance (rotation densification, Shrivastava & Li 2014); the low 8 bits of a final
+    ``fmix64`` are kept. Two texts agree on a bin with probability about J + (1 - J) / 256
+    (J the shingle-set Jaccard similarity), see :func:`neardup.sketch.similarity`."""
+    out = np.zeros(4 + bins, dtype=np.uint8)
+    n = ngram if t >= ngram else t
+    m = 0 if t == 0 else t - n + 1
+    size = m if m < 0xFFFFFFFF else 0xFFFFFFFF
+    for j in range(4):
+        out[j] = np.uint8((size >> (8 * j)) & 0xFF)
+    if m == 0 or bins == 0:
+        return out
+    mins = np.full(bins, _ALL, dtype=np.uint64)
+    filled = np.zeros(bins, dtype=np.bool_)
+    for i in range(m):
+        h = hashes[i]
+        for j in range(1, n):
+            h = combine(h, hashes[i + j])
+        x = fmix64(h ^ SKETCH_SALT)
+        b = np.int64(((x >> U64(32)) * U64(bins)) >> U64(32))
+        if x < mins[b]:
+            mins[b] = x
+        filled[b] = True
+    for j in range(bins):
+        d = 0
+        while not filled[(j + d) % bins]:
+            d += 1
+        out[4 + j] = np.uint8(fmix64(mins[(j + d) % bins] + U64(d) * GOLDEN) & U64(0xFF))
+    return out
 
 
 @njit(cache=True, inline="always")
 def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens,
-                   tf_mode, track_max):
+                   tf_mode, track_max, ikeys, iw, idir, idefault, sketch_bins, sketch_ngram):
     out, o, wstart, wend, widx, nw, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
+    if sketch_bins > 0 or scheme != SCHEME_CHARS:
+        _hash_words(buf, wstart, wend, widx, nw, hashes)
+    sketch = _sketch(hashes, t, sketch_ngram, sketch_bins) if sketch_bins > 0 else np.zeros(0, dtype=np.uint8)
     if scheme == SCHEME_CHARS:
         cps, cw, c = _char_hashes(out[:o], table, w_heading, w_list)
         m = 0 if c == 0 else (1 if c < ngram else c - ngram + 1)
@@ -937,7 +1003,6 @@ def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_
                 u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], cw[i + ngram - 1])
         ntok = m
     else:
-        _hash_words(buf, wstart, wend, widx, nw, hashes)
         lw = line_weights(kinds[:nl], counts[:nl], w_heading, w_list, w_short, short_tokens)
         keys, cnt, wsum, wmax, order, mask, tm = _table_new(t, track_max)
         u = 0
@@ -977,32 +1042,36 @@ def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_
             for i in range(m):
                 u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], lw[lines[i + ngram - 1]])
         ntok = t
-    uf, uw = _table_result(keys, cnt, wsum, wmax, order, u, tf_mode)
-    return out, o, uf, uw, ntok
+    uf, uw = _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault)
+    return out, o, uf, uw, ntok, sketch
 
 
 @njit(cache=True)
 def features_from_bytes(
-    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
+    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+    ikeys, iw, idir, idefault
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
     fixed-point weights, token count)."""
-    out, o, uf, uw, ntok = _features(
-        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
+    out, o, uf, uw, ntok, _ = _features(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+        ikeys, iw, idir, idefault, 0, 1
     )
     return out[:o], uf, uw, ntok
 
 
 @njit(cache=True)
 def simhash_from_bytes(
-    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode, words
+    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+    ikeys, iw, idir, idefault, words, sketch_bins, sketch_ngram
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, SimHash words, token count,
-    distinct feature count)."""
-    out, o, uf, uw, ntok = _features(
-        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode
+    distinct feature count, sketch (``4 + sketch_bins`` bytes, none when 0))."""
+    out, o, uf, uw, ntok, sketch = _features(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+        ikeys, iw, idir, idefault, sketch_bins, sketch_ngram
     )
-    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0]
+    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0], sketch
 
 
 @njit(cache=True)

@@ -39,16 +39,21 @@ from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, 
 from neardup.index import BruteForceIndex, HammingIndex
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
 from neardup.permuted import PermutedIndex
+from neardup.matching import Side, match
 from neardup.store import PageRecord, SQLiteStore, SQLStore
 from neardup.urls import host_of, validate_url
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
 METHODS = ("simhash", "minhash", "both")
-#: Default Hamming threshold: the measured operating point of the default fingerprint
-#: config (docs/quality.md: same-content recall rises from 88.6% at k=3 to 97.4% at k=7
-#: with no new false positive among 10,487 same-site pairs of different articles; at k=8
-#: they start to appear).
-DEFAULT_K = 7
+#: Default Hamming threshold per fingerprint spec version, the measured operating points
+#: (docs/quality.md). Version 1 (no IDF, no sketch): k = 7, where false positives start.
+#: Version 2: IDF weights spread unrelated pages apart but same-content pairs too, so the
+#: candidate radius is wider and every candidate is confirmed by the sketch.
+DEFAULT_K_BY_VERSION = {1: 7, 2: 12}
+DEFAULT_K = DEFAULT_K_BY_VERSION[2]
+#: Default verification threshold: a SimHash candidate is ``near`` only when the sketches'
+#: estimate of the word 3-shingle Jaccard similarity is at least this (docs/quality.md).
+DEFAULT_VERIFY = 0.2
 #: Default MinHash Jaccard threshold (method "minhash"/"both"): the measured operating point
 #: (docs/quality.md: 97.4% same-content recall, 0.086% same-site false positives).
 DEFAULT_THRESHOLD = 0.75
@@ -63,8 +68,10 @@ class Verdict:
         page, ``match_*``; it is not a near duplicate and keeps a cluster of its own)
         | ``error`` (only in batches: the page could not be read; see ``error``).
     method: which test matched: ``digest``, ``simhash``, ``minhash`` or ``simhash+minhash``.
-    score: the estimated Jaccard similarity with the match (MinHash signatures present),
-        or the estimated containment for ``partial``; 1.0 for ``exact``.
+    score: the estimated Jaccard similarity with the match: from the MinHash signatures
+        when present, else from the verification sketches (word 3-shingles); the estimated
+        containment for ``partial``; 1.0 for ``exact``; None when it could not be estimated
+        (a page without sketch).
     page_id: the page's store id (None from :meth:`Detector.check` for an unseen URL).
     match_id / match_url / distance: the stored page it matched and the Hamming distance.
     cluster_id / canonical_url: the cluster it belongs (or would belong) to and its canonical.
@@ -155,7 +162,12 @@ class Detector:
 
     store: a :class:`~neardup.store.SQLiteStore` (default: in memory) or a
         :class:`~neardup.postgres.PostgresStore`.
-    k: Hamming threshold, ``distance <= k`` matches (default :data:`DEFAULT_K` = 7).
+    k: Hamming threshold, ``distance <= k`` makes a candidate (default: the measured
+        value for the store's spec version, :data:`DEFAULT_K_BY_VERSION`; 12 for new stores).
+    verify: a SimHash candidate becomes ``near`` only when the sketches estimate a word
+        3-shingle Jaccard similarity of at least this (:mod:`neardup.sketch`; default
+        :data:`DEFAULT_VERIFY`); None accepts every candidate within k. Pages without a
+        sketch (spec version 1) are never verified.
     config: fingerprint settings; default: the store's own, else :data:`DEFAULT_CONFIG`.
     canonical: canonical policy spec, e.g. ``"rel-canonical,first-seen"`` or ``"shortest-url"``.
     method: ``simhash`` (default), ``minhash`` (LSH on MinHash signatures, Jaccard estimate
@@ -174,13 +186,14 @@ class Detector:
         self,
         store: SQLStore | None = None,
         *,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         config: FingerprintConfig | None = None,
         canonical: str | CanonicalPolicy | None = None,
         index: HammingIndex | None = None,
         method: str = "simhash",
         threshold: float = DEFAULT_THRESHOLD,
         containment: float | None = None,
+        verify: float | None = DEFAULT_VERIFY,
     ) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -188,11 +201,16 @@ class Detector:
             raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
         if containment is not None and not 0.0 < float(containment) <= 1.0:
             raise ConfigError(f"containment must be in (0, 1], got {containment}")
+        if verify is not None and not 0.0 <= float(verify) <= 1.0:
+            raise ConfigError(f"verify must be in [0, 1] or None, got {verify}")
+        self.verify = None if verify is None else float(verify)
         self.method = method
         self.threshold = float(threshold)
         self.containment = None if containment is None else float(containment)
         self.store = store if store is not None else SQLiteStore(":memory:")
         self.config = self._resolve_config(config, needs_minhash=method != "simhash" or containment is not None)
+        if k is None:
+            k = DEFAULT_K_BY_VERSION[self.config.version]
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
             raise ConfigError(f"k must be an integer between 0 and {self.config.bits}, got {k!r}")
         self.k = k
@@ -348,7 +366,7 @@ class Detector:
         cls,
         path: str | Path,
         *,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         config: FingerprintConfig | None = None,
         canonical: str | CanonicalPolicy | None = None,
         create: bool = True,
@@ -356,6 +374,7 @@ class Detector:
         method: str = "simhash",
         threshold: float = DEFAULT_THRESHOLD,
         containment: float | None = None,
+        verify: float | None = DEFAULT_VERIFY,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
@@ -369,7 +388,7 @@ class Detector:
         else:
             store = SQLiteStore(path, timeout=timeout, create=create)
         return cls(store, k=k, config=config, canonical=canonical,
-                   method=method, threshold=threshold, containment=containment)
+                   method=method, threshold=threshold, containment=containment, verify=verify)
 
     def _resolve_config(self, config: FingerprintConfig | None, needs_minhash: bool) -> FingerprintConfig:
         stored = self.store.get_meta("config")
@@ -604,9 +623,10 @@ class Detector:
         same digest when the caller has read it (:meth:`SQLStore.lookup`), else fetched."""
         if fp.empty:
             return _Decision("empty")
+        side = Side.of(fp, url)
         if same is _FETCH:
             same = self.store.page_by_digest(fp.digest, prefer_url=url)
-        if same is not None:
+        if same is not None and match(side, Side.of_record(same), self.k, self.verify).status == "exact":
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
@@ -621,8 +641,14 @@ class Detector:
             rec = self.store.page_by_id(page_id)
             if rec is None:
                 continue
-            distance = hamming(rec.simhash, fp.simhash)
-            score = None
+            verdict = match(side, Side.of_record(rec), self.k, self.verify)
+            if verdict.reason in ("empty", "boilerplate"):
+                continue
+            if verdict.status is None:
+                methods = methods - {"simhash"}  # a SimHash candidate the sketch rejects
+                if not methods:
+                    continue
+            distance, score = verdict.distance, verdict.score
             if sig is not None and rec.signature is not None:
                 score = jaccard(sig, np.frombuffer(rec.signature, dtype="<u4"))
             # best first: highest Jaccard estimate when known, then smallest distance, oldest
@@ -661,6 +687,7 @@ class Detector:
             priority=priority if priority is not None else (own.priority if own else None),
             signature=fp.minhash.to_bytes() if fp.minhash is not None else None,
             set_size=fp.minhash.set_size if fp.minhash is not None else None,
+            sketch=fp.sketch,
             id=own.id if own else None,
         )
         if own is not None:

@@ -10,8 +10,13 @@
 Case and whitespace never change a digest; punctuation changes the digest but not the
 SimHash features (words).
 
-The match rule everywhere in neardup is ``hamming(a, b) <= k`` (k = 7 by default in the
-Detector; see docs/quality.md).
+The match rule everywhere in neardup is ``hamming(a, b) <= k`` (see
+:data:`neardup.detector.DEFAULT_K` and docs/quality.md), confirmed by the pages' sketches
+(:mod:`neardup.sketch`) when both have one.
+
+Spec versions: 1 (neardup 0.1) weighted every word alike and had no sketch; 2 (default)
+weights words by IDF (:mod:`neardup.idf`) and sketches the word 3-shingles. A store keeps
+the version it was written with; ``FingerprintConfig(version=1)`` reproduces the old bits.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from neardup.extract import DEFAULT_MAX_BYTES, EXTRACTORS, ExtractedPage, extrac
 from neardup.features import FeatureConfig, simhash_of_text
 from neardup.minhash import MinHashConfig, MinHashSignature, minhash_text
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
+SPEC_VERSIONS = (1, 2)
 HASH_NAME = "fnv1a64-fmix64"
 
 
@@ -46,6 +52,12 @@ class FingerprintConfig:
         extractor found no article).
     max_bytes: larger inputs are rejected with :class:`neardup.errors.InputError`.
     minhash: also compute a MinHash signature (:mod:`neardup.minhash`) with these settings.
+    sketch_bins / sketch_ngram: the 64-byte verification sketch (:mod:`neardup.sketch`):
+        b-bit one-permutation MinHash of word ``sketch_ngram``-shingles in ``sketch_bins``
+        one-byte bins plus a 4-byte shingle count; 0 bins: no sketch (no verification).
+    version: the spec version (:data:`SPEC_VERSIONS`). Version 1 (neardup 0.1) is the same
+        algorithm without IDF weights and without a sketch; ``FingerprintConfig(version=1)``
+        sets those defaults.
     """
 
     bits: int = 64
@@ -54,8 +66,23 @@ class FingerprintConfig:
     min_tokens: int = 10
     max_bytes: int = DEFAULT_MAX_BYTES
     minhash: MinHashConfig | None = None
+    sketch_bins: int = 60
+    sketch_ngram: int = 3
+    version: int = SPEC_VERSION
 
     def __post_init__(self) -> None:
+        if self.version not in SPEC_VERSIONS:
+            raise ConfigError(f"unknown fingerprint spec version {self.version!r}; "
+                              f"this neardup knows {', '.join(map(str, SPEC_VERSIONS))}")
+        if self.version == 1:
+            # version 1 had neither: its defaults are the new fields' "off"
+            object.__setattr__(self, "sketch_bins", 0)
+            if self.features.idf is not None:
+                object.__setattr__(self, "features", replace(self.features, idf=None))
+        if not 0 <= self.sketch_bins <= 1020:
+            raise ConfigError(f"sketch_bins must be between 0 and 1020, got {self.sketch_bins}")
+        if not 1 <= self.sketch_ngram <= 16:
+            raise ConfigError(f"sketch_ngram must be between 1 and 16, got {self.sketch_ngram}")
         if self.bits not in (64, 128):
             raise ConfigError(f"bits must be 64 or 128, got {self.bits}")
         if self.extractor not in EXTRACTORS:
@@ -69,10 +96,11 @@ class FingerprintConfig:
     def spec(self) -> str:
         """Versioned description of the algorithm and every parameter that changes bits."""
         return (
-            f"neardup-simhash/{SPEC_VERSION};f={self.bits};hash={HASH_NAME};"
+            f"neardup-simhash/{self.version};f={self.bits};hash={HASH_NAME};"
             f"features={self.features.spec};norm=nfkc-casefold;extract={self.extractor};"
             f"min_tokens={self.min_tokens}"
             + (f";minhash=({self.minhash.spec})" if self.minhash else "")
+            + (f";sketch=oph{self.sketch_bins}b8/{self.sketch_ngram}" if self.sketch_bins else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,10 +111,13 @@ class FingerprintConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FingerprintConfig":
+        """The config of :meth:`to_dict`; a dict without ``version`` is a version-1 config
+        (stores written by neardup 0.1)."""
         data = dict(data)
-        feats = FeatureConfig.from_dict(data.pop("features", {}) or {})
+        data.setdefault("version", 1)
+        feats = FeatureConfig.from_dict({"idf": None} | dict(data.pop("features", {}) or {}))
         mh = data.pop("minhash", None)
-        known = {"bits", "extractor", "min_tokens", "max_bytes"}
+        known = {"bits", "extractor", "min_tokens", "max_bytes", "sketch_bins", "sketch_ngram", "version"}
         return cls(features=feats, minhash=MinHashConfig.from_dict(mh) if mh else None,
                    **{k: v for k, v in data.items() if k in known})
 
@@ -117,6 +148,7 @@ class Fingerprint:
     empty: bool = False
     normalized: bytes = field(default=b"", repr=False, compare=False)
     minhash: MinHashSignature | None = field(default=None, repr=False, compare=False)
+    sketch: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -136,6 +168,8 @@ class Fingerprint:
         }
         if self.minhash is not None:
             out["minhash_set_size"] = self.minhash.set_size
+        if self.sketch is not None:
+            out["sketch"] = self.sketch.hex()
         if with_text:
             out["text"] = self.text
         return out
@@ -151,7 +185,8 @@ def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
     >>> fingerprint_text("Hello   World").digest == fingerprint_text("hello world").digest
     True
     """
-    normalized, words, ntok, nfeat = simhash_of_text(text, config.features, config.bits)
+    normalized, words, ntok, nfeat, sketch = simhash_of_text(text, config.features, config.bits,
+                                                             config.sketch_bins, config.sketch_ngram)
     value = 0
     for w in words:
         value = (value << 64) | int(w)
@@ -165,6 +200,7 @@ def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
         length=len(normalized), tokens=int(ntok), features=int(nfeat),
         empty=int(ntok) < max(1, config.min_tokens), normalized=normalized,
         minhash=minhash_text(text, config.minhash) if config.minhash else None,
+        sketch=sketch,
     )
 
 

@@ -74,6 +74,7 @@ MIGRATIONS: dict[int, list[str]] = {
             simhash BYTEA NOT NULL
         )""",
     ],
+    2: ["ALTER TABLE pages ADD COLUMN sketch BYTEA"],
 }
 
 

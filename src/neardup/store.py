@@ -1,6 +1,6 @@
 """The embedded store: one SQLite file (WAL mode) holding pages, clusters and settings.
 
-Schema version 2 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
+Schema version 3 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
 version to the next, applied in one transaction when an older store is opened. A store
 written by a newer neardup is refused rather than damaged.
 
@@ -9,7 +9,8 @@ Tables
     ``pages``: one row per URL (its latest fetch): id, url, host, first_seen, fetched_at,
     digest, simhash (big-endian bytes), spec, length, title, canonical_link, language,
     status (the verdict when it was last added), matched_id, distance, cluster_id, priority,
-    signature (MinHash, little-endian uint32s, or NULL) and set_size (schema 2).
+    signature (MinHash, little-endian uint32s, or NULL) and set_size (schema 2), sketch
+    (the 64-byte verification sketch of :mod:`neardup.sketch`, or NULL; schema 3).
     ``clusters``: id, canonical_id, size, created_at.
 
 >>> s = SQLiteStore(":memory:")
@@ -32,7 +33,7 @@ import numpy as np
 
 from neardup.errors import StoreError, StoreLockedError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, list[str]] = {
     # version 0 (empty file) -> 1
@@ -80,12 +81,14 @@ MIGRATIONS: dict[int, list[str]] = {
             simhash BLOB NOT NULL
         )""",
     ],
+    # 2 -> 3: the verification sketch (spec version 2 fingerprints)
+    2: ["ALTER TABLE pages ADD COLUMN sketch BLOB"],
 }
 
 PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
     "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
-    "priority", "signature", "set_size",
+    "priority", "signature", "set_size", "sketch",
 )
 
 
@@ -111,10 +114,11 @@ class PageRecord:
     priority: float | None = None
     signature: bytes | None = None
     set_size: int | None = None
+    sketch: bytes | None = None
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
-        out = {c: getattr(self, c) for c in PAGE_COLUMNS if c != "signature"}
+        out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
         return out
 
@@ -176,8 +180,9 @@ class SQLStore:
     def _record(self, row: Sequence[Any]) -> PageRecord:
         data = dict(zip(PAGE_COLUMNS, row))
         data["simhash"] = int.from_bytes(bytes(data["simhash"]), "big")
-        if data["signature"] is not None:
-            data["signature"] = bytes(data["signature"])
+        for blob in ("signature", "sketch"):
+            if data[blob] is not None:
+                data[blob] = bytes(data[blob])
         return PageRecord(**data)
 
     def page_count(self) -> int:

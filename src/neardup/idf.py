@@ -1,0 +1,99 @@
+"""Background word frequencies: the IDF factor of each feature's SimHash weight.
+
+Without it, the words every page shares (*the*, *of*, *and*, *de*, *la*...) carry most of
+every bit's vote, so unrelated pages agree on many bits (docs/quality.md: mean distance
+26 of 64 instead of 32, single bits set in 9% to 86% of pages). With it, a feature's weight
+is multiplied by its inverse document frequency, estimated from its frequency ``p`` in a
+large background corpus as the chance that a page of ``doc_len`` words does not contain it::
+
+    idf = -ln(1 - exp(-p * doc_len))
+
+so *the* weighs about 0, a common content word 2 to 4, a rare word or name about 6. Words
+rarer than the table's floor (Zipf 3: once per million words), and words it does not know,
+get the floor's weight.
+
+The table (``_idf.npz``, built by ``tools/build_idf.py`` from the ``wordfreq`` lists of 42
+languages; attribution in ``IDF_DATA.md``) is keyed like the features (NFKC + casefold,
+FNV-1a + fmix64; character bigrams for Han, kana, Hangul, Thai), by the upper 32 bits of the
+feature hash. Its name is part of the fingerprint spec.
+
+>>> t = idf_table("web1", 1000.0)
+>>> from neardup.features import FeatureConfig, extract_features
+>>> feats, _ = extract_features("the zeppelin", FeatureConfig(idf=None))
+>>> [round(float(w), 2) + 0.0 for w in t.lookup(feats)]
+[0.0, 6.05]
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from neardup._kernels import IDF_DIRECTORY_BITS as DIRECTORY_BITS
+from neardup.errors import ConfigError
+
+#: table name (as it appears in specs) -> file in the package
+TABLES = {"web1": "_idf.npz"}
+
+
+@dataclass(frozen=True)
+class IdfTable:
+    """One table, ready for the kernels: sorted 32-bit keys, the IDF weight of each, a
+    directory of offsets by the keys' top :data:`DIRECTORY_BITS` bits, and the weight of a
+    feature the table does not hold."""
+
+    name: str
+    doc_len: float
+    keys: np.ndarray  # uint32, sorted
+    weights: np.ndarray  # float64
+    directory: np.ndarray  # uint32, 2**DIRECTORY_BITS + 1
+    default: float
+
+    def kernel_args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        return self.keys, self.weights, self.directory, self.default
+
+    def lookup(self, feature_hashes: np.ndarray) -> np.ndarray:
+        """The IDF weight of each 64-bit feature hash (vectorised, for tests and tools)."""
+        k = (np.asarray(feature_hashes, dtype=np.uint64) >> np.uint64(32)).astype(np.uint32)
+        i = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
+        return np.where(self.keys[i] == k, self.weights[i], self.default)
+
+
+def idf_of_zipf(zipf: np.ndarray | float, doc_len: float) -> np.ndarray:
+    """IDF from a Zipf frequency (log10 of occurrences per 10^9 words) for pages of
+    ``doc_len`` words: ``-ln(1 - exp(-p * doc_len))`` with ``p = 10**(zipf - 9)``."""
+    p = np.power(10.0, np.asarray(zipf, dtype=np.float64) - 9.0)
+    return -np.log(-np.expm1(-p * doc_len))
+
+
+def empty_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Kernel arguments meaning "no IDF" (every weight factor 1)."""
+    return (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.float64),
+            np.zeros(2, dtype=np.uint32), 1.0)
+
+
+@lru_cache(maxsize=None)
+def _raw(name: str) -> tuple[np.ndarray, np.ndarray, float]:
+    if name not in TABLES:
+        raise ConfigError(f"unknown IDF table {name!r}; choose one of {sorted(TABLES)}")
+    with np.load(pathlib.Path(__file__).parent / TABLES[name]) as data:
+        keys = np.cumsum(data["key_deltas"].astype(np.uint64)).astype(np.uint32)
+        zipf = data["zipf16"].astype(np.float64) / 16.0
+        floor = float(data["min_zipf"])
+    return keys, zipf, floor
+
+
+@lru_cache(maxsize=8)
+def idf_table(name: str, doc_len: float) -> IdfTable:
+    """The named table with weights for pages of ``doc_len`` words (cached)."""
+    if not (isinstance(doc_len, (int, float)) and math.isfinite(doc_len) and 1 <= doc_len <= 1e7):
+        raise ConfigError(f"idf_doc_len must be between 1 and 10^7 words, got {doc_len!r}")
+    keys, zipf, floor = _raw(name)
+    weights = idf_of_zipf(np.maximum(zipf, floor), float(doc_len))
+    top = (keys >> np.uint32(32 - DIRECTORY_BITS)).astype(np.int64)
+    directory = np.searchsorted(top, np.arange((1 << DIRECTORY_BITS) + 1), side="left").astype(np.uint32)
+    return IdfTable(name, float(doc_len), keys, weights, directory, float(idf_of_zipf(floor, float(doc_len))))

@@ -1,0 +1,111 @@
+"""The match rule between two fingerprinted pages, in one place.
+
+The Detector applies it to every candidate the index and the digest lookup return; the
+quality harness (``benchmarks/quality.py``) applies it to every labelled and corpus pair, so
+the figures in docs/quality.md are those of the product.
+
+In order:
+
+1. an *empty* page (too little main content) matches nothing;
+2. **repeated-boilerplate guard**: two pages of one host whose titles differ
+   (:func:`neardup.titles.same_title`) and whose shorter main text is under
+   :data:`GUARD_MAX_LENGTH` bytes do not match: that text is something the host repeats
+   on many pages (an author box, a sidebar the extractor took for the article), not content;
+3. equal digests: ``exact``;
+4. SimHash distance ``<= k``: a candidate, ``near`` when the verification sketches
+   (:mod:`neardup.sketch`) estimate a word 3-shingle Jaccard similarity ``>= verify`` (or when
+   either page has no sketch, or ``verify`` is None).
+
+>>> from neardup import fingerprint
+>>> text = " ".join(f"word{i}" for i in range(300))
+>>> a = Side.of(fingerprint(text), "https://a.example/1")
+>>> b = Side.of(fingerprint(text.replace("word7 ", "")), "https://b.example/1")
+>>> m = match(a, b, k=12, verify=0.2)
+>>> m.status, m.distance <= 12, m.score > 0.9
+('near', True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from neardup.sketch import similarity
+from neardup.titles import same_title
+from neardup.urls import host_of
+
+if TYPE_CHECKING:
+    from neardup.fingerprint import Fingerprint
+    from neardup.store import PageRecord
+
+#: main texts shorter than this (bytes of normalised text, about 170 words) are checked by
+#: the repeated-boilerplate guard; longer ones are content whatever the title (a news site
+#: editing a headline keeps the article). Measured in docs/quality.md.
+GUARD_MAX_LENGTH = 1000
+
+
+@dataclass(frozen=True)
+class Side:
+    """What the match rule reads of one page."""
+
+    simhash: int
+    digest: str
+    empty: bool = False
+    sketch: bytes | None = None
+    title: str | None = None
+    host: str | None = None  # None when unknown (file: URLs): the guard never applies
+    length: int = 0
+
+    @classmethod
+    def of(cls, fp: Fingerprint, url: str | None = None) -> Side:
+        """From a fingerprint (and the URL it was fetched from)."""
+        return cls(simhash=fp.simhash, digest=fp.digest, empty=fp.empty, sketch=fp.sketch,
+                   title=fp.title, host=(host_of(url) or None) if url else None, length=fp.length)
+
+    @classmethod
+    def of_record(cls, rec: PageRecord) -> Side:
+        """From a stored page."""
+        return cls(simhash=rec.simhash, digest=rec.digest, empty=rec.status == "empty",
+                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length)
+
+
+@dataclass(frozen=True)
+class Match:
+    """The outcome for one pair: ``status`` ``exact`` | ``near`` | None (no match), the
+    SimHash ``distance``, the sketch's Jaccard estimate ``score`` (None without sketches)
+    and, for no match, ``reason``: ``empty``, ``boilerplate``, ``distance`` or ``verify``."""
+
+    status: str | None
+    distance: int
+    score: float | None = None
+    reason: str | None = None
+
+
+def repeated_boilerplate(a: Side, b: Side) -> bool:
+    """The guard of rule 2: same host, different titles, a short main text."""
+    return (a.host is not None and a.host == b.host and min(a.length, b.length) < GUARD_MAX_LENGTH
+            and not same_title(a.title, b.title))
+
+
+def sketch_score(a: Side, b: Side) -> float | None:
+    """The sketches' Jaccard estimate, None when either page has none (or other widths)."""
+    if a.sketch is None or b.sketch is None or len(a.sketch) != len(b.sketch):
+        return None
+    return similarity(a.sketch, b.sketch).jaccard
+
+
+def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
+    """Apply the match rule (module docs) to pages ``a`` and ``b``."""
+    distance = (a.simhash ^ b.simhash).bit_count()
+    if a.empty or b.empty:
+        return Match(None, distance, reason="empty")
+    if repeated_boilerplate(a, b):
+        return Match(None, distance, reason="boilerplate")
+    if a.digest == b.digest:
+        return Match("exact", distance, 1.0)
+    if distance > k:
+        return Match(None, distance, reason="distance")
+    score = sketch_score(a, b)
+    if verify is not None and score is not None and score < verify:
+        return Match(None, distance, score, reason="verify")
+    return Match("near", distance, score)
