@@ -432,15 +432,22 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 @click.option("--token", envvar="NEARDUP_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (or set NEARDUP_TOKEN).")
+@click.option("--private", is_flag=True, help="Require the token for /metrics and the API docs too (only /healthz stays open).")
 @click.option("--max-body", type=click.IntRange(1024), default=32 * 1024 * 1024, show_default=True, help="Largest request body in bytes (413 above).")
+@click.option("--body-timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="Seconds a client has to send its whole request body (408 after: slow uploads are cut).")
+@click.option("--max-inflight", type=click.IntRange(1, 100000), default=64, show_default=True,
+              help="Requests worked on at once per worker; more get 503 with Retry-After.")
+@click.option("--max-inflight-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, show_default=True,
+              help="Request body bytes held at once per worker; more get 503 with Retry-After (bounds memory).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes sharing the store (each keeps its index current from the store's change log).")
 @_k_option
 @decision_options
 @fingerprint_options
 @handle_errors
-def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, workers: int, k: int,
-              **opts: Any) -> None:
+def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, max_body: int, body_timeout: float,
+              max_inflight: int, max_inflight_bytes: int, workers: int, k: int, **opts: Any) -> None:
     """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
     postgresql:// URL)."""
     try:
@@ -449,17 +456,21 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, max_body: int, w
         from neardup.service import create_app, serve_workers
     except ImportError as exc:
         raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
+    if private and not token:
+        raise ConfigError("--private needs --token (or NEARDUP_TOKEN)")
     decide = _decision(opts)
+    limits = {"body_timeout": body_timeout, "max_inflight": max_inflight, "max_inflight_bytes": max_inflight_bytes,
+              "private": private}
     det = Detector.open(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
     if workers == 1:
         try:
-            uvicorn.run(create_app(det, token=token, max_body=max_body), host=host, port=port, log_level="warning")
+            uvicorn.run(create_app(det, token=token, max_body=max_body, **limits), host=host, port=port,
+                        log_level="warning")
         finally:
             det.close()
         return
-    import os
 
-    settings = {"config": det.config.to_dict(), "k": k, "max_body": max_body, **decide}
+    settings = {"config": det.config.to_dict(), "k": k, "max_body": max_body, **limits, **decide}
     det.close()
     os.environ.update({"NEARDUP_DB": db, "NEARDUP_SETTINGS": json.dumps(settings), "NEARDUP_TOKEN": token or ""})
     serve_workers(workers, host, port)

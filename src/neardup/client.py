@@ -7,11 +7,13 @@
 
 Errors come back as the library's typed exceptions: 400 → :class:`InputError`, 409 →
 :class:`SpecMismatchError`, 401/404/413/422 → :class:`NeardupError` (message from the
-service), 503 → :class:`StoreLockedError`, 5xx → :class:`StoreError`.
+service), 503 → :class:`StoreLockedError` (after ``retries`` waits of the service's
+``Retry-After``, when it is busy), 5xx → :class:`StoreError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -62,15 +64,24 @@ class Client:
     add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, stats)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, retries: int = 3) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        self.retries = retries
 
     def _call(self, method: str, path: str, json: Any = None) -> Any:
-        try:
-            r = self._http.request(method, path, json=json)
-        except httpx.HTTPError as exc:
-            raise StoreError(f"neardup service unreachable at {self._http.base_url}: {exc}") from None
+        for attempt in range(self.retries + 1):
+            try:
+                r = self._http.request(method, path, json=json)
+            except httpx.HTTPError as exc:
+                raise StoreError(f"neardup service unreachable at {self._http.base_url}: {exc}") from None
+            if r.status_code != 503 or attempt == self.retries:
+                break
+            try:  # busy: wait as the service asks (at most 5 s), then try again
+                wait = float(r.headers.get("retry-after", "1"))
+            except ValueError:
+                wait = 1.0
+            time.sleep(min(max(wait, 0.05), 5.0) * (attempt + 1))
         if r.status_code < 400:
             return r.json()
         try:

@@ -21,14 +21,29 @@ OpenAPI description is at ``/openapi.json`` (docs at ``/docs``).
 =======================================  ====================================================
 
 Every error is a JSON body ``{"error": "one line naming the problem"}``: 400 bad page or
-URL, 401 missing/wrong bearer token (when one is configured), 404 unknown id, 409
-fingerprint of another spec, 413 body over the limit, 422 malformed JSON or fields, 503
-store busy. The service only reads and writes its own store.
+URL, 401 missing/wrong bearer token (when one is configured), 404 unknown id, 408 body not
+received in time, 409 fingerprint of another spec, 413 body over the limit, 422 malformed
+JSON or fields, 503 busy (with ``Retry-After``), and 500, still JSON, for a bug. The service
+only reads and writes its own store.
+
+Limits against hostile or overloaded clients (``create_app`` arguments, ``neardup serve``
+options): the body limit (``max_body``); the whole body must arrive within
+``body_timeout`` seconds (a slowloris upload is cut with 408); at most ``max_inflight``
+requests and ``max_inflight_bytes`` of request bodies are worked on at once, beyond which
+requests get 503 with ``Retry-After`` instead of queueing (bounded memory); fields are
+validated strictly (hex of the right width, integers in SQLite's range, finite numbers, no
+lone surrogates). The token is compared in constant time; ``private=True`` requires it for
+``/metrics`` and the API docs too. ``/metrics`` is labelled by route template, never by the
+raw path, so its size is bounded whatever paths clients send.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
+import logging
+import re
 import threading
 import time
 from collections import defaultdict
@@ -37,9 +52,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, StrictInt, field_validator, model_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from neardup import __version__
 from neardup.detector import DEFAULT_THRESHOLD, Detector, Verdict
@@ -49,21 +65,52 @@ from neardup.errors import (
 from neardup.fingerprint import Fingerprint
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_MAX_INFLIGHT = 64
+DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 MAX_BATCH = 1000
+MAX_ID = (1 << 63) - 1  # SQLite INTEGER
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_PUBLIC = ("/healthz",)
+log = logging.getLogger("neardup.service")
+
+
+def _scalar_values(value: str | None, what: str) -> str | None:
+    """``value`` unless it holds a lone surrogate (JSON "\\ud800": no store can keep it)."""
+    if value is not None and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} contains a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def _has_surrogates(value: str) -> bool:
+    try:
+        _scalar_values(value, "")
+    except ValueError:
+        return True
+    return False
+
+
+Finite = Field(None, allow_inf_nan=False)
 
 
 class PageIn(BaseModel):
     url: str = Field(..., max_length=8192)
     html: str | None = None
     text: str | None = None
-    headers: dict[str, str] | None = None
-    fetched_at: float | None = None
-    priority: float | None = None
+    headers: dict[str, str] | None = Field(None, max_length=200)
+    fetched_at: float | None = Finite
+    priority: float | None = Finite
 
     @model_validator(mode="after")
     def one_body(self) -> "PageIn":
         if (self.html is None) == (self.text is None):
             raise ValueError("give exactly one of 'html' or 'text'")
+        for key, value in (self.headers or {}).items():
+            if len(key) > 256 or len(value) > 8192:
+                raise ValueError("a header name is over 256 or a value over 8192 characters")
         return self
 
     def content_and_headers(self) -> tuple[str, dict[str, str] | None]:
@@ -78,43 +125,47 @@ class BatchIn(BaseModel):
 
 class FingerprintIn(BaseModel):
     url: str = Field(..., max_length=8192)
-    simhash: str = Field(..., description="SimHash as hex, as computed by the documented spec")
-    digest: str = Field(..., min_length=64, max_length=64)
-    spec: str
-    tokens: int = Field(..., ge=0, description="main-content token count (pages under min_tokens are empty)")
-    length: int = Field(0, ge=0)
-    features: int = Field(0, ge=0)
-    title: str | None = None
-    canonical_url: str | None = None
-    language: str | None = None
-    fetched_at: float | None = None
-    priority: float | None = None
+    simhash: str = Field(..., min_length=1, max_length=64,
+                         description="SimHash as hex, bits/4 digits (16 for 64 bits), as computed by the documented spec")
+    digest: str = Field(..., min_length=64, max_length=64,
+                        description="SHA-256 of the normalised main text, 64 hex digits")
+    spec: str = Field(..., max_length=1024)
+    tokens: StrictInt = Field(..., ge=0, le=MAX_ID, description="main-content token count (pages under min_tokens are empty)")
+    length: StrictInt = Field(0, ge=0, le=MAX_ID)
+    features: StrictInt = Field(0, ge=0, le=MAX_ID)
+    title: str | None = Field(None, max_length=8192)
+    canonical_url: str | None = Field(None, max_length=8192)
+    language: str | None = Field(None, max_length=64)
+    fetched_at: float | None = Finite
+    priority: float | None = Finite
 
     @field_validator("simhash")
     @classmethod
     def hex_simhash(cls, v: str) -> str:
-        try:
-            int(v, 16)
-        except ValueError:
-            raise ValueError("simhash must be a hexadecimal string") from None
+        if not _HEX.fullmatch(v):
+            raise ValueError("simhash must be a hexadecimal string (digits 0-9 and a-f only)")
         return v
 
     @field_validator("digest")
     @classmethod
     def hex_digest(cls, v: str) -> str:
-        try:
-            int(v, 16)
-        except ValueError:
-            raise ValueError("digest must be a SHA-256 hex string") from None
+        if not _HEX.fullmatch(v):
+            raise ValueError("digest must be a SHA-256 hex string (64 digits 0-9 and a-f)")
         return v.lower()
+
+    @field_validator("url", "spec", "title", "canonical_url", "language")
+    @classmethod
+    def valid_unicode(cls, v: str | None, info: Any) -> str | None:
+        return _scalar_values(v, info.field_name)
 
     def fingerprint(self, detector: Detector) -> Fingerprint:
         bits = detector.config.bits
-        value = int(self.simhash, 16)
-        if value >= 1 << bits:
-            raise InputError(f"simhash has more than {bits} bits")
+        if len(self.simhash) != bits // 4:
+            if len(self.simhash) > bits // 4 and int(self.simhash, 16) >= 1 << bits:
+                raise InputError(f"simhash has more than {bits} bits")
+            raise InputError(f"simhash must be {bits // 4} hex digits ({bits} bits), got {len(self.simhash)}")
         return Fingerprint(
-            simhash=value, digest=self.digest, spec=self.spec, bits=bits, title=self.title,
+            simhash=int(self.simhash, 16), digest=self.digest, spec=self.spec, bits=bits, title=self.title,
             canonical_url=self.canonical_url, language=self.language, length=self.length,
             tokens=self.tokens, features=self.features,
             empty=self.tokens < max(1, detector.config.min_tokens),
@@ -126,73 +177,155 @@ class FingerprintBatchIn(BaseModel):
 
 
 class _Guard:
-    """Pure ASGI middleware in front of every route: the bearer token (401), the body limit
-    (413, by Content-Length or by what actually arrives; the body is buffered and replayed)
-    and the request metrics. Pure ASGI rather than ``BaseHTTPMiddleware``, which runs each
-    request through an extra task and memory stream (measured: 2x the CPU of a fingerprint
-    check)."""
+    """Pure ASGI middleware in front of every route: the bearer token (401, constant-time
+    comparison), the body limit (413, by Content-Length or by what actually arrives; the
+    body is buffered and replayed), the body-read deadline (408), the cap on work in
+    flight (503 + Retry-After), a JSON 500 for any unexpected error, and the request
+    metrics. Pure ASGI rather than ``BaseHTTPMiddleware``, which runs each request through
+    an extra task and memory stream (measured: 2x the CPU of a fingerprint check)."""
 
-    def __init__(self, app: Any, *, token: str | None, limit: int, metrics: "_Metrics") -> None:
+    def __init__(self, app: Any, *, token: str | None, limit: int, metrics: "_Metrics", routes: list[Any],
+                 body_timeout: float = DEFAULT_BODY_TIMEOUT, max_inflight: int = DEFAULT_MAX_INFLIGHT,
+                 max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES, private: bool = False) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode("latin-1") if token else None
         self.limit = limit
         self.metrics = metrics
+        self.routes = routes
+        self.body_timeout = body_timeout
+        self.max_inflight = max_inflight
+        self.max_inflight_bytes = max_inflight_bytes
+        self.private = private
+        self.inflight = 0
+        self.inflight_bytes = 0
+        metrics.inflight = lambda: self.inflight
+
+    def _route_of(self, scope: Any) -> str:
+        """The route template a request matches ('unmatched' when none): the only path
+        label metrics use, so their size does not depend on what clients send."""
+        route = scope.get("route")
+        if route is not None:
+            return getattr(route, "path", "unmatched")
+        partial = None
+        for r in self.routes:
+            try:
+                match, _ = r.matches(scope)
+            except Exception:  # noqa: BLE001 - a route that cannot judge this scope
+                continue
+            if match == Match.FULL:
+                return getattr(r, "path", "unmatched")
+            if match == Match.PARTIAL and partial is None:
+                partial = getattr(r, "path", None)
+        return partial or "unmatched"
+
+    async def _read_body(self, receive: Any, start: float, held: list[int]
+                         ) -> tuple[bytes | None, tuple[int, str, dict[str, str]] | None]:
+        """The whole request body, or the error to answer: 413 over the limit, 408 past the
+        deadline, 503 when the bodies in flight would pass ``max_inflight_bytes``. Bytes
+        beyond those reserved in ``held[0]`` (no or a false Content-Length) are reserved
+        as they arrive (the caller releases ``held[0]``)."""
+        chunks: list[bytes] = []
+        size = 0
+        close = {"connection": "close"}
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(loop.time() + self.body_timeout - (time.perf_counter() - start)):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return None, None
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.limit:
+                        return None, (413, f"request body is over the {self.limit:,}-byte limit", close)
+                    if size > held[0]:
+                        if self.inflight_bytes + size - held[0] > self.max_inflight_bytes:
+                            return None, (503, "busy: too many request bodies in flight; retry shortly",
+                                          {"retry-after": "1", **close})
+                        self.inflight_bytes += size - held[0]
+                        held[0] = size
+                    chunks.append(chunk)
+                    if not message.get("more_body"):
+                        return b"".join(chunks), None
+        except TimeoutError:
+            return None, (408, f"request body not received within {self.body_timeout:g} s", close)
+
+    def _protected(self, path: str) -> bool:
+        return path.startswith("/v1/") or (self.private and path not in _PUBLIC)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        path = scope["path"]
-        headers = dict(scope["headers"])
-        if self.expected is not None and path.startswith("/v1/") and headers.get(b"authorization") != self.expected:
-            await _error(401, "missing or wrong bearer token")(scope, receive, send)
-            self.metrics.observe(path, 401, time.perf_counter() - start)
-            return
-        declared = headers.get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.limit:
-            await _error(413, f"request body is {int(declared):,} bytes, over the {self.limit:,}-byte limit")(
-                scope, receive, send)
-            self.metrics.observe(path, 413, time.perf_counter() - start)
-            return
-        if scope["method"] in ("POST", "PUT", "PATCH"):
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # client went away
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.limit:
-                    await _error(413, f"request body is over the {self.limit:,}-byte limit")(scope, receive, send)
-                    self.metrics.observe(path, 413, time.perf_counter() - start)
-                    return
-                chunks.append(chunk)
-                if not message.get("more_body"):
-                    break
-            buffered: list[dict[str, Any]] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
-
-            async def replay() -> Any:
-                return buffered.pop() if buffered else await receive()
-        else:
-            replay = receive
-        status = [500]
+        status = [0]
 
         async def send_status(message: Any) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
             await send(message)
 
+        async def reply(code: int, message: str, headers: dict[str, str] | None = None) -> None:
+            await _error(code, message, headers)(scope, receive, send_status)
+
+        held = [0]  # request body bytes reserved under max_inflight_bytes
+        counted = False
         try:
+            path = scope["path"]
+            headers = dict(scope["headers"])
+            if self.expected is not None and self._protected(path) and not hmac.compare_digest(
+                    headers.get(b"authorization", b""), self.expected):
+                await reply(401, "missing or wrong bearer token")
+                return
+            declared_raw = headers.get(b"content-length", b"")
+            declared = int(declared_raw) if declared_raw.isdigit() and len(declared_raw) < 20 else None
+            if declared_raw and declared is None:
+                await reply(400, "malformed Content-Length header", {"connection": "close"})
+                return
+            if declared is not None and declared > self.limit:
+                await reply(413, f"request body is {declared:,} bytes, over the {self.limit:,}-byte limit",
+                            {"connection": "close"})
+                return
+            if path not in _PUBLIC and path != "/metrics":
+                if self.inflight >= self.max_inflight:
+                    await reply(503, f"busy: {self.inflight} requests in flight; retry shortly",
+                                {"retry-after": "1", "connection": "close"})
+                    return
+                self.inflight += 1
+                counted = True
+            replay = receive
+            if scope["method"] in ("POST", "PUT", "PATCH"):
+                if declared and self.inflight_bytes + declared > self.max_inflight_bytes:
+                    await reply(503, "busy: too many request bodies in flight; retry shortly",
+                                {"retry-after": "1", "connection": "close"})
+                    return
+                held[0] = declared or 0
+                self.inflight_bytes += held[0]
+                body, problem = await self._read_body(receive, start, held)
+                if problem is not None:
+                    await reply(*problem)
+                    return
+                if body is None:
+                    return  # the client went away
+                buffered: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}]
+                del body
+
+                async def replay() -> Any:
+                    return buffered.pop() if buffered else await receive()
             await self.app(scope, replay, send_status)
+        except Exception as exc:  # noqa: BLE001 - a bug: log it, answer JSON, keep serving
+            log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
+            if status[0] == 0:
+                await reply(500, f"internal error ({type(exc).__name__}); the service log has the details")
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.observe(route, status[0], time.perf_counter() - start)
+            if counted:
+                self.inflight -= 1
+            self.inflight_bytes -= held[0]
+            self.metrics.observe(self._route_of(scope), status[0] or 500, time.perf_counter() - start)
 
 
-def _error(code: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=code)
+def _error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": " ".join(message.split())}, status_code=code, headers=headers)
 
 
 def _json(data: Any) -> Response:
@@ -201,34 +334,49 @@ def _json(data: Any) -> Response:
     return Response(json.dumps(data, separators=(",", ":"), allow_nan=False), media_type="application/json")
 
 
+def _label(value: object) -> str:
+    """A Prometheus label value, escaped (backslash, quote, newline)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class _Metrics:
+    """Request counters by route template and status code (both from bounded sets: the
+    app's routes plus 'unmatched', and HTTP codes), in the Prometheus text format."""
+
+    MAX_SERIES = 2000  # a safety net: routes x codes stays far below it
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
         self.seconds: dict[str, float] = defaultdict(float)
         self.count: dict[str, int] = defaultdict(int)
+        self.inflight = lambda: 0
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         with self.lock:
+            if (route, code) not in self.requests and len(self.requests) >= self.MAX_SERIES:
+                route, code = "other", 0
             self.requests[(route, code)] += 1
             self.seconds[route] += seconds
             self.count[route] += 1
 
     def render(self, stats: dict[str, int]) -> str:
-        lines = ["# HELP neardup_requests_total HTTP requests by route and status code.",
+        lines = ["# HELP neardup_requests_total HTTP requests by route template and status code.",
                  "# TYPE neardup_requests_total counter"]
         with self.lock:
             for (route, code), n in sorted(self.requests.items()):
-                lines.append(f'neardup_requests_total{{route="{route}",code="{code}"}} {n}')
+                lines.append(f'neardup_requests_total{{route="{_label(route)}",code="{code}"}} {n}')
             lines += ["# HELP neardup_request_seconds Time spent answering requests.",
                       "# TYPE neardup_request_seconds summary"]
             for route in sorted(self.count):
-                lines.append(f'neardup_request_seconds_sum{{route="{route}"}} {self.seconds[route]:.6f}')
-                lines.append(f'neardup_request_seconds_count{{route="{route}"}} {self.count[route]}')
+                lines.append(f'neardup_request_seconds_sum{{route="{_label(route)}"}} {self.seconds[route]:.6f}')
+                lines.append(f'neardup_request_seconds_count{{route="{_label(route)}"}} {self.count[route]}')
+        lines += ["# HELP neardup_requests_in_flight Requests being worked on.", "# TYPE neardup_requests_in_flight gauge",
+                  f"neardup_requests_in_flight {self.inflight()}"]
         lines += ["# HELP neardup_pages Stored pages by their last verdict.", "# TYPE neardup_pages gauge"]
         for key, value in stats.items():
             if key not in ("pages", "clusters"):
-                lines.append(f'neardup_pages{{status="{key}"}} {value}')
+                lines.append(f'neardup_pages{{status="{_label(key)}"}} {value}')
         lines += ["# HELP neardup_clusters Stored clusters.", "# TYPE neardup_clusters gauge",
                   f"neardup_clusters {stats.get('clusters', 0)}"]
         return "\n".join(lines) + "\n"
@@ -247,18 +395,33 @@ def app_from_env() -> FastAPI:
     detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k", 7), config=config,
                              method=settings.get("method", "simhash"), threshold=settings.get("threshold", DEFAULT_THRESHOLD),
                              containment=settings.get("containment"))
+    limits = {name: settings[name] for name in ("body_timeout", "max_inflight", "max_inflight_bytes", "private")
+              if name in settings}
     return create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
-                      max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)))
+                      max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)), **limits)
 
 
-def create_app(detector: Detector, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
-    """An ASGI app serving ``detector`` (shared by all requests, writes serialised)."""
+def create_app(detector: Detector, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY,
+               body_timeout: float = DEFAULT_BODY_TIMEOUT, max_inflight: int = DEFAULT_MAX_INFLIGHT,
+               max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES, private: bool = False) -> FastAPI:
+    """An ASGI app serving ``detector`` (shared by all requests, writes serialised).
+
+    ``token``: bearer token required for /v1 (and, with ``private``, for /metrics and the
+    docs too; /healthz stays open). ``max_body``: largest request body (413). The body
+    must arrive within ``body_timeout`` seconds (408). At most ``max_inflight`` requests
+    and ``max_inflight_bytes`` of bodies are worked on at once (503 + Retry-After beyond)."""
+    if private and not token:
+        from neardup.errors import ConfigError
+
+        raise ConfigError("private=True needs a token")
     app = FastAPI(title="neardup", version=__version__,
                   description="Near-duplicate web page detection: is this page new, an exact or a near duplicate?")
     lock = threading.Lock()
     metrics = _Metrics()
     app.state.detector = detector
-    app.add_middleware(_Guard, token=token, limit=max_body, metrics=metrics)
+    app.add_middleware(_Guard, token=token, limit=max_body, metrics=metrics, routes=app.router.routes,
+                       body_timeout=body_timeout, max_inflight=max_inflight, max_inflight_bytes=max_inflight_bytes,
+                       private=private)
 
     async def locked(fn: Any, *args: Any, inline: bool = True, **kwargs: Any) -> Any:
         """Run ``fn`` under the decision lock: inline on the event loop when the lock is free
@@ -292,7 +455,7 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @app.exception_handler(StoreLockedError)
     async def locked_error(request: Request, exc: StoreLockedError) -> JSONResponse:
-        return _error(503, str(exc))
+        return _error(503, str(exc), {"retry-after": "1"})
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
@@ -384,6 +547,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @app.get("/v1/pages/{page_id}", summary="A stored page")
     def get_page(page_id: int) -> Any:
+        if not 0 <= page_id <= MAX_ID:
+            return _error(404, f"no page with id {page_id}")
         with lock:
             rec = detector.page(page_id)
         if rec is None:
@@ -392,6 +557,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @app.get("/v1/clusters/{cluster_id}", summary="A cluster: members, canonical, why each joined")
     def get_cluster(cluster_id: int) -> Any:
+        if not 0 <= cluster_id <= MAX_ID:
+            return _error(404, f"no cluster with id {cluster_id}")
         with lock:
             members = detector.cluster(cluster_id)
             canonical = detector.store.cluster_canonical(cluster_id)
@@ -407,6 +574,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @app.get("/v1/hosts/{host}", summary="Duplicate statistics of a host")
     def get_host(host: str) -> Any:
+        if len(host) > 1024 or _has_surrogates(host):
+            return _error(404, f"no page stored for host {host[:100]!r}")
         with lock:
             counts = detector.store.host_stats(host.lower())
         pages = sum(counts.values())
