@@ -18,7 +18,7 @@ on this machine:
   extractor alone (Resiliparse ``extract_plain_text(HTMLTree.parse_from_bytes(html),
   main_content=True)``; ``trafilatura.extract(html, fast=True)``), with neardup's overhead in
   percent, and **page -> verdict** (:func:`page_to_verdict`: an in-memory
-  ``neardup.Detector(k=3)``, ``add(url, html)`` for every page; skipped with a note when
+  ``neardup.Detector()`` (default k), ``add(url, html)`` for every page; skipped with a note when
   ``neardup.Detector`` does not exist).
 
 Rates are per CPU second of this process (``time.process_time``), i.e. per core: the variants
@@ -243,6 +243,7 @@ def run_variants(variants: list[dict[str, Any]], items: Sequence[Any], nbytes: f
 # --------------------------------------------------------------------------------------------
 
 WORDS = FingerprintConfig()
+WORDS_V1 = FingerprintConfig(version=1)  # neardup 0.1: no IDF weights, no sketch
 SHINGLES3 = FingerprintConfig(features=FeatureConfig(scheme="shingles", ngram=3))
 CHARS4 = FingerprintConfig(features=FeatureConfig(scheme="chars", ngram=4))
 
@@ -252,7 +253,10 @@ def text_variants() -> list[dict[str, Any]]:
     v: list[dict[str, Any]] = [
         {"name": "neardup fingerprint_text (default: words)", "group": "neardup",
          "fn": lambda t: fingerprint_text(t, WORDS),
-         "note": "NFKC + casefold, normalise, SHA-256 digest, SimHash; compiled"},
+         "note": "NFKC + casefold, normalise, SHA-256 digest, IDF-weighted SimHash, 64-byte sketch; compiled"},
+        {"name": "neardup fingerprint_text (spec version 1: words)", "group": "neardup",
+         "fn": lambda t: fingerprint_text(t, WORDS_V1),
+         "note": "the same without IDF weights and without the sketch (neardup 0.1)"},
         {"name": "neardup fingerprint_text (shingles 3)", "group": "neardup",
          "fn": lambda t: fingerprint_text(t, SHINGLES3), "note": "word 3-shingles"},
         {"name": "neardup fingerprint_text (chars 4)", "group": "neardup",
@@ -274,8 +278,9 @@ def text_variants() -> list[dict[str, Any]]:
         {"name": "part: NFKC + casefold + utf-8 (folded_array)", "group": "part",
          "fn": folded_array, "note": "Python's unicodedata / str methods (C)"},
         {"name": "part: compiled kernel (simhash_from_bytes)", "group": "part",
-         "fn": lambda t: K.simhash_from_bytes(FOLDED[t], K.CHAR_TABLE, *kargs, 1),
-         "note": "normalise whitespace, tokenise, hash, weigh, SimHash (input pre-folded)"},
+         "fn": lambda t: K.simhash_from_bytes(FOLDED[t], K.CHAR_TABLE, *kargs, 1, WORDS.sketch_bins,
+                                              WORDS.sketch_ngram),
+         "note": "normalise whitespace, tokenise, hash, weigh (IDF), SimHash, sketch (input pre-folded)"},
         {"name": "part: SHA-256 digest (hashlib)", "group": "part",
          "fn": lambda t: hashlib.sha256(FOLDED[t].tobytes()).hexdigest(), "note": "of the normalised bytes (about the same size)"},
     ]
@@ -303,7 +308,7 @@ ACCURATE = FingerprintConfig(extractor="accurate")
 
 
 def page_to_verdict() -> dict[str, Any] | None:
-    """Hook: page -> verdict with ``neardup.Detector().add(url, html)`` (in memory, k = 3,
+    """Hook: page -> verdict with ``neardup.Detector().add(url, html)`` (in memory, default k,
     default configuration, so the default extractor).
 
     Returns a variant (a fresh Detector for every round, created outside the timer), or None
@@ -318,12 +323,12 @@ def page_to_verdict() -> dict[str, Any] | None:
         old = holder.pop("det", None)
         if old is not None and hasattr(old, "close"):
             old.close()
-        holder["det"] = detector_cls(k=3)
+        holder["det"] = detector_cls()
 
     def add(page: tuple[str, bytes]) -> Any:
         return holder["det"].add(page[0], page[1])
 
-    return {"name": f"neardup Detector(k=3).add(url, html) ({extractor})", "group": extractor, "fn": add,
+    return {"name": f"neardup Detector().add(url, html) ({extractor})", "group": extractor, "fn": add,
             "setup": setup, "verdict": True,
             "note": "in-memory store, default config; fingerprint + index lookup + record"}
 

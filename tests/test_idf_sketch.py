@@ -4,13 +4,13 @@ repeated-boilerplate guard, and stores written by neardup 0.1 (spec version 1)."
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import sqlite3
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from legacy_store import write_legacy_store
 
 import neardup
 from neardup import ConfigError, Detector, FeatureConfig, FingerprintConfig, fingerprint
@@ -48,7 +48,7 @@ def test_kernel_weights_are_plain_weights_times_the_table_lookup(sample_texts):
 
 
 def test_common_words_weigh_almost_nothing_and_rare_words_the_most():
-    feats, weights = extract_features("the of and zeppelin quasar", FeatureConfig())
+    _, weights = extract_features("the of and zeppelin quasar", FeatureConfig())
     w = dict(zip(["the", "of", "and", "zeppelin", "quasar"], (weights / 65536.0).tolist()))
     assert w["the"] < 0.01 and w["of"] < 0.01 and w["and"] < 0.01
     assert w["zeppelin"] > 5 and w["quasar"] > 5
@@ -232,22 +232,7 @@ def test_neardup_0_1_store_keeps_its_spec_and_k(tmp_path, sample_pages):
         old_dict.pop(key)
     old_dict["features"].pop("idf")
     old_dict["features"].pop("idf_doc_len")
-    con = sqlite3.connect(path, isolation_level=None)
-    try:
-        for step in (0, 1):
-            for sql in store_mod.MIGRATIONS[step]:
-                con.execute(sql)
-        con.execute("PRAGMA user_version=2")
-        con.execute("INSERT INTO meta(key, value) VALUES('config', ?)", (json.dumps(old_dict, sort_keys=True),))
-        con.execute("INSERT INTO meta(key, value) VALUES('spec', ?)", (json.dumps(fp.spec),))
-        con.execute("INSERT INTO clusters(id, canonical_id, size, created_at) VALUES(1, 1, 1, 1.5e9)")
-        con.execute(
-            "INSERT INTO pages(id, url, host, first_seen, fetched_at, digest, simhash, spec, length, title, "
-            "canonical_link, language, status, matched_id, distance, cluster_id, priority) "
-            "VALUES(1, ?, 'nytimes.com', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, NULL, 'en', 'new', NULL, NULL, 1, NULL)",
-            (page.url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title))
-    finally:
-        con.close()
+    write_legacy_store(path, 2, old_dict, fp, page.url, "nytimes.com")
     assert fp.spec.startswith("neardup-simhash/1;") and "idf" not in fp.spec
     with Detector.open(path) as det:
         assert det.config.spec == fp.spec and det.config.version == 1

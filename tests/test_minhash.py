@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import gzip
 import itertools
-import json
 import math
 import sqlite3
 from functools import cache
@@ -19,6 +18,7 @@ from functools import cache
 import numpy as np
 import pytest
 from faults import Boom, explode_on_cluster_update
+from legacy_store import write_legacy_store
 
 import neardup
 from neardup import ConfigError, Detector, FingerprintConfig, Page, SpecMismatchError
@@ -653,21 +653,10 @@ def test_v1_store_is_migrated_to_v2(tmp_path, sample_pages):
     config = neardup.DEFAULT_CONFIG
     fp = neardup.fingerprint(page.content, page.url, config=config)
     v1_config = {k: v for k, v in config.to_dict().items() if k != "minhash"}  # as version 1 wrote it
-    con = sqlite3.connect(path, isolation_level=None)
+    write_legacy_store(path, 1, v1_config, fp, page.url, "nytimes.com")
+    con = sqlite3.connect(path)
     try:
-        for sql in store_mod.MIGRATIONS[0]:
-            con.execute(sql)
-        con.execute("PRAGMA user_version=1")
-        con.execute("INSERT INTO meta(key, value) VALUES('config', ?)", (json.dumps(v1_config, sort_keys=True),))
-        con.execute("INSERT INTO meta(key, value) VALUES('spec', ?)", (json.dumps(config.spec),))
-        con.execute("INSERT INTO clusters(id, canonical_id, size, created_at) VALUES(1, 1, 1, 1.5e9)")
-        con.execute(
-            "INSERT INTO pages(id, url, host, first_seen, fetched_at, digest, simhash, spec, length, title, "
-            "canonical_link, language, status, matched_id, distance, cluster_id, priority) "
-            "VALUES(1, ?, 'nytimes.com', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, NULL, 'en', 'new', NULL, NULL, 1, NULL)",
-            (page.url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title))
-        columns = [r[1] for r in con.execute("PRAGMA table_info(pages)")]
-        assert "signature" not in columns
+        assert "signature" not in [r[1] for r in con.execute("PRAGMA table_info(pages)")]
     finally:
         con.close()
     s = neardup.SQLiteStore(path)  # migrates
