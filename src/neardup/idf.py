@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import pathlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def empty_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
             np.zeros(2, dtype=np.uint32), 1.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _raw(name: str) -> tuple[np.ndarray, np.ndarray, float]:
     if name not in TABLES:
         raise ConfigError(f"unknown IDF table {name!r}; choose one of {sorted(TABLES)}")
