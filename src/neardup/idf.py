@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import pathlib
 from dataclasses import dataclass
-from functools import lru_cache, cache
+from functools import cache, lru_cache
 
 import numpy as np
 
