@@ -57,3 +57,34 @@ def test_untyped_extractor_failure_becomes_input_error(monkeypatch):
     with pytest.raises(neardup.InputError, match="fast extractor failed.*RecursionError") as info:
         neardup.fingerprint("<html><body><p>words</p></body></html>", config=FingerprintConfig(extractor="fast"))
     assert isinstance(info.value, NeardupError) and "\n" not in str(info.value)
+
+
+def test_formatting_element_soup_does_not_multiply_elements(sample_pages):
+    """Found by benchmarks/fuzz.py (seed 1, case 212): thousands of distinct unclosed <b>
+    before many paragraphs made Lexbor re-open every one of them per paragraph (55 KB of
+    HTML became 6 million elements: 2.4 GB). Such formatting tags are dropped before parsing."""
+    from neardup.extract import extract_main_content
+
+    soup = "".join(f"<b a={i}>" for i in range(3000)) + "<p>x</p>" * 2000
+    html = sample_pages["cnbc-cybersecurity-2019"].content.decode("utf-8", "replace")
+    html = html.replace("</body>", soup + "</body>", 1)
+    sentence = "The aggressive tactics come as the cybersecurity market expands dramatically"
+    for extractor in EXTRACTORS:
+        ext = extract_main_content(html, extractor=extractor)
+        assert "formatting tags dropped" in ext.fallback
+        assert sentence in " ".join(ext.text.split())
+
+
+def test_fuzz_smoke():
+    """A short run of the fuzz harness: no untyped exception, no 5xx, nothing slow."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz.py"
+    spec = importlib.util.spec_from_file_location("neardup_fuzz", path)
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    fuzz.CORPUS = Path("/nonexistent")  # the bundled sample: the same pages everywhere
+    result = fuzz.fuzz(150, seed=11, slow=60.0)
+    assert result["tally"]["cases"] == 150
+    assert result["untyped"] == {} and result["http_bad"] == {} and result["slow"] == []

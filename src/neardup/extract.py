@@ -46,6 +46,12 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 # * Resiliparse's main-content pass costs about elements x depth (10,000 nested <div> took
 #   2 s, a million elements 250 levels deep 54 s): above MAIN_CONTENT_WORK the page gets
 #   all its visible text ("full", linear: 0.4 s for that page).
+# * an HTML5 parser re-opens every still-open formatting element (<b>, <font>, <a>...) for
+#   each new block: 3,000 distinct unclosed <b a=N> before 2,000 paragraphs made Lexbor
+#   build 6 million elements from 55 KB (0.9 s, 2.4 GB). Where more than FORMATTING_MAX_OPEN
+#   formatting elements are open at once (real pages: at most 172 in 5,521), they are
+#   dropped before parsing (they carry no text).
+FORMATTING_MAX_OPEN = 500
 ACCURATE_MAX_DEPTH = 240
 ACCURATE_MAX_ELEMENTS = 100_000
 ACCURATE_MAX_TEXT_RUN = 9_000_000
@@ -309,6 +315,36 @@ def _without_surrogates(text: str) -> str:
         return _SURROGATE.sub("\ufffd", text)
 
 
+_FORMATTING_TAG = re.compile(r"<(/?)(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)(?=[\s/>])",
+                             re.IGNORECASE)
+_FORMATTING_TAG_WHOLE = re.compile(r"</?(?:a|b|big|code|em|font|i|nobr|s|small|strike|strong|tt|u)(?:[\s/][^<>]*)?>",
+                                   re.IGNORECASE)
+
+
+def _formatting_open(text: str) -> int:
+    """The most formatting elements open at once (close tags matched by count)."""
+    depth = peak = 0
+    for slash in _FORMATTING_TAG.findall(text):
+        if slash:
+            depth = depth - 1 if depth else 0
+        else:
+            depth += 1
+            if depth > peak:
+                peak = depth
+    return peak
+
+
+def _defuse_formatting(text: str) -> tuple[str, str | None]:
+    """``text`` without formatting tags when so many are open at once that the parser's
+    re-opening would multiply elements (and why), else ``text`` unchanged."""
+    if text.count("<") <= FORMATTING_MAX_OPEN:
+        return text, None
+    peak = _formatting_open(text)
+    if peak <= FORMATTING_MAX_OPEN:
+        return text, None
+    return _FORMATTING_TAG_WHOLE.sub("", text), f"{peak:,} formatting elements open at once: formatting tags dropped"
+
+
 def _start_tags(text: str) -> int:
     """Upper bound on the number of elements (start tags, comments, doctypes)."""
     return text.count("<") - text.count("</") + 8  # + implied html/head/body/tbody...
@@ -405,20 +441,21 @@ def extract_main_content(
 
 def _extract_html(text: str, url: str | None, extractor: str, encoding: str | None) -> ExtractedPage:
     tree: HTMLTree | None = None
-    fallback = None
+    text, fallback = _defuse_formatting(text)
     if extractor == "accurate":
-        fallback = _accurate_refusal(text, None)
-        if fallback is None and _start_tags(text) > ACCURATE_MAX_DEPTH:
+        refusal = _accurate_refusal(text, None)
+        if refusal is None and _start_tags(text) > ACCURATE_MAX_DEPTH:
             tree = HTMLTree.parse(text)
-            fallback = _accurate_refusal(text, tree)
-        if fallback is None:
+            refusal = _accurate_refusal(text, tree)
+        if refusal is None:
             main, title, href = _trafilatura_page(text, url)
             title = " ".join(title.split()) if title else None
             return ExtractedPage(
                 text=main, title=title or None, canonical_url=_resolve(href, url),
                 language=_language(main, None), encoding=encoding, is_html=True, extractor="accurate",
+                fallback=fallback,
             )
-        extractor, fallback = "fast", f"accurate: {fallback}"
+        extractor, fallback = "fast", f"{fallback}; accurate: {refusal}" if fallback else f"accurate: {refusal}"
     if tree is None:
         tree = HTMLTree.parse(text)
     if extractor == "fast":
