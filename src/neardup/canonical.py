@@ -41,27 +41,43 @@ class Member:
     priority: float | None
 
 
-RankFn = Callable[[Member, Sequence[Member]], tuple]
+#: One rule's part of a member's rank, given whether some member of the cluster names the
+#: member's URL in ``<link rel="canonical">`` (the only thing a rule may know of the others).
+RankFn = Callable[[Member, bool], tuple]
 
 
-def _rel_canonical(m: Member, members: Sequence[Member]) -> tuple:
-    named = {comparable_url(x.canonical_link) for x in members if x.canonical_link}
-    return (0 if comparable_url(m.url) in named else 1,)
+def url_key(url: str) -> str:
+    """The form in which a page's URL is compared with ``rel=canonical`` links."""
+    return comparable_url(url)
 
 
-def _first_seen(m: Member, members: Sequence[Member]) -> tuple:
+def link_key(link: str | None) -> str | None:
+    """The comparable form of a ``rel=canonical`` link (None for none)."""
+    return comparable_url(link) if link else None
+
+
+def named_links(members: Sequence[Member]) -> set[str]:
+    """The comparable canonical links the members name."""
+    return {key for key in (link_key(m.canonical_link) for m in members) if key is not None}
+
+
+def _rel_canonical(m: Member, named: bool) -> tuple:
+    return (0 if named else 1,)
+
+
+def _first_seen(m: Member, named: bool) -> tuple:
     return (m.first_seen, m.id)
 
 
-def _shortest_url(m: Member, members: Sequence[Member]) -> tuple:
+def _shortest_url(m: Member, named: bool) -> tuple:
     return (len(m.url), m.url)
 
 
-def _https(m: Member, members: Sequence[Member]) -> tuple:
+def _https(m: Member, named: bool) -> tuple:
     return (0 if m.url.lower().startswith("https:") else 1,)
 
 
-def _priority(m: Member, members: Sequence[Member]) -> tuple:
+def _priority(m: Member, named: bool) -> tuple:
     return (0, -m.priority) if m.priority is not None else (1, 0.0)
 
 
@@ -75,7 +91,13 @@ RANKS: dict[str, RankFn] = {
 
 
 class CanonicalPolicy:
-    """A chain of named ranking rules; ``first-seen`` always ends the chain as tie-break."""
+    """A chain of named ranking rules; ``first-seen`` always ends the chain as tie-break.
+
+    A member's rank depends only on the member itself and on whether its URL is named by
+    some member (``rel-canonical``), so a cluster's canonical can be kept incrementally: a
+    new member can only beat the current canonical, or make members it names win
+    (:meth:`key`); the Detector recomputes from scratch (:meth:`choose`) only when a member
+    leaves or changes in a way that can dethrone the canonical."""
 
     def __init__(self, names: Sequence[str]) -> None:
         names = [n.strip() for n in names if n.strip()]
@@ -86,19 +108,30 @@ class CanonicalPolicy:
             names = [n for n in names if n != "first-seen"] + ["first-seen"]
         self.names = tuple(names)
         self._ranks = [RANKS[n] for n in self.names]
+        #: whether ranks depend on the links members name (else a member's rank is its own)
+        self.uses_links = "rel-canonical" in self.names
 
     @property
     def spec(self) -> str:
         return ",".join(self.names)
 
+    def key(self, member: Member, named: bool) -> tuple:
+        """``member``'s rank when its URL is (``named``) or is not named by a member."""
+        return tuple(part for fn in self._ranks for part in fn(member, named))
+
     def rank(self, member: Member, members: Sequence[Member]) -> tuple:
-        return tuple(part for fn in self._ranks for part in fn(member, members))
+        """``member``'s rank among ``members``."""
+        named = self.uses_links and url_key(member.url) in named_links(members)
+        return self.key(member, named)
 
     def choose(self, members: Sequence[Member]) -> Member:
-        """The canonical member (members must not be empty)."""
+        """The canonical member (members must not be empty), in O(len(members))."""
         if not members:
             raise ConfigError("cannot choose a canonical page from an empty cluster")
-        return min(members, key=lambda m: self.rank(m, members))
+        if not self.uses_links:
+            return min(members, key=lambda m: self.key(m, False))
+        links = named_links(members)
+        return min(members, key=lambda m: self.key(m, url_key(m.url) in links))
 
     def __repr__(self) -> str:
         return f"CanonicalPolicy({self.spec!r})"
