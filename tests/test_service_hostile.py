@@ -276,3 +276,29 @@ def test_real_server_cuts_a_slowloris_body(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_client_waits_and_retries_when_busy():
+    import httpx
+
+    calls = []
+
+    def handler(request):
+        calls.append(request.url.path)
+        if len(calls) < 3:
+            return httpx.Response(503, json={"error": "busy: 64 requests in flight; retry shortly"},
+                                  headers={"retry-after": "0"})
+        return httpx.Response(200, json={"pages": 0, "clusters": 0})
+
+    with neardup.Client("http://svc", transport=httpx.MockTransport(handler)) as client:
+        assert client.stats() == {"pages": 0, "clusters": 0} and len(calls) == 3
+    calls.clear()
+
+    def always_busy(request):
+        calls.append(request.url.path)
+        return httpx.Response(503, json={"error": "busy"}, headers={"retry-after": "0"})
+
+    with neardup.Client("http://svc", transport=httpx.MockTransport(always_busy), retries=1) as client:
+        with pytest.raises(neardup.StoreLockedError, match="busy"):
+            client.stats()
+    assert len(calls) == 2
