@@ -135,7 +135,6 @@ def simhash_of_text(text: str, config: FeatureConfig, bits: int = 64, sketch_bin
 
     Returns ``(normalised bytes, bits // 64 uint64 words (most significant first), token
     count, distinct feature count, sketch bytes or None)``."""
-    normalized, words, ntok, nfeat, sketch = K.simhash_from_bytes(
-        folded_array(text), K.CHAR_TABLE, *config.kernel_args(), bits // 64, sketch_bins, sketch_ngram
-    )
+    args = (*config.kernel_args(), bits // 64, sketch_bins, sketch_ngram)
+    normalized, words, ntok, nfeat, sketch = K.simhash_from_bytes(folded_array(text), K.CHAR_TABLE, *args)
     return normalized.tobytes(), words, int(ntok), int(nfeat), sketch.tobytes() if sketch_bins else None
