@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from neardup import ConfigError, Detector
 from neardup.index import BruteForceIndex
 from neardup import permuted
-from neardup.permuted import Layout, PermutedIndex, batch_join, choose_join_layout, choose_layout, self_join
+from neardup.permuted import (Layout, PermutedIndex, batch_join, choose_batch_layout, choose_join_layout, choose_layout,
+                              self_join)
 
 MASK = (1 << 64) - 1
 
@@ -38,7 +39,7 @@ BUDGETS = (24, 32, 40, 100, 400)
 
 
 def _picked(k: int) -> list[Layout]:
-    """Every layout the helpers pick for ``k`` (any N, any budget; self-joins), plus the
+    """Every layout the helpers pick for ``k`` (any N, any budget; self-joins; batch joins), plus the
     multi-index layouts of 1..k + 1 parts they choose among."""
     found: dict[tuple, Layout] = {}
     for n in SIZES:
@@ -47,6 +48,9 @@ def _picked(k: int) -> list[Layout]:
             found.setdefault((lay.blocks, lay.tables, lay.radii), lay)
         lay = choose_join_layout(n, k)
         found.setdefault((lay.blocks, lay.tables, lay.radii), lay)
+        for block in (1 << 16, 1 << 20, 1 << 24):
+            lay = choose_batch_layout(n, k, block)
+            found.setdefault((lay.blocks, lay.tables, lay.radii), lay)
     for parts in range(1, k + 2):
         lay = Layout.multi_index(k, parts)
         if max(lay.probe_masks(min(16, min(lay.lead_bits(t) for t in range(len(lay.tables)))))[1]) <= 4096:

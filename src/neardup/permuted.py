@@ -247,6 +247,19 @@ class Layout:
         return sum(SORT_NS * n + min(n, 2 ** d) * probes(d, r) / 2 * (JOIN_PROBE_NS + JOIN_PAIR_NS * per_bucket * per_bucket)
                    for r in self.radii)
 
+    def batch_cost(self, q: int, block: int = 1 << 20) -> float:
+        """Expected work of :func:`batch_join` per *stored* fingerprint (about ns of CPU) with
+        tables on ``q`` distinct queries: per table, the stored value is permuted and
+        counting-sorted into its block, and every probed query bucket costs a directory read
+        (shared by the stored bucket's ``block / 2**d`` entries) plus a comparison with each
+        of its ``q / 2**d`` entries. Unlike :meth:`query_cost` a probe is cheap (the stored
+        side arrives sorted, so bucket reads are near each other) and the pairs dominate."""
+        d = self.directory_bits(q)
+        share = min(1.0, 2.0 ** d / max(block, 1))  # non-empty stored buckets per stored value
+        per_bucket = max(q, 1) / 2.0 ** d
+        return sum(BATCH_SORT_NS + probes(d, r) * (BATCH_PROBE_NS * share + BATCH_PAIR_NS * per_bucket)
+                   for r in self.radii)
+
     def describe(self) -> str:
         """A short name: tables x lead bits and radii, e.g. ``4x16 r=1,1,1,1``."""
         leads = sorted({self.lead_bits(t) for t in range(len(self.tables))})
@@ -270,6 +283,9 @@ ENTRY_NS = 3.0
 JOIN_PROBE_NS = 4.0  # self-join: directory reads near each other, mostly cached
 SORT_NS = 30.0  # self-join: permute and sort, per value and table
 JOIN_PAIR_NS = 1.0  # self-join: a pair of entries compared, both in cache
+BATCH_SORT_NS = 60.0  # batch join: permute and counting-sort a stored value, per table
+BATCH_PROBE_NS = 10.0  # batch join: a query bucket's bounds read for a stored bucket
+BATCH_PAIR_NS = 1.0  # batch join: a query entry compared with a stored one (XOR, popcount)
 
 
 @functools.lru_cache(maxsize=256)
@@ -350,6 +366,19 @@ def choose_join_layout(n: int, k: int) -> Layout:
     """The exact layout with the cheapest self-join of ``n`` values (:meth:`Layout.join_cost`);
     tables are built one at a time, so memory does not limit their number."""
     return min(candidate_layouts(k), key=lambda c: (round(c.join_cost(n), 6), len(c.tables)))
+
+
+def choose_batch_layout(q: int, k: int, block: int = 1 << 20) -> Layout:
+    """The exact layout with the cheapest :func:`batch_join` of ``q`` queries
+    (:meth:`Layout.batch_cost`, per streamed stored fingerprint); the tables hold only the
+    queries, so memory does not limit their number.
+
+    >>> choose_batch_layout(10**6, 3).describe()
+    '4x16 r=0,0,0,0'
+    >>> choose_batch_layout(10**6, 7).describe()
+    '4x16 r=1,1,1,1'
+    """
+    return min(candidate_layouts(k), key=lambda c: (round(c.batch_cost(q, block), 6), len(c.tables)))
 
 
 def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -791,6 +820,8 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
     sequential, the query bucket in cache). Blocks run on ``threads`` threads (default: the
     CPUs this process may use; the compiled join releases the GIL).
 
+    ``layout`` defaults to :func:`choose_batch_layout` for the distinct queries.
+
     Yields, per chunk, (query position, stored position within all chunks, distance); each
     pair once.
 
@@ -802,18 +833,18 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
     from concurrent.futures import ThreadPoolExecutor
 
     queries = np.ascontiguousarray(queries, dtype=np.uint64)
-    layout = layout or choose_layout(queries.shape[0], k)
-    if layout.k < k:
-        raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
     if block < 1:
         raise ConfigError(f"block must be >= 1, got {block}")
-    perm = layout.permutation_arrays()
     # tables on the distinct query values; a match is expanded to every query holding it
     order = np.argsort(queries, kind="stable")
     sorted_q = queries[order]
     distinct = np.ones(sorted_q.shape[0], dtype=bool)
     distinct[1:] = sorted_q[1:] != sorted_q[:-1]
     uniq = sorted_q[distinct]
+    layout = layout or choose_batch_layout(uniq.shape[0], k, block)
+    if layout.k < k:
+        raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
+    perm = layout.permutation_arrays()
     level = _Level.build(layout, perm, uniq, np.arange(uniq.shape[0], dtype=np.int64))
     leads = layout.lead_masks()
     radii = layout.radius_array()
