@@ -22,6 +22,7 @@ new content with everything stored, the old version included.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -33,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, policy_from_spec
+from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec, url_key
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import BruteForceIndex, HammingIndex
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
 from neardup.permuted import PermutedIndex
 from neardup.matching import Side, match
-from neardup.store import PageRecord, SQLiteStore, SQLStore
+from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore, SQLStore
 from neardup.urls import host_of, validate_url
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
@@ -157,6 +158,16 @@ def _member(rec: PageRecord) -> Member:
     return Member(rec.id, rec.url, rec.first_seen, rec.canonical_link, rec.priority)
 
 
+def _same_for_policy(a: Member, b: Member) -> bool:
+    """Whether a member changed in nothing a canonical policy reads."""
+    return (a.id == b.id and a.url == b.url and a.first_seen == b.first_seen and a.priority == b.priority
+            and link_key(a.canonical_link) == link_key(b.canonical_link))
+
+
+#: pages expired per statement (:meth:`Detector.expire`)
+EXPIRE_BATCH = 1000
+
+
 class Detector:
     """Near-duplicate detector over a store and a Hamming index.
 
@@ -217,7 +228,13 @@ class Detector:
         stored_policy = self.store.get_meta("canonical_policy")
         self.policy = policy_from_spec(canonical if canonical is not None else (stored_policy or DEFAULT_POLICY))
         if stored_policy != self.policy.spec:
-            self.store.set_meta("canonical_policy", self.policy.spec)
+            with self.store.transaction():
+                self.store.set_meta("canonical_policy", self.policy.spec)
+                if stored_policy is not None:
+                    # canonicals are kept incrementally for one policy: another one re-chooses all
+                    for cid in self.store.cluster_ids():
+                        best, size = self._recompute(cid)
+                        self.store.set_cluster(cid, best.id if best is not None else None, size)
         file_store = isinstance(self.store, SQLiteStore) and self.store.path != ":memory:"
         self._index_dir = Path(self.store.path + ".index") if file_store else None
         self._store_id = self.store.get_meta("store_id")
@@ -339,27 +356,56 @@ class Detector:
         finally:
             self._undo = None
 
-    def _index_add(self, page_id: int, value: int, sig: MinHashSignature | None) -> None:
+    # The index (and the LSH) hold one page per SimHash value: the oldest non-empty page with
+    # it (SQLStore.lowest_live). Copies of a value cost nothing at search time: the oldest
+    # stands for them all (equal fingerprints: the best one is enough).
+    def _index_put(self, rec: PageRecord) -> None:
+        assert rec.id is not None
+        page_id, value = rec.id, rec.simhash
         self._seq = self.store.log_change(page_id, "add", value, self.config.bits)
         self.index.add(page_id, value)
         if self._undo is not None:
             self._undo.append(lambda: self.index.remove(page_id, value))
-        if self.lsh is not None and sig is not None:
-            self.lsh.add(page_id, sig.signature, sig.set_size)
+        if self.lsh is not None and rec.signature is not None:
+            self.lsh.add(page_id, np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32), rec.set_size or 0)
             if self._undo is not None:
                 self._undo.append(lambda: self.lsh.remove(page_id) if self.lsh is not None else None)
 
-    def _index_remove(self, rec: PageRecord) -> None:
-        assert rec.id is not None
-        page_id, value = rec.id, rec.simhash
+    def _index_remove(self, page_id: int, value: int, rec: PageRecord | None) -> None:
+        """Take ``page_id`` (with ``value``) out of the index; ``rec``: its stored version
+        before this write (its signature goes back into the LSH on rollback)."""
+        if not self.index.remove(page_id, value):
+            return
         self._seq = self.store.log_change(page_id, "remove", value, self.config.bits)
-        if self.index.remove(page_id, value) and self._undo is not None:
+        if self._undo is not None:
             self._undo.append(lambda: self.index.add(page_id, value))
-        if self.lsh is not None and rec.signature is not None and self.lsh.remove(page_id):
-            if self._undo is not None:
+        if self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None:
+            if rec is not None and rec.signature is not None:
                 sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
                 size = rec.set_size or 0
                 self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh is not None else None)
+
+    def _reconcile(self, values: Iterable[int], old: Mapping[int, PageRecord], new: PageRecord | None = None,
+                   refresh: int | None = None) -> None:
+        """After a write, make the index hold for each of ``values`` exactly the oldest
+        non-empty page with it: two lookups and at most two changes per value, however many
+        copies are stored. ``old``: pages' versions before the write; ``new``: a page as just
+        written; ``refresh``: re-add that page even when it is already held (its content
+        changed). Every removal comes before any addition (a page may move between values)."""
+        plan = []
+        for value in sorted(set(values)):
+            want = self.store.lowest_live(value, self.config.bits)
+            held = [pid for pid, _ in self.index.search(value, 0)]
+            plan.append((value, want, held))
+        for value, want, held in plan:
+            for pid in held:
+                if pid != want or pid == refresh:
+                    self._index_remove(pid, value, old.get(pid) or self.store.page_by_id(pid))
+        for value, want, held in plan:
+            if want is not None and (want not in held or want == refresh):
+                rec = new if new is not None and new.id == want else self.store.page_by_id(want)
+                if rec is not None:
+                    self._index_put(rec)
 
     @classmethod
     def open(
@@ -493,10 +539,12 @@ class Detector:
                 return Verdict(status=status, canonical_id=base["page_id"], canonical_url=url, **base)
             return Verdict(status=status, **base)
         assert match.cluster_id is not None
-        members = [m for m in self.store.cluster_members(match.cluster_id) if m.url != url]
         candidate = Member(own.id if own else -1, url, own.first_seen if own else time.time(),
                            fp.canonical_url, own.priority if own else None)
-        chosen = self.policy.choose([*map(_member, members), candidate])
+        # the canonical as if the page joined (replacing its stored version): no member read
+        leave = _member(own) if own is not None and own.cluster_id == match.cluster_id else None
+        chosen = self._cluster_change(match.cluster_id, leave, candidate, None, write=False)
+        assert chosen is not None
         return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
                        cluster_id=match.cluster_id, canonical_id=chosen.id if chosen.id >= 0 else None,
                        canonical_url=chosen.url, **base)
@@ -563,26 +611,56 @@ class Detector:
         return out
 
     def expire(self, older_than: float) -> int:
-        """Forget pages last fetched more than ``older_than`` seconds ago; returns how many."""
+        """Forget pages last fetched more than ``older_than`` seconds ago; returns how many.
+
+        In batches of :data:`EXPIRE_BATCH` pages (one read and one delete statement each);
+        each cluster that lost members is updated once at the end, re-choosing its canonical
+        from scratch only when the canonical itself left (or lost the link naming it)."""
         if older_than < 0:
             raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
+        total = 0
         with self._writing():
-            ids = self.store.expired_ids(time.time() - older_than)
-            touched: set[int] = set()
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
-                for pid in chunk:
-                    rec = self.store.page_by_id(pid)
-                    if rec is None:
-                        continue
-                    if rec.cluster_id is not None:
-                        touched.add(rec.cluster_id)
-                    if rec.status != "empty":
-                        self._index_remove(rec)
-                self.store.delete_pages(chunk)
-            for cid in touched:
-                self._refresh_cluster(cid)
-        return len(ids)
+            before = time.time() - older_than
+            gone: dict[int, tuple[set[int], dict[str, int]]] = {}  # cluster -> (ids, link counts)
+            while True:
+                recs = self.store.expired_batch(before, EXPIRE_BATCH)
+                if not recs:
+                    break
+                old = {r.id: r for r in recs if r.id is not None}
+                self.store.delete_pages(list(old))
+                self._reconcile({r.simhash for r in recs if r.status != "empty"}, old)
+                for r in recs:
+                    if r.cluster_id is not None:
+                        ids, links = gone.setdefault(r.cluster_id, (set(), {}))
+                        ids.add(int(r.id or 0))
+                        lk = link_key(r.canonical_link)
+                        if lk is not None:
+                            links[lk] = links.get(lk, 0) + 1
+                total += len(recs)
+            for cid in sorted(gone):
+                self._cluster_lost(cid, *gone[cid])
+        return total
+
+    def cluster_info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None:
+        """A cluster's size, canonical and growth, without reading its members (None when
+        there is no such cluster): ``size``, ``canonical_id``, ``canonical_url``,
+        ``created_at``, ``joins`` (members that ever joined it, re-fetches not counted),
+        ``last_joined_at`` (fetch time of the last join) and ``joins_per_hour``: the recent
+        rate, an exponentially decayed count of joins (half-life
+        :data:`~neardup.store.GROWTH_HALF_LIFE` seconds) seen at time ``at`` (default now).
+        A trap (one page under endless URLs) shows as a large size and a high rate."""
+        row = self.store.cluster_row(cluster_id)
+        if row is None:
+            return None
+        canon = self.store.member(row.canonical_id) if row.canonical_id is not None else None
+        now = time.time() if at is None else float(at)
+        recent = 0.0
+        if row.joined_at is not None:
+            recent = row.recent * 0.5 ** (max(0.0, now - row.joined_at) / GROWTH_HALF_LIFE)
+        return {"id": row.id, "size": row.size, "canonical_id": row.canonical_id,
+                "canonical_url": canon[1] if canon is not None else None, "created_at": row.created_at,
+                "joins": row.joins, "last_joined_at": row.joined_at,
+                "joins_per_hour": recent * math.log(2) * 3600.0 / GROWTH_HALF_LIFE}
 
     def page(self, page_id: int) -> PageRecord | None:
         return self.store.page_by_id(page_id)
@@ -637,8 +715,9 @@ class Detector:
             for page_id, _ in self.lsh.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
         ranked = []
+        recs = self.store.pages_by_ids(list(found))  # one statement; one page per SimHash value
         for page_id, methods in found.items():
-            rec = self.store.page_by_id(page_id)
+            rec = recs.get(page_id)
             if rec is None:
                 continue
             verdict = match(side, Side.of_record(rec), self.k, self.verify)
@@ -659,8 +738,9 @@ class Detector:
         if self.containment is not None and self.lsh is not None and fp.minhash is not None:
             hits = self.lsh.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
                                   by="containment")
+            recs = self.store.pages_by_ids([page_id for page_id, _ in hits])
             for page_id, score in hits:
-                rec = self.store.page_by_id(page_id)
+                rec = recs.get(page_id)
                 if rec is not None and (rec.set_size or 0) >= fp.minhash.set_size:
                     return _Decision("partial", rec, hamming(rec.simhash, fp.simhash), "minhash", score)
         return _Decision("new")
@@ -673,7 +753,8 @@ class Detector:
         if match is not None and status != "partial":
             cluster_id = match.cluster_id
         elif status in ("new", "partial"):
-            if own is not None and old_cluster is not None and len(self.store.cluster_members(old_cluster)) == 1:
+            old_row = self.store.cluster_row(old_cluster) if own is not None and old_cluster is not None else None
+            if old_row is not None and old_row.size == 1:
                 cluster_id = old_cluster  # it was alone in its cluster: keep the id
             else:
                 cluster_id = self.store.new_cluster(now)
@@ -692,20 +773,29 @@ class Detector:
         )
         if own is not None:
             self.store.update_page(rec, self.config.bits)
-            if own.status != "empty":
-                self._index_remove(own)
         else:
             rec.id = self.store.insert_page(rec, self.config.bits)
         assert rec.id is not None
+        values = set()
+        if own is not None and own.status != "empty":
+            values.add(own.simhash)
         if status != "empty":
-            self._index_add(rec.id, fp.simhash, fp.minhash)
-        if old_cluster is not None and old_cluster != cluster_id:
-            self._refresh_cluster(old_cluster)
+            values.add(fp.simhash)
+        old = {own.id: own} if own is not None and own.id is not None else {}
+        self._reconcile(values, old, rec, refresh=rec.id if own is not None and status != "empty" else None)
+        joining = _member(rec)
+        leaving = _member(own) if own is not None and old_cluster is not None else None
+        chosen: Member | None = None
+        if old_cluster is not None and old_cluster == cluster_id:
+            chosen = self._cluster_change(cluster_id, leaving, joining, now, write=True)
+        else:
+            if old_cluster is not None:
+                self._cluster_change(old_cluster, leaving, None, now, write=True)
+            if cluster_id is not None:
+                chosen = self._cluster_change(cluster_id, None, joining, now, write=True)
         canonical_id = canonical_url = None
-        if cluster_id is not None:
-            chosen = self._refresh_cluster(cluster_id)
-            if chosen is not None:
-                canonical_id, canonical_url = chosen.id, chosen.url
+        if chosen is not None:
+            canonical_id, canonical_url = chosen.id, chosen.url
         return Verdict(
             status=status, url=url, page_id=rec.id, match_id=match.id if match else None,
             match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,
@@ -713,14 +803,139 @@ class Detector:
             simhash=fp.simhash_hex, title=fp.title, method=decision.method, score=decision.score,
         )
 
-    def _refresh_cluster(self, cluster_id: int) -> Member | None:
-        members = self.store.cluster_members(cluster_id)
-        if not members:
-            self.store.set_cluster(cluster_id, None, 0)
-            return None
-        chosen = self.policy.choose([_member(m) for m in members])
-        self.store.set_cluster(cluster_id, chosen.id, len(members))
-        return chosen
+    # -- clusters: the canonical kept incrementally ---------------------------------------
+    def _cluster_change(self, cluster_id: int, leave: Member | None, join: Member | None,
+                        now: float | None, *, write: bool) -> Member | None:
+        """The canonical of ``cluster_id`` once ``leave`` has left it and ``join`` joined it
+        (either may be None; both: one member replaced by its new version), stored with the
+        size, link counts and growth when ``write`` (then the pages table already holds the
+        change), else only predicted (:meth:`check`).
+
+        A member's rank depends only on itself and on whether some member names its URL
+        (:meth:`CanonicalPolicy.key`), and joining only adds names, so the new canonical is
+        the best of: the old canonical, the newcomer, and the members its link names for the
+        first time in this cluster (a few reads, whatever the cluster's size). The members
+        are read (:meth:`_recompute`) only when the canonical itself leaves or changes, or
+        loses the last link naming it."""
+        row = self.store.cluster_row(cluster_id)
+        if row is None:
+            row = ClusterRow(cluster_id, None, 0, now if now is not None else time.time())
+        policy = self.policy
+        deltas: dict[str, int] = {}
+        counts: dict[str, int] = {}
+
+        def count(key: str) -> int:  # members naming ``key`` after this change
+            if key not in counts:
+                counts[key] = self.store.link_counts(cluster_id, [key]).get(key, 0)
+            return counts[key] + deltas.get(key, 0)
+
+        size, dirty, best = row.size, False, None
+        unchanged = leave is not None and join is not None and _same_for_policy(leave, join)
+        if leave is not None and not unchanged:
+            size -= 1
+            lk = link_key(leave.canonical_link)
+            if lk is not None:
+                deltas[lk] = deltas.get(lk, 0) - 1
+            dirty = leave.id == row.canonical_id
+        if not dirty and row.canonical_id is not None:
+            found = self.store.member(row.canonical_id)
+            best = Member(*found) if found is not None else None
+            dirty = best is None
+            if (best is not None and leave is not None and not unchanged and policy.uses_links
+                    and link_key(leave.canonical_link) == url_key(best.url)
+                    and count(url_key(best.url)) <= 0):
+                dirty = True  # the canonical lost the link that named it
+        if join is not None and not unchanged:
+            size += 1
+            jk = link_key(join.canonical_link)
+            newly_named = False
+            if jk is not None:
+                newly_named = count(jk) == 0
+                deltas[jk] = deltas.get(jk, 0) + 1
+            if not dirty:
+                cands = {best.id: best} if best is not None else {}
+                if policy.uses_links and newly_named:
+                    for found in self.store.members_with_url_key(cluster_id, jk):
+                        m = Member(*found)
+                        if m.url != join.url:
+                            cands[m.id] = m
+                cands[join.id] = join
+                best = min(cands.values(), key=lambda m: policy.key(
+                    m, policy.uses_links and count(url_key(m.url)) > 0))
+        if dirty and size > 0:
+            best, size = self._recompute(cluster_id, deltas, join)
+        if size <= 0:
+            best = None
+        if write:
+            for key, delta in deltas.items():
+                if delta:
+                    self.store.add_link(cluster_id, key, delta)
+            joins, joined_at, recent = row.joins, row.joined_at, row.recent
+            if join is not None and leave is None and now is not None:
+                joins += 1
+                if joined_at is not None:
+                    recent *= 0.5 ** (max(0.0, now - joined_at) / GROWTH_HALF_LIFE)
+                recent += 1.0
+                joined_at = now if joined_at is None else max(joined_at, now)
+            self.store.set_cluster(cluster_id, best.id if best is not None else None, size,
+                                   (joins, joined_at, recent))
+        return best
+
+    def _cluster_lost(self, cluster_id: int, ids: set[int], links: Mapping[str, int]) -> None:
+        """Expiry took the pages ``ids`` (naming ``links``) out of the cluster: one update."""
+        row = self.store.cluster_row(cluster_id)
+        if row is None:
+            return
+        for key, n in links.items():
+            self.store.add_link(cluster_id, key, -n)
+        size = row.size - len(ids)
+        best: Member | None = None
+        dirty = row.canonical_id is None or row.canonical_id in ids
+        if not dirty and size > 0:
+            found = self.store.member(row.canonical_id)
+            best = Member(*found) if found is not None else None
+            if best is None:
+                dirty = True
+            elif self.policy.uses_links and url_key(best.url) in links:
+                key = url_key(best.url)
+                dirty = self.store.link_counts(cluster_id, [key]).get(key, 0) <= 0
+        if dirty and size > 0:
+            best, size = self._recompute(cluster_id)
+        self.store.set_cluster(cluster_id, best.id if best is not None and size > 0 else None, size)
+
+    def _recompute(self, cluster_id: int, deltas: Mapping[str, int] | None = None,
+                   join: Member | None = None) -> tuple[Member | None, int]:
+        """The canonical from scratch: every member, read in batches, ranked with the
+        cluster's named links (the stored counts plus ``deltas``); ``join``: a member as it
+        would be (replacing the stored page at its URL). Returns (canonical, size)."""
+        policy = self.policy
+        named: set[str] = set()
+        if policy.uses_links:
+            named = self.store.named_links(cluster_id)
+            if deltas:
+                stored = self.store.link_counts(cluster_id, list(deltas))
+                for key, delta in deltas.items():
+                    if stored.get(key, 0) + delta > 0:
+                        named.add(key)
+                    else:
+                        named.discard(key)
+
+        def rank(m: Member) -> tuple:
+            return policy.key(m, policy.uses_links and url_key(m.url) in named)
+
+        best, best_rank, size = None, None, 0
+        if join is not None:
+            best, best_rank, size = join, rank(join), 1
+        for rows in self.store.member_batches(cluster_id):
+            for found in rows:
+                m = Member(*found)
+                if join is not None and m.url == join.url:
+                    continue
+                size += 1
+                r = rank(m)
+                if best_rank is None or r < best_rank:
+                    best, best_rank = m, r
+        return best, size
 
 
 def verdicts_summary(verdicts: Sequence[Verdict]) -> dict[str, int]:

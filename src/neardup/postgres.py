@@ -27,7 +27,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from neardup.errors import StoreError, StoreLockedError
-from neardup.store import SCHEMA_VERSION, SQLStore
+from neardup.store import MIGRATION_4, SCHEMA_VERSION, SQLStore
 
 LOCK_KEY = 0x6E65617264757021  # "neardup!": the writers' advisory lock
 
@@ -75,6 +75,8 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
     ],
     2: ["ALTER TABLE pages ADD COLUMN sketch BYTEA"],
+    # 3 -> 4: clusters of any size (the step is written in SQL both dialects read)
+    3: MIGRATION_4,
 }
 
 
@@ -220,7 +222,10 @@ class PostgresStore(SQLStore):
                     raise StoreError(f"store {self.path} has tables named like neardup's but no neardup schema")
             for step in range(version, SCHEMA_VERSION):
                 for sql in MIGRATIONS[step]:
-                    self._exec(sql)
+                    if callable(sql):
+                        sql(self._exec)
+                    else:
+                        self._exec(sql)
             if version == 0:
                 self._exec("INSERT INTO neardup_schema(version) VALUES(?)", (SCHEMA_VERSION,))
             elif version < SCHEMA_VERSION:

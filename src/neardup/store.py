@@ -1,6 +1,6 @@
 """The embedded store: one SQLite file (WAL mode) holding pages, clusters and settings.
 
-Schema version 3 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
+Schema version 4 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
 version to the next, applied in one transaction when an older store is opened. A store
 written by a newer neardup is refused rather than damaged.
 
@@ -10,8 +10,14 @@ Tables
     digest, simhash (big-endian bytes), spec, length, title, canonical_link, language,
     status (the verdict when it was last added), matched_id, distance, cluster_id, priority,
     signature (MinHash, little-endian uint32s, or NULL) and set_size (schema 2), sketch
-    (the 64-byte verification sketch of :mod:`neardup.sketch`, or NULL; schema 3).
-    ``clusters``: id, canonical_id, size, created_at.
+    (the 64-byte verification sketch of :mod:`neardup.sketch`, or NULL; schema 3), url_key
+    and link_key (the comparable forms of the URL and of the ``rel=canonical`` link, schema 4).
+    ``clusters``: id, canonical_id, size, created_at; joins (members that ever joined),
+    joined_at (the last join's fetch time) and recent (joins decayed with a half-life of
+    :data:`GROWTH_HALF_LIFE` seconds): the cluster's growth, schema 4.
+    ``cluster_links(cluster_id, link, n)``: how many members of a cluster name each
+    comparable canonical link (what the ``rel-canonical`` policy needs, kept per add).
+    ``changes``: the log of index changes other processes replay (schema 2).
 
 >>> s = SQLiteStore(":memory:")
 >>> s.page_count()
@@ -31,9 +37,48 @@ from typing import Any
 
 import numpy as np
 
+from neardup.canonical import link_key, url_key
 from neardup.errors import StoreError, StoreLockedError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+#: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
+GROWTH_HALF_LIFE = 3600.0
+
+
+def _backfill_keys(execute: Any) -> None:
+    """Schema 3 -> 4: the comparable URL and canonical-link keys of every stored page."""
+    rows = execute("SELECT id, url, canonical_link FROM pages").fetchall()
+    for pid, url, link in rows:
+        execute("UPDATE pages SET url_key=?, link_key=? WHERE id=?", (url_key(url), link_key(link), pid))
+
+
+#: Schema 3 -> 4, shared by the SQLite and PostgreSQL stores: keys for the incremental
+#: canonical choice, the per-cluster link counts, growth fields, and indexes that keep every
+#: per-add lookup bounded however many copies of a digest or SimHash value are stored.
+#: A callable step gets the dialect's ``execute(sql, params)``.
+MIGRATION_4: list[Any] = [
+    "ALTER TABLE pages ADD COLUMN url_key TEXT",
+    "ALTER TABLE pages ADD COLUMN link_key TEXT",
+    _backfill_keys,
+    "DROP INDEX pages_digest",
+    "DROP INDEX pages_cluster",
+    "CREATE INDEX pages_digest_live ON pages(digest, id) WHERE status != 'empty'",
+    "CREATE INDEX pages_simhash_live ON pages(simhash, id) WHERE status != 'empty'",
+    "CREATE INDEX pages_cluster ON pages(cluster_id, id)",
+    "CREATE INDEX pages_comparable ON pages(url_key)",  # (pages_url_key: PostgreSQL's name for UNIQUE(url))
+    "ALTER TABLE clusters ADD COLUMN joins BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE clusters ADD COLUMN joined_at DOUBLE PRECISION",
+    "ALTER TABLE clusters ADD COLUMN recent DOUBLE PRECISION NOT NULL DEFAULT 0",
+    """CREATE TABLE cluster_links (
+        cluster_id BIGINT NOT NULL,
+        link TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (cluster_id, link)
+    )""",
+    "INSERT INTO cluster_links(cluster_id, link, n) SELECT cluster_id, link_key, count(*) FROM pages "
+    "WHERE cluster_id IS NOT NULL AND link_key IS NOT NULL GROUP BY cluster_id, link_key",
+    "UPDATE clusters SET joins = size, joined_at = created_at",
+]
 
 MIGRATIONS: dict[int, list[str]] = {
     # version 0 (empty file) -> 1
@@ -83,7 +128,12 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 2 -> 3: the verification sketch (spec version 2 fingerprints)
     2: ["ALTER TABLE pages ADD COLUMN sketch BLOB"],
+    # 3 -> 4: clusters of any size (MIGRATION_4)
+    3: MIGRATION_4,
 }
+
+#: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
+MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
 
 PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
@@ -121,6 +171,19 @@ class PageRecord:
         out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
         return out
+
+
+@dataclass
+class ClusterRow:
+    """A cluster as stored: its canonical page, size and growth."""
+
+    id: int
+    canonical_id: int | None
+    size: int
+    created_at: float
+    joins: int = 0
+    joined_at: float | None = None
+    recent: float = 0.0
 
 
 def _blob(value: int, bits: int) -> bytes:
@@ -197,12 +260,32 @@ class SQLStore:
         return self._record(row) if row else None
 
     def page_by_digest(self, digest: str, prefer_url: str | None = None) -> PageRecord | None:
-        """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest."""
+        """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest
+        (two index lookups, however many pages share the digest)."""
+        if prefer_url is not None:
+            own = self.page_by_url(prefer_url)
+            if own is not None and own.digest == digest and own.status != "empty":
+                return own
         row = self._exec(
             f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE digest=? AND status != 'empty' "
-            "ORDER BY (url = ?) DESC, id LIMIT 1", (digest, prefer_url or ""),
+            "ORDER BY id LIMIT 1", (digest,),
         ).fetchone()
         return self._record(row) if row else None
+
+    def pages_by_ids(self, ids: Sequence[int]) -> dict[int, PageRecord]:
+        """The stored pages among ``ids``, in one statement."""
+        if not ids:
+            return {}
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id IN ({','.join('?' * len(ids))})",
+                          [int(i) for i in ids]).fetchall()
+        return {int(r[0]): self._record(r) for r in rows}
+
+    def lowest_live(self, simhash: int, bits: int) -> int | None:
+        """The oldest (lowest id) non-empty page with this SimHash value: the one the index
+        holds for the value (index lookup, however many copies are stored)."""
+        row = self._exec("SELECT id FROM pages WHERE simhash=? AND status != 'empty' ORDER BY id LIMIT 1",
+                         (_blob(simhash, bits),)).fetchone()
+        return None if row is None else int(row[0])
 
     def lookup(self, url: str, digest: str | None) -> tuple[int, int, PageRecord | None, PageRecord | None]:
         """What a check reads, in one statement (one round trip to a database server, one
@@ -214,8 +297,8 @@ class SQLStore:
             f"SELECT 0, (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes), {nulls} "
             f"UNION ALL SELECT 1, NULL, NULL, {cols} FROM pages WHERE url=? "
             f"UNION ALL SELECT 2, NULL, NULL, * FROM (SELECT {cols} FROM pages WHERE digest=? AND status != 'empty' "
-            "ORDER BY (url = ?) DESC, id LIMIT 1) AS same_digest",
-            (url, digest, url),
+            "ORDER BY id LIMIT 1) AS same_digest",
+            (url, digest),
         ).fetchall()
         first = last = 0
         own = same = None
@@ -226,6 +309,8 @@ class SQLStore:
                 own = self._record(row[3:])
             else:
                 same = self._record(row[3:])
+        if own is not None and digest is not None and own.digest == digest and own.status != "empty":
+            same = own  # the page at the URL itself first
         return first, last, own, same
 
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
@@ -233,19 +318,22 @@ class SQLStore:
                           (cluster_id,)).fetchall()
         return [self._record(r) for r in rows]
 
-    def insert_page(self, rec: PageRecord, bits: int) -> int:
+    def _row_values(self, rec: PageRecord, bits: int) -> list[Any]:
         values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
         values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
+        return [*values, url_key(rec.url), link_key(rec.canonical_link)]
+
+    def insert_page(self, rec: PageRecord, bits: int) -> int:
+        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
         return self._insert(
-            f"INSERT INTO pages({', '.join(PAGE_COLUMNS[1:])}) VALUES({', '.join('?' * (len(PAGE_COLUMNS) - 1))})",
-            values,
+            f"INSERT INTO pages({', '.join(columns)}) VALUES({', '.join('?' * len(columns))})",
+            self._row_values(rec, bits),
         )
 
     def update_page(self, rec: PageRecord, bits: int) -> None:
-        values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
-        values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
-        self._exec(f"UPDATE pages SET {', '.join(c + '=?' for c in PAGE_COLUMNS[1:])} WHERE id=?",
-                   [*values, rec.id])
+        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+        self._exec(f"UPDATE pages SET {', '.join(c + '=?' for c in columns)} WHERE id=?",
+                   [*self._row_values(rec, bits), rec.id])
 
     def delete_pages(self, ids: Sequence[int]) -> None:
         self._exec(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
@@ -253,9 +341,20 @@ class SQLStore:
     def expired_ids(self, before: float) -> list[int]:
         return [int(r[0]) for r in self._exec("SELECT id FROM pages WHERE fetched_at < ?", (before,))]
 
+    def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
+        """Up to ``limit`` pages last fetched before ``before`` (expiry deletes them, then asks again)."""
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE fetched_at < ? LIMIT ?",
+                          (before, limit)).fetchall()
+        return [self._record(r) for r in rows]
+
+    # the index holds one page per SimHash value: the oldest non-empty page with it
+    _LIVE_REPS = ("status != 'empty' AND NOT EXISTS (SELECT 1 FROM pages q WHERE q.simhash = p.simhash "
+                  "AND q.status != 'empty' AND q.id < p.id)")
+
     def simhashes(self) -> tuple[np.ndarray, np.ndarray]:
-        """All (ids, simhash words) of non-empty pages, for rebuilding the index."""
-        rows = self._exec("SELECT id, simhash FROM pages WHERE status != 'empty' ORDER BY id").fetchall()
+        """(ids, simhash words) of the pages the index holds: per SimHash value, the oldest
+        non-empty page with it (:meth:`lowest_live`), for rebuilding the index."""
+        rows = self._exec(f"SELECT id, simhash FROM pages p WHERE {self._LIVE_REPS} ORDER BY id").fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -264,8 +363,9 @@ class SQLStore:
         return ids, words
 
     def signatures(self) -> tuple[np.ndarray, list[bytes], np.ndarray]:
-        """(ids, signature blobs, set sizes) of non-empty pages that have a signature."""
-        rows = self._exec("SELECT id, signature, set_size FROM pages WHERE status != 'empty' "
+        """(ids, signature blobs, set sizes) of the pages the index holds (:meth:`simhashes`)
+        that have a signature."""
+        rows = self._exec(f"SELECT id, signature, set_size FROM pages p WHERE {self._LIVE_REPS} "
                           "AND signature IS NOT NULL ORDER BY id").fetchall()
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         sizes = np.fromiter((r[2] or 0 for r in rows), dtype=np.int64, count=len(rows))
@@ -291,11 +391,69 @@ class SQLStore:
         row = self._exec("SELECT canonical_id FROM clusters WHERE id=?", (cluster_id,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
-    def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int) -> None:
+    def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int,
+                    growth: tuple[int, float | None, float] | None = None) -> None:
+        """Store a cluster's canonical page and size (and ``growth``: joins, joined_at,
+        recent); a cluster of size 0 is deleted with its link counts."""
         if size <= 0:
             self._exec("DELETE FROM clusters WHERE id=?", (cluster_id,))
-        else:
+            self._exec("DELETE FROM cluster_links WHERE cluster_id=?", (cluster_id,))
+        elif growth is None:
             self._exec("UPDATE clusters SET canonical_id=?, size=? WHERE id=?", (canonical_id, size, cluster_id))
+        else:
+            self._exec("UPDATE clusters SET canonical_id=?, size=?, joins=?, joined_at=?, recent=? WHERE id=?",
+                       (canonical_id, size, *growth, cluster_id))
+
+    def cluster_row(self, cluster_id: int) -> ClusterRow | None:
+        row = self._exec("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
+                         "WHERE id=?", (cluster_id,)).fetchone()
+        if row is None:
+            return None
+        return ClusterRow(int(row[0]), None if row[1] is None else int(row[1]), int(row[2]), float(row[3]),
+                          int(row[4] or 0), None if row[5] is None else float(row[5]), float(row[6] or 0.0))
+
+    def cluster_ids(self) -> list[int]:
+        return [int(r[0]) for r in self._exec("SELECT id FROM clusters ORDER BY id")]
+
+    def member(self, page_id: int) -> tuple | None:
+        """(id, url, first_seen, canonical_link, priority) of one page."""
+        return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE id=?", (page_id,)).fetchone()
+
+    def members_with_url_key(self, cluster_id: int, key: str) -> list[tuple]:
+        """The members of a cluster whose URL compares equal to ``key`` (a canonical link)."""
+        return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE url_key=? AND cluster_id=?",
+                          (key, cluster_id)).fetchall()
+
+    def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[tuple]]:
+        """All members of a cluster (:data:`MEMBER_COLUMNS`), ``batch`` rows at a time."""
+        last = -1
+        while True:
+            rows = self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE cluster_id=? AND id > ? ORDER BY id LIMIT ?",
+                              (cluster_id, last, batch)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = int(rows[-1][0])
+
+    def link_counts(self, cluster_id: int, keys: Sequence[str]) -> dict[str, int]:
+        """How many members of the cluster name each of ``keys`` (absent: none)."""
+        if not keys:
+            return {}
+        rows = self._exec(f"SELECT link, n FROM cluster_links WHERE cluster_id=? AND link IN "
+                          f"({','.join('?' * len(keys))})", [cluster_id, *keys]).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def named_links(self, cluster_id: int) -> set[str]:
+        return {str(r[0]) for r in self._exec("SELECT link FROM cluster_links WHERE cluster_id=? AND n > 0",
+                                             (cluster_id,))}
+
+    def add_link(self, cluster_id: int, key: str, delta: int) -> None:
+        """Change the count of members of the cluster naming ``key`` by ``delta``."""
+        self._exec("INSERT INTO cluster_links(cluster_id, link, n) VALUES(?, ?, ?) "
+                   "ON CONFLICT(cluster_id, link) DO UPDATE SET n = cluster_links.n + excluded.n",
+                   (cluster_id, key, delta))
+        if delta < 0:
+            self._exec("DELETE FROM cluster_links WHERE cluster_id=? AND link=? AND n <= 0", (cluster_id, key))
 
     def cluster_count(self) -> int:
         return int(self._exec("SELECT count(*) FROM clusters").fetchone()[0])
@@ -395,7 +553,10 @@ class SQLiteStore(SQLStore):
         try:
             for step in range(version, SCHEMA_VERSION):
                 for sql in MIGRATIONS[step]:
-                    self._db.execute(sql)
+                    if callable(sql):
+                        sql(self._db.execute)
+                    else:
+                        self._db.execute(sql)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
@@ -404,7 +565,7 @@ class SQLiteStore(SQLStore):
 
     def _check_tables(self) -> None:
         names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        missing = {"meta", "pages", "clusters", "changes"} - names
+        missing = {"meta", "pages", "clusters", "changes", "cluster_links"} - names
         if missing:
             raise StoreError(f"store {self.path} is damaged: missing table(s) {', '.join(sorted(missing))}")
 
