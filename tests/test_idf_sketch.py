@@ -221,7 +221,7 @@ def test_same_title(a, b, same):
 
 def test_neardup_0_1_store_keeps_its_spec_and_k(tmp_path, sample_pages):
     """A store written by neardup 0.1 (schema 2, fingerprint spec version 1: no IDF, no
-    sketch, config without the new keys) opens, is migrated to schema 3 in place, keeps
+    sketch, config without the new keys) opens, is migrated to the current schema in place, keeps
     spec version 1 and k = 7, and finds its pages as before."""
     path = tmp_path / "old.db"
     v1 = FingerprintConfig(version=1)
@@ -244,7 +244,7 @@ def test_neardup_0_1_store_keeps_its_spec_and_k(tmp_path, sample_pages):
         assert det.store.page_by_url("https://new.example/x").sketch is None
     con = sqlite3.connect(path)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION >= 3
     finally:
         con.close()
     # the default (version 2) config is refused on it rather than mixed in

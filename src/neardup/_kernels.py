@@ -60,6 +60,8 @@ from numba import njit
 from numba.core import types as _types
 from numba.extending import intrinsic
 
+from neardup._index_kernels import prefetch
+
 U64 = np.uint64
 FNV_OFFSET = U64(0xCBF29CE484222325)
 FNV_PRIME = U64(0x100000001B3)
@@ -69,7 +71,10 @@ GOLDEN = U64(0x9E3779B97F4A7C15)
 CHAR_SALT = U64(0x5BD1E9955BD1E995)
 SKETCH_SALT = U64(0x2545F4914F6CDD1D)
 #: the IDF lookup directory is indexed by the top bits of the feature hash (see neardup.idf)
-IDF_DIRECTORY_BITS = 20
+IDF_DIRECTORY_BITS = 18
+IDF_KEY_BITS = 14  # hash bits below the directory's kept in each entry
+IDF_WEIGHT_BITS = 32 - IDF_KEY_BITS  # the weight, in fixed point with 14 fractional bits
+IDF_WEIGHT_SCALE = 16384.0
 
 
 def _load_char_table() -> np.ndarray:
@@ -787,40 +792,65 @@ def _table_add(keys, cnt, wsum, wmax, order, mask, track_max, u, f, w):
     return u + np.int64(c == 0)
 
 
-@njit(cache=True, inline="always")
-def _idf_factor(f, ikeys, iw, idir, idefault):
-    """The IDF weight of feature hash ``f`` in the table (``ikeys`` sorted upper-32-bit keys,
-    ``iw`` their weights, ``idir`` offsets by the top IDF_DIRECTORY_BITS bits), ``idefault``
-    when absent; 1.0 for an empty table (no IDF)."""
-    if ikeys.shape[0] == 0:
-        return 1.0
-    key = np.uint32(f >> U64(32))
-    b = np.int64(f >> U64(64 - IDF_DIRECTORY_BITS))
-    for j in range(np.int64(idir[b]), np.int64(idir[b + 1])):
-        if ikeys[j] == key:
-            return iw[j]
-    return idefault
+@njit(cache=True)
+def _idf_factors(keys, order, u, ientries, idir, idefault):
+    """The IDF weight of each of the ``u`` distinct features (``keys[order[i]]``), or
+    ``idefault`` for a feature the table does not hold; all 1.0 for an empty table (no IDF).
+
+    ``idir``: entry offsets by the top IDF_DIRECTORY_BITS (18) bits of the feature hash;
+    ``ientries``: uint32, sorted, the next IDF_KEY_BITS (14) bits of the hash above the weight
+    in 4.14 fixed point (key and weight in one 4-byte load; 5.4 MB for the whole table). Most
+    lookups miss the cache, so they go in three passes over all features (directory, then
+    entries, then the comparison), each address prefetched one pass ahead: the misses
+    overlap instead of queueing."""
+    out = np.ones(u, dtype=np.float64)
+    if ientries.shape[0] == 0:
+        return out
+    shift = U64(64 - IDF_DIRECTORY_BITS)
+    kshift = U64(64 - IDF_DIRECTORY_BITS - IDF_KEY_BITS)
+    kmask = U64((1 << IDF_KEY_BITS) - 1)
+    wmask = np.uint32((1 << IDF_WEIGHT_BITS) - 1)
+    for i in range(u):
+        prefetch(idir, np.int64(keys[order[i]] >> shift))
+    lo = np.empty(u, dtype=np.int64)
+    hi = np.empty(u, dtype=np.int64)
+    for i in range(u):
+        b = np.int64(keys[order[i]] >> shift)
+        lo[i] = np.int64(idir[b])
+        hi[i] = np.int64(idir[b + 1])
+        prefetch(ientries, lo[i])
+    for i in range(u):
+        key = np.uint32((keys[order[i]] >> kshift) & kmask)
+        w = idefault
+        for j in range(lo[i], hi[i]):
+            e = ientries[j]
+            if (e >> np.uint32(IDF_WEIGHT_BITS)) == key:
+                w = np.float64(e & wmask) / IDF_WEIGHT_SCALE
+                break
+        out[i] = w
+    return out
 
 
 @njit(cache=True)
-def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault):
+def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ientries, idir, idefault):
     """The distinct features in first-occurrence order and their fixed-point int64 weights
     (x 65536, rounded half to even). raw: sum of occurrence weights; binary: max; log (any
     other mode): mean weight * (1 + ln count), ``1 + ln count`` computed once per small count.
-    Each weight is then multiplied by the feature's IDF factor (:func:`_idf_factor`; exactly
+    Each weight is then multiplied by the feature's IDF factor (:func:`_idf_factors`; exactly
     1.0 without a table, so the weights are bit for bit those of the plain formula)."""
     uf = np.empty(u, dtype=np.uint64)
     uw = np.empty(u, dtype=np.int64)
+    idf = _idf_factors(keys, order, u, ientries, idir, idefault)
     if tf_mode == TF_RAW:
         for i in range(u):
             s = order[i]
             uf[i] = keys[s]
-            uw[i] = np.int64(np.round(wsum[s] * _idf_factor(keys[s], ikeys, iw, idir, idefault) * WEIGHT_SCALE))
+            uw[i] = np.int64(np.round(wsum[s] * idf[i] * WEIGHT_SCALE))
     elif tf_mode == TF_BINARY:
         for i in range(u):
             s = order[i]
             uf[i] = keys[s]
-            uw[i] = np.int64(np.round(wmax[s] * _idf_factor(keys[s], ikeys, iw, idir, idefault) * WEIGHT_SCALE))
+            uw[i] = np.int64(np.round(wmax[s] * idf[i] * WEIGHT_SCALE))
     else:
         logs = np.full(64, -1.0)
         for i in range(u):
@@ -834,31 +864,31 @@ def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, ide
                     logs[c] = lg
             else:
                 lg = 1.0 + np.log(c)
-            uw[i] = np.int64(np.round((wsum[s] / c) * lg * _idf_factor(keys[s], ikeys, iw, idir, idefault)
+            uw[i] = np.int64(np.round((wsum[s] / c) * lg * idf[i]
                                       * WEIGHT_SCALE))
     return uf, uw
 
 
 @njit(cache=True)
-def aggregate(feats, weights, tf_mode, ikeys, iw, idir, idefault):
+def aggregate(feats, weights, tf_mode, ientries, idir, idefault):
     """Merge repeated features: one integer weight per distinct feature hash.
 
     raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
     Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
     independent of feature order. Distinct features keep their first-occurrence order."""
     if tf_mode == TF_BINARY:
-        return _aggregate(feats, weights, tf_mode, True, ikeys, iw, idir, idefault)
-    return _aggregate(feats, weights, tf_mode, False, ikeys, iw, idir, idefault)
+        return _aggregate(feats, weights, tf_mode, True, ientries, idir, idefault)
+    return _aggregate(feats, weights, tf_mode, False, ientries, idir, idefault)
 
 
 @njit(cache=True, inline="always")
-def _aggregate(feats, weights, tf_mode, track_max, ikeys, iw, idir, idefault):
+def _aggregate(feats, weights, tf_mode, track_max, ientries, idir, idefault):
     m = feats.shape[0]
     keys, cnt, wsum, wmax, order, mask, tm = _table_new(m, track_max)
     u = 0
     for i in range(m):
         u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], weights[i])
-    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault)
+    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ientries, idir, idefault)
 
 
 @njit(cache=True)
@@ -928,17 +958,17 @@ def _ngrams(hashes, m, ngram):
 
 @njit(cache=True)
 def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-              ikeys, iw, idir, idefault, sketch_bins, sketch_ngram):
+              ientries, idir, idefault, sketch_bins, sketch_ngram):
     """Fused tokenise -> emit -> aggregate (-> IDF): features go straight into the table;
     the word-shingle sketch (:func:`_sketch`) from the same tokens when ``sketch_bins``.
 
     Returns ``(out, o, distinct features, their weights, token count, sketch)``."""
     if tf_mode == TF_BINARY:
         return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                              short_tokens, tf_mode, True, ikeys, iw, idir, idefault,
+                              short_tokens, tf_mode, True, ientries, idir, idefault,
                               sketch_bins, sketch_ngram)
     return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                          short_tokens, tf_mode, False, ikeys, iw, idir, idefault,
+                          short_tokens, tf_mode, False, ientries, idir, idefault,
                           sketch_bins, sketch_ngram)
 
 
@@ -947,8 +977,9 @@ def _sketch(hashes, t, ngram, bins):
     """b-bit one-permutation MinHash of the token ``ngram``-shingles: ``4 + bins`` bytes.
 
     Bytes 0-3: the number of shingles (little-endian uint32, capped), for containment
-    estimates. Then one byte per bin: each shingle hash (the n-gram ``combine`` chain,
-    re-mixed) falls into one of ``bins`` bins by its top bits, and the bin keeps the
+    estimates. Then one byte per bin: each shingle hash (its token hashes rotated by 21
+    bits per position and xored, then one ``fmix64``) falls into one of ``bins`` bins by
+    its top bits, and the bin keeps the
     smallest; an empty bin borrows the next non-empty bin's minimum, mixed with the
     distance (rotation densification, Shrivastava & Li 2014); the low 8 bits of a final
     ``fmix64`` are kept. Two texts agree on a bin with probability about J + (1 - J) / 256
@@ -964,9 +995,12 @@ def _sketch(hashes, t, ngram, bins):
     mins = np.full(bins, _ALL, dtype=np.uint64)
     filled = np.zeros(bins, dtype=np.bool_)
     for i in range(m):
+        # the token hashes are fmix64 outputs already: rotate by position, xor, mix once
         h = hashes[i]
         for j in range(1, n):
-            h = combine(h, hashes[i + j])
+            t = hashes[i + j]
+            r = U64((21 * j) & 63)
+            h ^= (t << r) | (t >> ((U64(64) - r) & U64(63)))
         x = fmix64(h ^ SKETCH_SALT)
         b = np.int64(((x >> U64(32)) * U64(bins)) >> U64(32))
         if x < mins[b]:
@@ -982,7 +1016,7 @@ def _sketch(hashes, t, ngram, bins):
 
 @njit(cache=True, inline="always")
 def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens,
-                   tf_mode, track_max, ikeys, iw, idir, idefault, sketch_bins, sketch_ngram):
+                   tf_mode, track_max, ientries, idir, idefault, sketch_bins, sketch_ngram):
     out, o, wstart, wend, widx, nw, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
     if sketch_bins > 0 or scheme != SCHEME_CHARS:
         _hash_words(buf, wstart, wend, widx, nw, hashes)
@@ -1042,20 +1076,20 @@ def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_
             for i in range(m):
                 u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], lw[lines[i + ngram - 1]])
         ntok = t
-    uf, uw = _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ikeys, iw, idir, idefault)
+    uf, uw = _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ientries, idir, idefault)
     return out, o, uf, uw, ntok, sketch
 
 
 @njit(cache=True)
 def features_from_bytes(
     buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-    ikeys, iw, idir, idefault
+    ientries, idir, idefault
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
     fixed-point weights, token count)."""
     out, o, uf, uw, ntok, _ = _features(
         buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-        ikeys, iw, idir, idefault, 0, 1
+        ientries, idir, idefault, 0, 1
     )
     return out[:o], uf, uw, ntok
 
@@ -1063,13 +1097,13 @@ def features_from_bytes(
 @njit(cache=True)
 def simhash_from_bytes(
     buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-    ikeys, iw, idir, idefault, words, sketch_bins, sketch_ngram
+    ientries, idir, idefault, words, sketch_bins, sketch_ngram
 ):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, SimHash words, token count,
     distinct feature count, sketch (``4 + sketch_bins`` bytes, none when 0))."""
     out, o, uf, uw, ntok, sketch = _features(
         buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-        ikeys, iw, idir, idefault, sketch_bins, sketch_ngram
+        ientries, idir, idefault, sketch_bins, sketch_ngram
     )
     return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0], sketch
 

@@ -15,7 +15,8 @@ get the floor's weight.
 The table (``_idf.npz``, built by ``tools/build_idf.py`` from the ``wordfreq`` lists of 42
 languages; attribution in ``IDF_DATA.md``) is keyed like the features (NFKC + casefold,
 FNV-1a + fmix64; character bigrams for Han, kana, Hangul, Thai), by the upper 32 bits of the
-feature hash. Its name is part of the fingerprint spec.
+feature hash (18 of them pick a directory bucket, 14 are kept in the entry with the weight
+in 4.14 fixed point). Its name is part of the fingerprint spec.
 
 >>> t = idf_table("web1", 1000.0)
 >>> from neardup.features import FeatureConfig, extract_features
@@ -34,6 +35,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from neardup._kernels import IDF_DIRECTORY_BITS as DIRECTORY_BITS
+from neardup._kernels import IDF_KEY_BITS, IDF_WEIGHT_BITS, IDF_WEIGHT_SCALE
 from neardup.errors import ConfigError
 
 #: table name (as it appears in specs) -> file in the package
@@ -42,25 +44,35 @@ TABLES = {"web1": "_idf.npz"}
 
 @dataclass(frozen=True)
 class IdfTable:
-    """One table, ready for the kernels: sorted 32-bit keys, the IDF weight of each, a
-    directory of offsets by the keys' top :data:`DIRECTORY_BITS` bits, and the weight of a
-    feature the table does not hold."""
+    """One table, ready for the kernels: a directory of entry offsets by the feature hashes'
+    top :data:`DIRECTORY_BITS` bits, and per feature one uint32 entry holding the next
+    ``IDF_KEY_BITS`` bits of its hash above its IDF weight in fixed point (one 4-byte load
+    gives both); the weight of a feature the table does not hold. A feature absent from the
+    table shares a bucket's 32 hash bits with an entry about 3 times in 10,000 and then gets
+    that entry's weight (deterministically: it is part of the table's spec)."""
 
     name: str
     doc_len: float
-    keys: np.ndarray  # uint32, sorted
-    weights: np.ndarray  # float64
+    entries: np.ndarray  # uint32, sorted within each directory bucket
     directory: np.ndarray  # uint32, 2**DIRECTORY_BITS + 1
     default: float
 
-    def kernel_args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        return self.keys, self.weights, self.directory, self.default
+    def kernel_args(self) -> tuple[np.ndarray, np.ndarray, float]:
+        return self.entries, self.directory, self.default
+
+    @property
+    def weights(self) -> np.ndarray:
+        return (self.entries & np.uint32((1 << IDF_WEIGHT_BITS) - 1)).astype(np.float64) / IDF_WEIGHT_SCALE
 
     def lookup(self, feature_hashes: np.ndarray) -> np.ndarray:
         """The IDF weight of each 64-bit feature hash (vectorised, for tests and tools)."""
-        k = (np.asarray(feature_hashes, dtype=np.uint64) >> np.uint64(32)).astype(np.uint32)
-        i = np.minimum(np.searchsorted(self.keys, k), len(self.keys) - 1)
-        return np.where(self.keys[i] == k, self.weights[i], self.default)
+        h = np.asarray(feature_hashes, dtype=np.uint64)
+        # the table's 32-bit key: directory bits above entry key bits, as the entries sort
+        key32 = (h >> np.uint64(64 - DIRECTORY_BITS - IDF_KEY_BITS)).astype(np.uint64)
+        table = ((np.repeat(np.arange(len(self.directory) - 1, dtype=np.uint64), np.diff(self.directory))
+                  << np.uint64(IDF_KEY_BITS)) | (self.entries >> np.uint32(IDF_WEIGHT_BITS)).astype(np.uint64))
+        i = np.minimum(np.searchsorted(table, key32), len(table) - 1)
+        return np.where(table[i] == key32, self.weights[i], self.default)
 
 
 def idf_of_zipf(zipf: np.ndarray | float, doc_len: float) -> np.ndarray:
@@ -70,10 +82,9 @@ def idf_of_zipf(zipf: np.ndarray | float, doc_len: float) -> np.ndarray:
     return -np.log(-np.expm1(-p * doc_len))
 
 
-def empty_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def empty_table() -> tuple[np.ndarray, np.ndarray, float]:
     """Kernel arguments meaning "no IDF" (every weight factor 1)."""
-    return (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.float64),
-            np.zeros(2, dtype=np.uint32), 1.0)
+    return np.zeros(0, dtype=np.uint32), np.zeros(2, dtype=np.uint32), 1.0
 
 
 @cache
@@ -93,7 +104,12 @@ def idf_table(name: str, doc_len: float) -> IdfTable:
     if not (isinstance(doc_len, (int, float)) and math.isfinite(doc_len) and 1 <= doc_len <= 1e7):
         raise ConfigError(f"idf_doc_len must be between 1 and 10^7 words, got {doc_len!r}")
     keys, zipf, floor = _raw(name)
-    weights = idf_of_zipf(np.maximum(zipf, floor), float(doc_len))
-    top = (keys >> np.uint32(32 - DIRECTORY_BITS)).astype(np.int64)
+    key32 = keys.astype(np.uint64) >> np.uint64(32 - DIRECTORY_BITS - IDF_KEY_BITS)  # the file keeps 32 bits
+    weights = np.round(idf_of_zipf(np.maximum(zipf, floor), float(doc_len)) * IDF_WEIGHT_SCALE).astype(np.uint64)
+    if int(weights.max()) >> IDF_WEIGHT_BITS:
+        raise ConfigError(f"idf_doc_len {doc_len} gives weights beyond the table's fixed point")
+    entries = (((key32 & np.uint64((1 << IDF_KEY_BITS) - 1)) << np.uint64(IDF_WEIGHT_BITS)) | weights).astype(np.uint32)
+    top = (key32 >> np.uint64(IDF_KEY_BITS)).astype(np.int64)
     directory = np.searchsorted(top, np.arange((1 << DIRECTORY_BITS) + 1), side="left").astype(np.uint32)
-    return IdfTable(name, float(doc_len), keys, weights, directory, float(idf_of_zipf(floor, float(doc_len))))
+    default = float(np.round(idf_of_zipf(floor, float(doc_len)) * IDF_WEIGHT_SCALE)) / IDF_WEIGHT_SCALE
+    return IdfTable(name, float(doc_len), entries, directory, default)
