@@ -38,7 +38,7 @@ from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key,
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import BruteForceIndex, HammingIndex
-from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, jaccard
+from neardup.minhash import MinHashConfig, MinHashLSH, jaccard
 from neardup.permuted import PermutedIndex
 from neardup.matching import Side, match
 from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore, SQLStore
@@ -379,11 +379,11 @@ class Detector:
         self._seq = self.store.log_change(page_id, "remove", value, self.config.bits)
         if self._undo is not None:
             self._undo.append(lambda: self.index.add(page_id, value))
-        if self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None:
-            if rec is not None and rec.signature is not None:
-                sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
-                size = rec.set_size or 0
-                self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh is not None else None)
+        if (self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None
+                and rec is not None and rec.signature is not None):
+            sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
+            size = rec.set_size or 0
+            self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh is not None else None)
 
     def _reconcile(self, values: Iterable[int], old: Mapping[int, PageRecord], new: PageRecord | None = None,
                    refresh: int | None = None) -> None:

@@ -75,8 +75,8 @@ MIGRATION_4: list[Any] = [
         n BIGINT NOT NULL,
         PRIMARY KEY (cluster_id, link)
     )""",
-    "INSERT INTO cluster_links(cluster_id, link, n) SELECT cluster_id, link_key, count(*) FROM pages "
-    "WHERE cluster_id IS NOT NULL AND link_key IS NOT NULL GROUP BY cluster_id, link_key",
+    ("INSERT INTO cluster_links(cluster_id, link, n) SELECT cluster_id, link_key, count(*) FROM pages "
+     "WHERE cluster_id IS NOT NULL AND link_key IS NOT NULL GROUP BY cluster_id, link_key"),
     "UPDATE clusters SET joins = size, joined_at = created_at",
 ]
 
