@@ -54,7 +54,7 @@ DEFAULT_K_BY_VERSION = {1: 7, 2: 12}
 DEFAULT_K = DEFAULT_K_BY_VERSION[2]
 #: Default verification threshold: a SimHash candidate is ``near`` only when the sketches'
 #: estimate of the word 3-shingle Jaccard similarity is at least this (docs/quality.md).
-DEFAULT_VERIFY = 0.2
+DEFAULT_VERIFY = 0.3
 #: Default MinHash Jaccard threshold (method "minhash"/"both"): the measured operating point
 #: (docs/quality.md: 97.4% same-content recall, 0.086% same-site false positives).
 DEFAULT_THRESHOLD = 0.75
