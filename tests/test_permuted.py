@@ -303,9 +303,13 @@ def test_detector_reopens_its_saved_index_and_rebuilds_a_stale_one(tmp_path) -> 
         assert det.check("https://b.example/1", text).status == "exact"
         det.add("https://c.example/1", text.replace("w9 ", "x "))
     # a writer that did not save its index (crash): the saved index is stale and rebuilt
+    other = " ".join(f"v{i}" for i in range(500))  # a SimHash of its own
     det = Detector.open(db)
-    det.add("https://d.example/1", text.replace("w20 ", "y "))
+    det.add("https://d.example/1", other)
     det.store.close()
     with Detector.open(db) as det:
-        assert len(det.index) == 3
-        assert det.check("https://e.example/1", text.replace("w20 ", "y ")).match_url == "https://d.example/1"
+        # one index entry per SimHash value (near-identical texts may share one)
+        distinct = det.store._exec("SELECT count(DISTINCT simhash) FROM pages").fetchone()[0]
+        assert len(det.index) == distinct >= 2
+        v = det.check("https://e.example/1", other.replace("v20 ", "y "))
+        assert v.status == "near" and v.match_url == "https://d.example/1"
