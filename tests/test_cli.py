@@ -262,11 +262,21 @@ def test_dedup_csv_and_stdout(tmp_path):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert sum(row["status"] == "near" for row in table) == summary["near"]
 
-    r = run("dedup", SAMPLE, "--db", tmp_path / "t.db", "--out", "-", "--format", "csv")
+    assert sum(row["unchanged"] == "true" for row in table) == summary["unchanged"]
+
+    # --out -: stdout is the CSV and nothing else; both summaries go to stderr
+    r = run("dedup", SAMPLE, "--db", tmp_path / "t.db", "--out", "-", "--format", "csv", "--jobs", "1")
     lines = r.stdout.strip().splitlines()
     assert lines[0] == ",".join(VERDICT_FIELDS)
-    assert len(list(csv.reader(io.StringIO("\n".join(lines[:-1]))))) == 27
-    assert json.loads(lines[-1])["pages"] == 26
+    assert len(list(csv.reader(io.StringIO(r.stdout)))) == 27
+    assert json.loads(r.stderr.strip().splitlines()[-1])["pages"] == 26
+    # a second run: every page whose URL is stored once is marked unchanged
+    r = run("dedup", SAMPLE, "--db", tmp_path / "t.db", "--out", "-", "--format", "csv", "--jobs", "1")
+    table = list(csv.DictReader(io.StringIO(r.stdout)))
+    summary = json.loads(r.stderr.strip().splitlines()[-1])
+    assert sum(row["unchanged"] == "true" for row in table) == summary["unchanged"] > 0
+    assert all(row["status"] == "exact" and row["match_id"] == row["page_id"]
+               for row in table if row["unchanged"] == "true")
 
 
 def _write_warc(path: Path, names: list[str]) -> None:
@@ -558,19 +568,21 @@ def test_dedup_non_warc_among_inputs_is_counted(tmp_path):
 def test_unexpected_error_in_one_page_does_not_stop_dedup(tmp_path, monkeypatch):
     import neardup.detector
 
-    real = neardup.detector.Detector.fingerprint
+    import neardup.parallel
 
-    def buggy(self, content, url=None, headers=None):
+    real = neardup.parallel.fingerprint
+
+    def buggy(content, url=None, headers=None, config=None):
         if url and "bug" in url:
             raise RuntimeError("simulated bug\nsecond line")
-        return real(self, content, url, headers)
+        return real(content, url, headers, config)
 
-    monkeypatch.setattr(neardup.detector.Detector, "fingerprint", buggy)
+    monkeypatch.setattr(neardup.parallel, "fingerprint", buggy)  # in this process: --jobs 1
     src = tmp_path / "in.jsonl"
     teas = _teas()
     src.write_text("\n".join(json.dumps({"url": u, "html": teas}) for u in
                              ("https://a.example/", "https://bug.example/", "https://c.example/")) + "\n")
-    r = run("dedup", src, "--db", tmp_path / "s.db")
+    r = run("dedup", src, "--db", tmp_path / "s.db", "--jobs", "1")
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert (s["new"], s["exact"], s["errors_by_reason"]) == (1, 1, {"internal": 1})
@@ -594,3 +606,96 @@ def test_usage_errors_are_one_line(args):
     r = run(*args)
     msg = assert_one_line_error(r, 2)
     assert "--help" in msg
+
+
+# -- --jobs: worker processes give the verdicts of one process ------------------------------
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def _verdicts(tmp_path: Path, name: str, *inputs, jobs: int, extra=()) -> tuple[list[dict], dict]:
+    out = tmp_path / f"{name}.jsonl"
+    r = run("dedup", *inputs, "--db", tmp_path / f"{name}.db", "--out", out, "--no-progress",
+            "--jobs", str(jobs), "--batch-size", "7", *extra)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["jobs"] == jobs
+    rows_ = json_lines(out.read_text(encoding="utf-8"))
+    return rows_, summary
+
+
+def _same(a: list[dict], b: list[dict]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x == y
+
+
+def test_dedup_jobs_gives_the_verdicts_of_one_process(tmp_path):
+    one, s1 = _verdicts(tmp_path, "one", SAMPLE, jobs=1)
+    two, s2 = _verdicts(tmp_path, "two", SAMPLE, jobs=2)
+    three, _ = _verdicts(tmp_path, "three", SAMPLE, jobs=3)
+    _same(one, two)
+    _same(one, three)
+    assert {k: v for k, v in s1.items() if k not in ("db", "jobs")} == \
+        {k: v for k, v in s2.items() if k not in ("db", "jobs")}
+
+
+def test_dedup_jobs_with_errors_and_skips_keeps_input_order(tmp_path):
+    """Unreadable items, skipped WARC records and pages interleaved: the same rows, in input
+    order, with any number of workers."""
+    src = tmp_path / "in.jsonl"
+    teas = _teas()
+    lines = []
+    for i in range(30):
+        lines.append(json.dumps({"url": f"https://s{i % 4}.example/{i}", "html": teas if i % 3 else f"<p>{i}</p>"}))
+        if i % 7 == 0:
+            lines.append("{not json")
+        if i % 11 == 0:
+            lines.append(json.dumps({"url": "not a url", "html": teas}))
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warc = tmp_path / "c.warc.gz"
+    _write_warc(warc, ["nytimes-nikki-haley-2018", "npr-dylann-roof-2022"])
+    one, s1 = _verdicts(tmp_path, "one", src, warc, SAMPLE, jobs=1)
+    two, s2 = _verdicts(tmp_path, "two", src, warc, SAMPLE, jobs=2)
+    _same(one, two)
+    assert s1["errors_by_reason"] == s2["errors_by_reason"] == {"bad-json": 5, "bad-url": 3}
+
+
+@pytest.mark.skipif(not (CORPUS / "dragnet").is_dir(), reason="needs ../shared/corpus/dragnet (real pages)")
+def test_dedup_jobs_on_real_pages(tmp_path):
+    pages = sorted(p for p in (CORPUS / "dragnet").rglob("*") if p.suffix in (".html", ".htm") or p.name.endswith(".html.gz"))
+    assert pages
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for p in pages[:120]:
+        (folder / p.name).symlink_to(p)
+    one, _ = _verdicts(tmp_path, "one", folder, jobs=1, extra=("--extractor", "fast"))
+    two, _ = _verdicts(tmp_path, "two", folder, jobs=2, extra=("--extractor", "fast"))
+    _same(one, two)
+
+
+def test_dedup_warc_counts_records_that_are_not_pages(tmp_path):
+    warc = tmp_path / "c.warc.gz"
+    with open(warc, "wb") as fh:
+        w = WARCWriter(fh, gzip=True)
+        body = gzip.decompress(Path(page_file("newyorker-teas-2019")).read_bytes())
+        for target, status, ctype, payload in [
+            ("https://a.example/", "200 OK", "text/html", body),
+            ("https://a.example/s.css", "200 OK", "text/css", b"p { }"),
+            ("https://a.example/robots.txt", "200 OK", "text/plain", b"User-agent: *"),
+            ("https://a.example/i.png", "200 OK", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(64)),
+            ("https://a.example/x", "404 Not Found", "text/html", b"<p>gone</p>"),
+        ]:
+            http = StatusAndHeaders(status, [("Content-Type", ctype)], protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record(target, "response", payload=io.BytesIO(payload), http_headers=http))
+        w.write_record(w.create_revisit_record("https://a.example/", digest="sha1:AAAA",
+                                               refers_to_uri="https://a.example/", refers_to_date="2020-01-01T00:00:00Z"))
+    out = tmp_path / "v.jsonl"
+    r = run("dedup", warc, "--db", tmp_path / "s.db", "--out", out, "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (s["pages"], s["new"], s["error"]) == (1, 1, 0)
+    assert s["skipped_by_reason"] == {"non-200": 1, "non-html": 3, "revisit": 1} and s["skipped"] == 5
+    assert "skipped 5 records that are not pages" in r.stderr
+    assert "neardup: skipped" not in r.stderr  # no line per record: they are not errors
+    assert len(json_lines(out.read_text())) == 1

@@ -19,7 +19,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup import InputFormatError, Page
-from neardup.inputs import InputItem, read_input
+from neardup.inputs import SKIPS, InputItem, count_items, read_input
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
@@ -85,7 +85,11 @@ def pages_of(items: list[InputItem]) -> list[Page]:
 
 
 def errors_of(items: list[InputItem]) -> list[InputItem]:
-    return [it for it in items if it.page is None]
+    return [it for it in items if it.page is None and it.skip is None]
+
+
+def skips_of(items: list[InputItem]) -> list[str | None]:
+    return [it.skip for it in items if it.skip is not None]
 
 
 # -- directories ------------------------------------------------------------------------------
@@ -242,6 +246,7 @@ def test_warc_round_trip(tmp_path, gz):
     pages = pages_of(items)
     # only the 200 responses: not warcinfo, requests, the 404 or the redirect
     assert [p.url for p in pages] == [url(n) for n in WARC_PAGES]
+    assert skips_of(items) == ["non-200", "non-200"]
     for p, name, date in zip(pages, WARC_PAGES, WARC_DATES):
         assert bytes(p.content) == body(name)
         ctype = {k.lower(): v for k, v in p.headers.items()}["content-type"]
@@ -554,3 +559,48 @@ def test_unlistable_subfolder_is_reported_even_as_root(tmp_path, monkeypatch):
     assert len(pages_of(items)) == 1
     (err,) = errors_of(items)
     assert err.reason == "unreadable" and "locked" in err.error and "Permission denied" in err.error
+
+
+def test_warc_only_html_200_responses_are_pages(tmp_path):
+    """CSS, scripts, JSON, robots.txt, images and PDFs are not pages, nor 404s, redirects and
+    revisits: each is an item with a skip reason (counted), never a page or an error."""
+    path = tmp_path / "mixed.warc.gz"
+    page = body(WARC_PAGES[0])
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=True)
+
+        def response(target: str, status: str, ctype: str | None, payload: bytes) -> None:
+            headers = [("Content-Type", ctype)] if ctype else []
+            http = StatusAndHeaders(status, headers, protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record(target, "response", payload=io.BytesIO(payload), http_headers=http))
+
+        response("https://a.example/", "200 OK", "text/html; charset=utf-8", page)
+        response("https://a.example/style.css", "200 OK", "text/css", b"body { color: red }")
+        response("https://a.example/app.js", "200 OK", "application/javascript", b"var x = 1;")
+        response("https://a.example/data.json", "200 OK", "application/json", b'{"a": 1}')
+        response("https://a.example/robots.txt", "200 OK", "text/plain", b"User-agent: *")
+        response("https://a.example/logo.png", "200 OK", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(100))
+        response("https://a.example/doc.pdf", "200 OK", "application/pdf", b"%PDF-1.4 ...")
+        response("https://a.example/xhtml", "200 OK", "application/xhtml+xml", page)
+        response("https://a.example/untyped", "200 OK", None, page)
+        response("https://a.example/gone", "404 Not Found", "text/html", b"<html>gone</html>")
+        response("https://a.example/moved", "301 Moved Permanently", None, b"")
+        revisit = w.create_revisit_record("https://a.example/", digest="sha1:AAAA", refers_to_uri="https://a.example/",
+                                          refers_to_date="2020-01-01T00:00:00Z")
+        w.write_record(revisit)
+    items = list(read_input(path))
+    assert errors_of(items) == []
+    assert [p.url for p in pages_of(items)] == ["https://a.example/", "https://a.example/xhtml",
+                                                "https://a.example/untyped"]
+    assert skips_of(items) == ["non-html"] * 6 + ["non-200", "non-200", "revisit"]
+    assert all(s in SKIPS for s in skips_of(items))
+
+
+def test_count_items(tmp_path):
+    (tmp_path / "a.html").write_text("<p>a</p>")
+    (tmp_path / "b.txt").write_text("b")
+    (tmp_path / "c.css").write_text("c")
+    assert count_items([tmp_path]) == 2
+    assert count_items([tmp_path, SAMPLE]) == 28
+    write_warc(tmp_path / "x.warc", gzip_records=False)
+    assert count_items([SAMPLE, tmp_path / "x.warc"]) is None

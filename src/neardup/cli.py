@@ -30,8 +30,8 @@ from neardup.inputs import InputItem, TooLargeError, read_file, read_input
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
-VERDICT_FIELDS = ("source", "url", "status", "method", "score", "distance", "match_url", "match_id", "page_id",
-                  "cluster_id", "canonical_url", "title", "digest", "simhash", "error")
+VERDICT_FIELDS = ("source", "url", "status", "unchanged", "method", "score", "distance", "match_url", "match_id",
+                  "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash", "error")
 
 
 def _fail(message: str, code: int) -> None:
@@ -269,22 +269,18 @@ class VerdictWriter:
             self._csv.writeheader()
 
     def write(self, source: str, verdict: Verdict) -> None:
-        row = {"source": source, **{f: getattr(verdict, f) for f in VERDICT_FIELDS[1:]}}
+        row = {"source": source, "unchanged": _unchanged(verdict),
+               **{f: getattr(verdict, f) for f in VERDICT_FIELDS if f not in ("source", "unchanged")}}
         if self._csv:
+            row["unchanged"] = "true" if row["unchanged"] else "false"
             self._csv.writerow(row)
         else:
             self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def _batches(items: Iterator[InputItem], size: int) -> Iterator[list[InputItem]]:
-    batch: list[InputItem] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _unchanged(verdict: Verdict) -> bool:
+    """An exact duplicate of its own stored version: the same URL with the same content."""
+    return verdict.status == "exact" and verdict.page_id is not None and verdict.match_id == verdict.page_id
 
 
 def _error_reason(message: str) -> str:
@@ -303,28 +299,6 @@ def _error_reason(message: str) -> str:
     return "bad-page"
 
 
-def _add_batch(det: Detector, pages: list[Any]) -> list[Verdict]:
-    """``det.add_many(pages)``; should it fail for a reason that is not one page's (a
-    bug), each page is added alone so that the rest of the batch still goes in."""
-    try:
-        return det.add_many(pages)
-    except StoreError:
-        raise
-    except Exception:  # noqa: BLE001 - isolate the page that breaks the batch
-        if os.environ.get("NEARDUP_DEBUG"):
-            raise
-    out = []
-    for page in pages:
-        try:
-            out += det.add_many([page])
-        except StoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            out.append(Verdict(status="error", url=str(page.url)[:2000],
-                               error=f"unexpected {type(exc).__name__}: {_one_line(str(exc), 300)}"))
-    return out
-
-
 def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
     """Items of every input in turn; an input that turns out unreadable part-way is one
     error item, and the next input is read."""
@@ -340,25 +314,33 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @main.command("dedup")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
 @_db_option
-@click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout).")
+@click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
 @_k_option
+@click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
+              help="Processes that extract and fingerprint pages (default: every CPU this process may use); one writer.")
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @decision_options
 @fingerprint_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, errors_path: str | None, k: int,
-              batch_size: int, progress: bool | None, **opts: Any) -> None:
-    """Deduplicate INPUT... (folders of .html/.html.gz files, JSONL files of {"url", "html"}, WARC files).
+              jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
+    """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
+    JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
     Prints a summary; with --out, writes every page's verdict and cluster. Runs again
     incrementally against the same --db: pages already stored are compared with their stored
-    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged').
-    Items that cannot be read or fingerprinted are skipped and counted by reason."""
+    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged', and
+    marked in the 'unchanged' column). Items that cannot be read or fingerprinted are
+    skipped and counted by reason; WARC records that are not pages (other content types,
+    statuses other than 200, revisits) are counted by reason under 'skipped'."""
     from tqdm import tqdm
+
+    from neardup.inputs import count_items
+    from neardup.parallel import add_pages, default_jobs
 
     for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
         if not Path(path).is_dir():
@@ -369,42 +351,47 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     errors_stream: TextIO | None = None
     counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 0, "error": 0, "unchanged": 0}
     reasons: dict[str, int] = {}
+    skipped: dict[str, int] = {}
     clusters_touched: set[int] = set()
+    jobs = jobs or default_jobs()
     with Detector.open(db, k=k, config=build_config(**opts), **decide) as det:
         if out:
             stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         if errors_path:
             errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
-        bar = tqdm(unit="page", disable=(not progress) if progress is not None else None, file=sys.stderr)
+        disable = (not progress) if progress is not None else None
+        total = None if disable is True else count_items(inputs)
+        bar = tqdm(unit="page", total=total, disable=disable, file=sys.stderr, dynamic_ncols=True)
         try:
-            for batch in _batches(_read_all(inputs, det.config.max_bytes), batch_size):
-                readable = [it for it in batch if it.page is not None]
-                verdicts = iter(_add_batch(det, [it.page for it in readable if it.page is not None]))
-                for item in batch:
-                    if item.page is None:
-                        verdict = Verdict(status="error", url="", error=item.error)
-                        reason = item.reason or "unreadable"
-                    else:
-                        verdict = next(verdicts)
-                        reason = _error_reason(verdict.error or "")
-                    counts["pages"] += 1
-                    counts[verdict.status] += 1
-                    if verdict.status == "exact" and verdict.match_id == verdict.page_id:
-                        counts["unchanged"] += 1
-                    if verdict.status == "error":
-                        reasons[reason] = reasons.get(reason, 0) + 1
-                        message = _one_line(verdict.error or "", 1000)
-                        click.echo(f"neardup: skipped {_one_line(item.source, 300)}: [{reason}] {message}", err=True)
-                        if errors_stream is not None:
-                            errors_stream.write(json.dumps({"source": item.source, "url": verdict.url or None,
-                                                            "reason": reason, "error": verdict.error},
-                                                           ensure_ascii=True) + "\n")
-                    if verdict.cluster_id is not None:
-                        clusters_touched.add(verdict.cluster_id)
-                    if writer:
-                        writer.write(item.source, verdict)
-                bar.update(len(batch))
+            items = _read_all(inputs, det.config.max_bytes)
+            for item, verdict in add_pages(det, items, jobs=jobs, batch_size=batch_size, page=lambda it: it.page):
+                bar.update(1)
+                if item.skip is not None:
+                    skipped[item.skip] = skipped.get(item.skip, 0) + 1
+                    continue
+                if verdict is None:
+                    verdict = Verdict(status="error", url="", error=item.error)
+                    reason = item.reason or "unreadable"
+                else:
+                    reason = _error_reason(verdict.error or "")
+                counts["pages"] += 1
+                counts[verdict.status] += 1
+                if _unchanged(verdict):
+                    counts["unchanged"] += 1
+                if verdict.status == "error":
+                    reasons[reason] = reasons.get(reason, 0) + 1
+                    message = _one_line(verdict.error or "", 1000)
+                    bar.clear()
+                    click.echo(f"neardup: skipped {_one_line(item.source, 300)}: [{reason}] {message}", err=True)
+                    if errors_stream is not None:
+                        errors_stream.write(json.dumps({"source": item.source, "url": verdict.url or None,
+                                                        "reason": reason, "error": verdict.error},
+                                                       ensure_ascii=True) + "\n")
+                if verdict.cluster_id is not None:
+                    clusters_touched.add(verdict.cluster_id)
+                if writer:
+                    writer.write(item.source, verdict)
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:
@@ -412,19 +399,24 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
             if errors_stream is not None:
                 errors_stream.close()
         stats = det.stats()
-    summary = {**counts, "errors_by_reason": dict(sorted(reasons.items())), "clusters": len(clusters_touched),
-               "store_pages": stats["pages"], "store_clusters": stats["clusters"], "db": db}
+    summary = {**counts, "errors_by_reason": dict(sorted(reasons.items())),
+               "skipped": sum(skipped.values()), "skipped_by_reason": dict(sorted(skipped.items())),
+               "clusters": len(clusters_touched), "store_pages": stats["pages"], "store_clusters": stats["clusters"],
+               "db": db, "jobs": jobs}
     by_reason = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    by_skip = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
     click.echo(
         f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']} "
         f"(unchanged {counts['unchanged']}), near {counts['near']}, "
         + (f"partial {counts['partial']}, " if counts["partial"] else "")
         + f"empty {counts['empty']}, "
         f"errors {counts['error']}" + (f" ({by_reason})" if by_reason else "")
+        + (f"; skipped {sum(skipped.values())} records that are not pages ({by_skip})" if skipped else "")
         + f"; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
         f"in {stats['clusters']} clusters", err=True,
     )
-    click.echo(json.dumps(summary))
+    # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
+    click.echo(json.dumps(summary), err=out == "-")
 
 
 @main.command("serve")

@@ -4,14 +4,18 @@ Every reader yields :class:`InputItem`: a :class:`~neardup.detector.Page` or, fo
 that cannot be read, an error naming the file and record, so that one bad record never
 stops a batch.
 
-* directory: every ``*.html``, ``*.htm``, ``*.html.gz``, ``*.htm.gz`` and ``*.txt`` below it,
-  in sorted order; the URL is the file's ``file://`` URL unless ``urls.tsv`` in the
+* directory: every ``*.html``, ``*.htm``, ``*.html.gz``, ``*.htm.gz`` below it, in sorted
+  order, and every ``*.txt`` / ``*.txt.gz`` file as plain text (fingerprinted as it is, no
+  HTML extraction); the URL is the file's ``file://`` URL unless ``urls.tsv`` in the
   directory (or a parent of the file, up to the given directory) maps ``file`` -> ``url``.
 * JSONL (``*.jsonl``, ``*.jsonl.gz``, ``*.ndjson``): one object per line with ``url`` and
   ``html`` (or ``text``), optional ``headers`` (object), ``fetched_at`` (POSIX seconds) and
   ``priority``.
-* WARC (``*.warc``, ``*.warc.gz``): ``response`` records with HTTP status 200, read with
-  FastWARC; the target URI, HTTP headers and WARC date go with the page.
+* WARC (``*.warc``, ``*.warc.gz``): ``response`` records with HTTP status 200 and an HTML
+  Content-Type (or none), read with FastWARC; the target URI, HTTP headers and WARC date go
+  with the page. Other responses and ``revisit`` records are items with a ``skip`` reason
+  (:data:`SKIPS`), counted but not pages; warcinfo, request and metadata records are not
+  items.
 
 Hostile or damaged input is bounded and reported, never fatal: every decompression (``.gz``
 files, ``Content-Encoding`` in WARC records) is streamed and stops at ``max_bytes`` of
@@ -29,7 +33,7 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +67,32 @@ class InputItem:
     page: Page | None = None
     error: str | None = None
     reason: str | None = None
+    skip: str | None = None  # a record that is not a page, by design (see SKIPS): not an error
+
+
+# why a record is not a page (InputItem.skip): counted, never reported as an error
+SKIPS = {
+    "non-html": "a WARC response whose Content-Type is not HTML (CSS, scripts, JSON, images, PDF, robots.txt...)",
+    "non-200": "a WARC response whose HTTP status is not 200 (redirects, 404s, server errors)",
+    "revisit": "a WARC revisit record (a capture stored only as a reference to an earlier one)",
+}
+HTML_TYPES = ("text/html", "application/xhtml+xml", "application/xml", "text/xml")
+
+
+def is_html_type(content_type: str | None) -> bool:
+    """True for an HTML (or XHTML) Content-Type, and for none at all (the extractor then
+    refuses binary bodies itself).
+
+    >>> [is_html_type(t) for t in ("text/html; charset=utf-8", "text/css", None, "image/png")]
+    [True, False, True, False]
+    """
+    if content_type is None or not content_type.strip():
+        return True
+    return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+
+
+def _skipped(source: str, why: str) -> InputItem:
+    return InputItem(source, skip=why)
 
 
 def _failed(source: str, error: str, reason: str) -> InputItem:
@@ -422,6 +452,9 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                         rtype = (record.headers.get("WARC-Type") or "")[:40]
                         yield _failed(source, f"{source}: damaged WARC header (WARC-Type {rtype!r})", "warc-header")
                         continue
+                    if record.record_type == WarcRecordType.revisit:
+                        yield _skipped(source, "revisit")
+                        continue
                     if record.record_type != WarcRecordType.response:
                         continue
                     if not url:
@@ -440,6 +473,12 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                     if record.http_headers is None:
                         yield _failed(source, f"{source}: truncated record or no HTTP headers", "warc-corrupt")
                         continue
+                    if record.http_headers.status_code != 200:
+                        yield _skipped(source, "non-200")
+                        continue
+                    if not is_html_type(record.http_headers.get("Content-Type")):
+                        yield _skipped(source, "non-html")
+                        continue
                     if len(body) > max_record:
                         yield _failed(source, f"{source}: record body is over the {max_bytes:,}-byte page size "
                                       "limit", "too-large")
@@ -447,8 +486,6 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                     if record.content_length and len(body) < record.content_length:  # (after parse_http: the body's)
                         yield _failed(source, f"{source}: truncated record ({len(body)} of {record.content_length} "
                                       "bytes)", "warc-corrupt")
-                        continue
-                    if record.http_headers.status_code != 200:
                         continue
                     headers = {str(k): str(v) for k, v in record.http_headers.items()}
                     try:
@@ -482,6 +519,23 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
         yield _failed(f"{path}#{n + 1}", f"{path}: WARC stream is corrupt after record {n} ({failure})", "warc-corrupt")
     elif gz and not _gzip_tail_complete(path, max(last, 0)):
         yield _failed(f"{path}#{n + 1}", f"{path}: truncated or corrupt after record {n}", "warc-corrupt")
+
+
+def count_items(paths: "Iterable[str | Path]") -> int | None:
+    """How many items ``read_input`` will yield for all of ``paths`` when that is known
+    without reading them (folders and single page files: one per file), else None
+    (JSONL and WARC files)."""
+    total = 0
+    for path in paths:
+        p = Path(path)
+        if p.is_dir():
+            files, _, errors = _walk(p)
+            total += len(files) + len(errors)
+        elif p.name.lower().endswith(HTML_SUFFIXES):
+            total += 1
+        else:
+            return None
+    return total
 
 
 def read_input(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputItem]:
