@@ -24,24 +24,22 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec, url_key
-from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
+from neardup.errors import ConfigError, InputError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
-from neardup.index import BruteForceIndex, HammingIndex
-from neardup.minhash import MinHashConfig, MinHashLSH, jaccard
-from neardup.permuted import PermutedIndex
+from neardup.index import HammingIndex
 from neardup.matching import Side, match
-from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore, SQLStore
+from neardup.minhash import MinHashConfig, MinHashLSH, jaccard
+from neardup.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
+from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore
+from neardup.storeapi import Store
 from neardup.urls import host_of, validate_url
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
@@ -121,12 +119,10 @@ class Page:
 def _timestamp(value: float | datetime | None) -> float:
     if value is None:
         return time.time()
-    if isinstance(value, datetime):
-        return value.timestamp()
     try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"fetched_at must be a POSIX timestamp or datetime, got {value!r}") from None
+        out = value.timestamp() if isinstance(value, datetime) else float(value)
+    except (TypeError, ValueError, OverflowError, OSError):
+        raise ConfigError(f"fetched_at must be a POSIX timestamp or datetime, got {_short(value)}") from None
     if out != out or out in (float("inf"), float("-inf")):
         raise ConfigError(f"fetched_at must be a finite timestamp, got {value!r}")
     return out
@@ -137,11 +133,33 @@ def _priority(value: float | None) -> float | None:
         return None
     try:
         out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"priority must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"priority must be a number, got {_short(value)}") from None
     if out != out:
         raise ConfigError("priority must be a number, got NaN")
     return out
+
+
+def _short(value: object) -> str:
+    """``repr(value)`` cut to 80 characters (a message stays one short line)."""
+    if isinstance(value, int) and value.bit_length() > 200:  # (repr fails past 4,300 digits)
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _text_fields_encodable(fp: Fingerprint) -> None:
+    """Refuse a fingerprint whose text fields cannot be stored as UTF-8 (lone surrogates)."""
+    for name in ("title", "canonical_url", "language"):
+        value = getattr(fp, name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InputError(f"fingerprint {name} must be a string or None, got {type(value).__name__}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"fingerprint {name} holds a lone surrogate (not valid Unicode text)") from None
 
 
 @dataclass(frozen=True)
@@ -190,12 +208,16 @@ class Detector:
         (:class:`~neardup.permuted.PermutedIndex`, exact) for 64-bit fingerprints, brute
         force for 128-bit ones. For a file store it is saved next to it (``<db>.index/``) on
         :meth:`close` and memory-mapped at the next open when it still matches the store;
-        otherwise it is rebuilt from the store.
+        otherwise it is rebuilt from the store. The index (and the MinHash LSH) are kept in
+        step with the store by :class:`~neardup.mirror.IndexMirror` (:attr:`mirror`).
+    keep_changes: how many entries of the store's change log writers keep (older ones are
+        pruned; a process further behind rebuilds its index from the pages); None: never
+        prune.
     """
 
     def __init__(
         self,
-        store: SQLStore | None = None,
+        store: Store | None = None,
         *,
         k: int | None = None,
         config: FingerprintConfig | None = None,
@@ -205,6 +227,7 @@ class Detector:
         threshold: float = DEFAULT_THRESHOLD,
         containment: float | None = None,
         verify: float | None = DEFAULT_VERIFY,
+        keep_changes: int | None = DEFAULT_KEEP_CHANGES,
     ) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -218,8 +241,9 @@ class Detector:
         self.method = method
         self.threshold = float(threshold)
         self.containment = None if containment is None else float(containment)
-        self.store = store if store is not None else SQLiteStore(":memory:")
+        self.store: Store = store if store is not None else SQLiteStore(":memory:")
         self.config = self._resolve_config(config, needs_minhash=method != "simhash" or containment is not None)
+        self.store.bits = self.config.bits  # a stored SimHash of another width is damage
         if k is None:
             k = DEFAULT_K_BY_VERSION[self.config.version]
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
@@ -236,176 +260,25 @@ class Detector:
                         best, size = self._recompute(cid)
                         self.store.set_cluster(cid, best.id if best is not None else None, size)
         file_store = isinstance(self.store, SQLiteStore) and self.store.path != ":memory:"
-        self._index_dir = Path(self.store.path + ".index") if file_store else None
-        self._store_id = self.store.get_meta("store_id")
-        if self._store_id is None:
-            self._store_id = uuid.uuid4().hex
-            self.store.set_meta("store_id", self._store_id)
-        self._seq = self.store.change_bounds()[1]  # last change of the log the index reflects
-        self._saved_token: str | None = None
-        self._undo: list[Callable[[], None]] | None = None
-        self.index: HammingIndex = index if index is not None else self._default_index()
-        if self.index.bits != self.config.bits:
-            raise ConfigError(f"index is {self.index.bits}-bit but fingerprints are {self.config.bits}-bit")
-        self.lsh: MinHashLSH | None = None
-        self._rebuild(reuse_index=self._saved_token is not None)
-
-    # -- the index and the store stay in step ---------------------------------------------
-    def _token(self) -> str:
-        return f"{self._store_id}:{self._seq}"
-
-    def _default_index(self) -> HammingIndex:
-        """The saved index when it matches this store's state, else an empty one."""
-        if self.config.bits != 64 or self.k >= 64:
-            return BruteForceIndex(self.config.bits)
-        if self._index_dir is not None and (self._index_dir / "manifest.json").exists():
-            try:
-                saved = PermutedIndex.open(self._index_dir)
-            except NeardupError:
-                saved = None
-            if saved is not None and saved.token == self._token() and saved.k >= self.k:
-                self._saved_token = saved.token
-                return saved
-        return PermutedIndex(k=max(self.k, 3), expected_n=max(self.store.page_count(), 10**6))
-
-    def _rebuild(self, reuse_index: bool = False) -> None:
-        """Load the index (unless a saved one matches) and the LSH from one consistent
-        snapshot of the store, and remember the change-log position it reflects."""
-        with self.store.snapshot():
-            self._seq = self.store.change_bounds()[1]
-            if not reuse_index:
-                self.index = self._fresh_index()
-                ids, words = self.store.simhashes()
-                if len(ids):
-                    self.index.add_many(ids, words)
-                self._saved_token = None
-            self.lsh = self._new_lsh()
-            self._load_lsh_from_store()
-
-    def _new_lsh(self) -> MinHashLSH | None:
-        if self.config.minhash is None:
-            return None
         band_threshold = self.threshold if self.containment is None else min(self.threshold, 0.3)
-        return MinHashLSH(self.config.minhash, threshold=band_threshold)
+        self.mirror = IndexMirror(
+            self.store, bits=self.config.bits, k=self.k, index=index, minhash=self.config.minhash,
+            lsh_threshold=band_threshold, index_dir=Path(self.store.path + ".index") if file_store else None,
+            keep_changes=keep_changes)
 
-    def _load_lsh_from_store(self) -> None:
-        if self.lsh is None:
-            return
-        ids, blobs, sizes = self.store.signatures()
-        if len(ids):
-            sigs = np.frombuffer(b"".join(blobs), dtype="<u4").reshape(len(ids), -1).astype(np.uint32)
-            self.lsh.add_many(ids.tolist(), sigs, sizes.tolist())
+    @property
+    def index(self) -> HammingIndex:
+        """The in-memory SimHash index (one page per SimHash value)."""
+        return self.mirror.index
 
-    def _sync(self, bounds: tuple[int, int] | None = None) -> None:
-        """Replay the changes other processes logged since our last look (or rebuild when
-        the log was pruned past our position). ``bounds``: the change log's (first, last),
-        when the caller has just read them."""
-        first, last = bounds if bounds is not None else self.store.change_bounds()
-        if last == self._seq:
-            return
-        if last < self._seq or (first > self._seq + 1 and first != 0):
-            self._rebuild()
-            return
-        while self._seq < last:
-            batch = self.store.changes_since(self._seq)
-            if not batch:
-                break
-            for seq, page_id, op, value in batch:
-                if op == "add":
-                    self.index.add(page_id, value)
-                    if self.lsh is not None:
-                        rec = self.store.page_by_id(page_id)
-                        if rec is not None and rec.signature is not None and rec.simhash == value:
-                            sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
-                            self.lsh.add(page_id, sig, rec.set_size or 0)
-                else:
-                    self.index.remove(page_id, value)
-                    if self.lsh is not None:
-                        self.lsh.remove(page_id)
-                self._seq = seq
-        self._saved_token = None
+    @property
+    def lsh(self) -> MinHashLSH | None:
+        """The in-memory MinHash LSH (None when the config has no MinHash)."""
+        return self.mirror.lsh
 
-    def _fresh_index(self) -> HammingIndex:
-        if isinstance(self.index, PermutedIndex):
-            return PermutedIndex(k=self.index.k, layout=self.index.layout,
-                                 expected_n=max(self.store.page_count(), 10**6))
-        if isinstance(self.index, BruteForceIndex):
-            return BruteForceIndex(self.config.bits)
-        return type(self.index)()  # a caller's own index class: rebuilt with its defaults
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One write transaction. The index first catches up with other writers; on any
-        failure the store rolls back and the index changes are undone, so the two never
-        disagree."""
-        if self._undo is not None:  # nested in an outer write (add_many)
-            yield
-            return
-        self._undo = []
-        seq = self._seq
-        try:
-            with self.store.transaction():
-                self._sync()
-                seq = self._seq
-                yield
-        except BaseException:
-            for undo in reversed(self._undo):
-                undo()
-            self._seq = seq
-            raise
-        finally:
-            self._undo = None
-
-    # The index (and the LSH) hold one page per SimHash value: the oldest non-empty page with
-    # it (SQLStore.lowest_live). Copies of a value cost nothing at search time: the oldest
-    # stands for them all (equal fingerprints: the best one is enough).
-    def _index_put(self, rec: PageRecord) -> None:
-        assert rec.id is not None
-        page_id, value = rec.id, rec.simhash
-        self._seq = self.store.log_change(page_id, "add", value, self.config.bits)
-        self.index.add(page_id, value)
-        if self._undo is not None:
-            self._undo.append(lambda: self.index.remove(page_id, value))
-        if self.lsh is not None and rec.signature is not None:
-            self.lsh.add(page_id, np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32), rec.set_size or 0)
-            if self._undo is not None:
-                self._undo.append(lambda: self.lsh.remove(page_id) if self.lsh is not None else None)
-
-    def _index_remove(self, page_id: int, value: int, rec: PageRecord | None) -> None:
-        """Take ``page_id`` (with ``value``) out of the index; ``rec``: its stored version
-        before this write (its signature goes back into the LSH on rollback)."""
-        if not self.index.remove(page_id, value):
-            return
-        self._seq = self.store.log_change(page_id, "remove", value, self.config.bits)
-        if self._undo is not None:
-            self._undo.append(lambda: self.index.add(page_id, value))
-        if (self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None
-                and rec is not None and rec.signature is not None):
-            sig = np.frombuffer(rec.signature, dtype="<u4").astype(np.uint32)
-            size = rec.set_size or 0
-            self._undo.append(lambda: self.lsh.add(page_id, sig, size) if self.lsh is not None else None)
-
-    def _reconcile(self, values: Iterable[int], old: Mapping[int, PageRecord], new: PageRecord | None = None,
-                   refresh: int | None = None) -> None:
-        """After a write, make the index hold for each of ``values`` exactly the oldest
-        non-empty page with it: two lookups and at most two changes per value, however many
-        copies are stored. ``old``: pages' versions before the write; ``new``: a page as just
-        written; ``refresh``: re-add that page even when it is already held (its content
-        changed). Every removal comes before any addition (a page may move between values)."""
-        plan = []
-        for value in sorted(set(values)):
-            want = self.store.lowest_live(value, self.config.bits)
-            held = [pid for pid, _ in self.index.search(value, 0)]
-            plan.append((value, want, held))
-        for value, want, held in plan:
-            for pid in held:
-                if pid != want or pid == refresh:
-                    self._index_remove(pid, value, old.get(pid) or self.store.page_by_id(pid))
-        for value, want, held in plan:
-            if want is not None and (want not in held or want == refresh):
-                rec = new if new is not None and new.id == want else self.store.page_by_id(want)
-                if rec is not None:
-                    self._index_put(rec)
+    def _writing(self) -> AbstractContextManager[None]:
+        """One write transaction, the index kept in step (:meth:`IndexMirror.writing`)."""
+        return self.mirror.writing()
 
     @classmethod
     def open(
@@ -421,6 +294,7 @@ class Detector:
         threshold: float = DEFAULT_THRESHOLD,
         containment: float | None = None,
         verify: float | None = DEFAULT_VERIFY,
+        keep_changes: int | None = DEFAULT_KEEP_CHANGES,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
@@ -430,11 +304,15 @@ class Detector:
         if target.startswith(("postgresql://", "postgres://")):
             from neardup.postgres import PostgresStore
 
-            store: SQLStore = PostgresStore(target, timeout=timeout, create=create)
+            store: Store = PostgresStore(target, timeout=timeout, create=create)
         else:
             store = SQLiteStore(path, timeout=timeout, create=create)
-        return cls(store, k=k, config=config, canonical=canonical,
-                   method=method, threshold=threshold, containment=containment, verify=verify)
+        try:
+            return cls(store, k=k, config=config, canonical=canonical, method=method, threshold=threshold,
+                       containment=containment, verify=verify, keep_changes=keep_changes)
+        except BaseException:
+            store.close()
+            raise
 
     def _resolve_config(self, config: FingerprintConfig | None, needs_minhash: bool) -> FingerprintConfig:
         stored = self.store.get_meta("config")
@@ -520,13 +398,13 @@ class Detector:
         self._check_spec(fp)
         url = validate_url(url)
         with self.store.reading():
-            first, last, own, same = self.store.lookup(url, None if fp.empty else fp.digest)
-            self._sync((first, last))
-            return self._check_synced(url, fp, own, same)
+            found = self.store.lookup(url, None if fp.empty else fp.digest)
+            self.mirror.sync((found.first, found.last))
+            return self._check_synced(url, fp, found.own, found.same)
 
     def _check_synced(self, url: str, fp: Fingerprint, own: PageRecord | None, same: PageRecord | None) -> Verdict:
         """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
-        with the same digest (:meth:`SQLStore.lookup`), with the index already in sync."""
+        with the same digest (:meth:`Store.lookup`), with the index already in sync."""
         decision = self._decide(url, fp, same)
         status, match, distance = decision.status, decision.match, decision.distance
         base = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
@@ -576,13 +454,13 @@ class Detector:
         """
         out: list[Verdict] = []
         with self.store.reading():  # one connection and one look at the change log for the batch
-            self._sync()
+            self.mirror.sync()
             for url, fp in items:
                 try:
                     self._check_spec(fp)
                     url = validate_url(url)
-                    _, _, own, same = self.store.lookup(url, None if fp.empty else fp.digest)
-                    out.append(self._check_synced(url, fp, own, same))
+                    found = self.store.lookup(url, None if fp.empty else fp.digest)
+                    out.append(self._check_synced(url, fp, found.own, found.same))
                 except NeardupError as exc:
                     if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
                         raise
@@ -628,7 +506,7 @@ class Detector:
                     break
                 old = {r.id: r for r in recs if r.id is not None}
                 self.store.delete_pages(list(old))
-                self._reconcile({r.simhash for r in recs if r.status != "empty"}, old)
+                self.mirror.reconcile({r.simhash for r in recs if r.status != "empty"}, old)
                 for r in recs:
                     if r.cluster_id is not None:
                         ids, links = gone.setdefault(r.cluster_id, (set(), {}))
@@ -676,13 +554,9 @@ class Detector:
     def close(self) -> None:
         """Save the index next to a file store (when it changed) and close the store."""
         try:
-            if (self._index_dir is not None and isinstance(self.index, PermutedIndex)
-                    and self._saved_token != self._token()):
-                self.index.save(self._index_dir, token=self._token())
-                self._saved_token = self._token()
-        except (OSError, NeardupError):
-            pass  # the index is rebuilt from the store at the next open
-        self.store.close()
+            self.mirror.save()  # a failure is logged; the index is rebuilt at the next open
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Detector":
         return self
@@ -692,13 +566,15 @@ class Detector:
 
     # -- internals ------------------------------------------------------------------
     def _check_spec(self, fp: Fingerprint) -> None:
+        """Refuse a fingerprint of another spec, or with text fields that cannot be stored."""
         if fp.spec != self.config.spec:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
+        _text_fields_encodable(fp)
 
     def _decide(self, url: str, fp: Fingerprint, same: Any = _FETCH) -> _Decision:
         """empty -> exact (digest) -> near (SimHash <= k and/or MinHash >= threshold, the
         best match first) -> partial (containment) -> new. ``same``: the page with the
-        same digest when the caller has read it (:meth:`SQLStore.lookup`), else fetched."""
+        same digest when the caller has read it (:meth:`Store.lookup`), else fetched."""
         if fp.empty:
             return _Decision("empty")
         side = Side.of(fp, url)
@@ -709,10 +585,10 @@ class Detector:
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
         if self.method in ("simhash", "both"):
-            for page_id, _ in self.index.search(fp.simhash, self.k):
+            for page_id, _ in self.mirror.search(fp.simhash, self.k):
                 found.setdefault(page_id, set()).add("simhash")
-        if self.method in ("minhash", "both") and self.lsh is not None and sig is not None:
-            for page_id, _ in self.lsh.query(sig, self.threshold):
+        if self.method in ("minhash", "both") and sig is not None:
+            for page_id, _ in self.mirror.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
         ranked = []
         recs = self.store.pages_by_ids(list(found))  # one statement; one page per SimHash value
@@ -728,16 +604,17 @@ class Detector:
                 if not methods:
                     continue
             distance, score = verdict.distance, verdict.score
-            if sig is not None and rec.signature is not None:
-                score = jaccard(sig, np.frombuffer(rec.signature, dtype="<u4"))
+            stored = self.mirror.signature(rec) if sig is not None else None
+            if sig is not None and stored is not None:
+                score = jaccard(sig, stored.signature)
             # best first: highest Jaccard estimate when known, then smallest distance, oldest
             ranked.append((-(score if score is not None else -1.0), distance, page_id, rec, methods, score))
         if ranked:
             _, distance, _, rec, methods, score = min(ranked, key=lambda r: r[:3])
             return _Decision("near", rec, distance, "+".join(sorted(methods)), score)
-        if self.containment is not None and self.lsh is not None and fp.minhash is not None:
-            hits = self.lsh.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
-                                  by="containment")
+        if self.containment is not None and fp.minhash is not None:
+            hits = self.mirror.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
+                                     by="containment")
             recs = self.store.pages_by_ids([page_id for page_id, _ in hits])
             for page_id, score in hits:
                 rec = recs.get(page_id)
@@ -782,7 +659,10 @@ class Detector:
         if status != "empty":
             values.add(fp.simhash)
         old = {own.id: own} if own is not None and own.id is not None else {}
-        self._reconcile(values, old, rec, refresh=rec.id if own is not None and status != "empty" else None)
+        # the page's entry is re-added only when what the LSH holds of it changed (the index
+        # holds its SimHash value, handled by ``values``): an unchanged re-fetch logs nothing
+        changed = own is not None and (own.signature, own.set_size) != (rec.signature, rec.set_size)
+        self.mirror.reconcile(values, old, rec, refresh=rec.id if changed and status != "empty" else None)
         joining = _member(rec)
         leaving = _member(own) if own is not None and old_cluster is not None else None
         chosen: Member | None = None
@@ -937,12 +817,3 @@ class Detector:
                     best, best_rank = m, r
         return best, size
 
-
-def verdicts_summary(verdicts: Sequence[Verdict]) -> dict[str, int]:
-    """Counts per status, plus the number of distinct clusters touched."""
-    out = {s: 0 for s in STATUSES}
-    for v in verdicts:
-        out[v.status] += 1
-    out["pages"] = len(verdicts)
-    out["clusters"] = len({v.cluster_id for v in verdicts if v.cluster_id is not None})
-    return out

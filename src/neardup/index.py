@@ -13,12 +13,15 @@ The match rule is ``distance <= k``.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from neardup.errors import ConfigError
+from neardup.errors import ConfigError, NeardupError, StoreError
 
 Match = tuple[int, int]  # (id, distance)
 MASK64 = (1 << 64) - 1
@@ -38,7 +41,13 @@ def to_words(values: Iterable[int] | np.ndarray, bits: int) -> np.ndarray:
 
 
 class HammingIndex(Protocol):
-    """What the Detector needs from an index."""
+    """What the Detector needs from an index.
+
+    Optional, used when present (duck-typed, see :func:`empty_like` and
+    :class:`PersistentIndex`): ``empty_like()`` (a new empty index of the same kind, for
+    rebuilds; else the class is called without arguments), ``save(path, token=...)`` with a
+    classmethod ``open(path)`` and attributes ``token`` and ``k`` (an index saved next to a
+    file store and reopened when its token still matches)."""
 
     bits: int
 
@@ -57,6 +66,29 @@ class HammingIndex(Protocol):
     def __contains__(self, id: object) -> bool: ...
 
 
+@runtime_checkable
+class PersistentIndex(HammingIndex, Protocol):
+    """An index that can be saved and reopened (:meth:`save`, :meth:`open`)."""
+
+    token: str | None
+    k: int
+
+    def save(self, path: str | Path, token: str | None = None) -> None: ...
+
+    @classmethod
+    def open(cls, path: str | Path) -> "PersistentIndex": ...
+
+
+def empty_like(index: HammingIndex) -> HammingIndex:
+    """A new empty index of the same kind as ``index``: its ``empty_like()`` when it has
+    one, else its class called without arguments."""
+    make = getattr(index, "empty_like", None)
+    return make() if make is not None else type(index)()
+
+
+BRUTE_FORMAT = "neardup-bruteforce/1"
+
+
 class BruteForceIndex:
     """Exact linear scan, vectorised: XOR with every stored fingerprint and popcount.
 
@@ -72,6 +104,16 @@ class BruteForceIndex:
         self._ids = np.zeros(max(capacity, 16), dtype=np.int64)
         self._n = 0
         self._pos: dict[int, int] = {}
+        self.token: str | None = None
+        self.path: Path | None = None
+
+    @property
+    def k(self) -> int:
+        """The largest distance answered exactly: every distance."""
+        return self.bits
+
+    def empty_like(self) -> "BruteForceIndex":
+        return BruteForceIndex(self.bits)
 
     def __len__(self) -> int:
         return self._n
@@ -160,3 +202,54 @@ class BruteForceIndex:
     def items(self) -> list[tuple[int, int]]:
         """All ``(id, simhash)`` pairs, in storage order."""
         return [(int(self._ids[i]), self._join(self._fps[i])) for i in range(self._n)]
+
+    # -- persistence --------------------------------------------------------------------
+    def save(self, path: str | Path, token: str | None = None) -> None:
+        """Write the ids and fingerprints as .npy files plus ``manifest.json``; ``token``
+        records what store state the index matches.
+
+        >>> import tempfile
+        >>> idx = BruteForceIndex(bits=128); idx.add(7, 1 << 100)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     idx.save(d, token="t"); back = BruteForceIndex.open(d)
+        >>> back.items(), back.token, back.bits
+        ([(7, 1267650600228229401496703205376)], 't', 128)
+        """
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        for f in root.glob("*.npy"):  # another index's files
+            if f.name not in ("ids.npy", "fps.npy"):
+                f.unlink()
+        for name, arr in (("ids", self._ids[: self._n]), ("fps", self._fps[: self._n])):
+            np.save(root / f".{name}.tmp.npy", arr)
+            os.replace(root / f".{name}.tmp.npy", root / f"{name}.npy")
+        tmp = root / ".manifest.tmp"
+        tmp.write_text(json.dumps({"format": BRUTE_FORMAT, "bits": self.bits, "n": self._n, "token": token}))
+        os.replace(tmp, root / "manifest.json")
+        self.token, self.path = token, root
+
+    @classmethod
+    def open(cls, path: str | Path) -> "BruteForceIndex":
+        """Open an index written by :meth:`save` (StoreError when missing or damaged)."""
+        root = Path(path)
+        try:
+            manifest = json.loads((root / "manifest.json").read_text())
+            if not isinstance(manifest, dict) or manifest.get("format") != BRUTE_FORMAT:
+                raise ValueError(f"not a {BRUTE_FORMAT} index")
+            idx = cls(bits=int(manifest["bits"]), capacity=int(manifest["n"]))
+            ids = np.load(root / "ids.npy")
+            fps = np.load(root / "fps.npy")
+            n = int(manifest["n"])
+            if ids.shape != (n,) or fps.shape != (n, idx._words) or fps.dtype != np.uint64:
+                raise ValueError("arrays do not match the manifest")
+            idx._ids[:n] = ids
+            idx._fps[:n] = fps
+            idx._n = n
+            idx._pos = {int(i): j for j, i in enumerate(ids.tolist())}
+            if len(idx._pos) != n:
+                raise ValueError("repeated ids")
+        except (OSError, ValueError, KeyError, TypeError, NeardupError) as exc:
+            raise StoreError(f"index {root} is missing or damaged ({exc})") from None
+        idx.token = manifest.get("token")
+        idx.path = root
+        return idx

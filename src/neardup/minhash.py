@@ -36,6 +36,8 @@ from neardup.errors import ConfigError
 from neardup.features import FeatureConfig, extract_features
 
 SPEC_VERSION = 1
+#: removed rows an LSH keeps before packing its live rows (:meth:`MinHashLSH.remove`)
+RECLAIM_MIN = 64
 
 
 def _default_features() -> FeatureConfig:
@@ -103,8 +105,33 @@ class MinHashSignature:
         return self.signature.astype("<u4").tobytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes, set_size: int, spec: str) -> "MinHashSignature":
-        return cls(np.frombuffer(data, dtype="<u4").astype(np.uint32), set_size, spec)
+    def from_bytes(cls, data: bytes, set_size: int, spec: str, *, num_perm: int | None = None) -> "MinHashSignature":
+        """The signature :meth:`to_bytes` wrote (``num_perm``: the length it must have).
+
+        >>> sig = minhash_text("a b c d e f")
+        >>> back = MinHashSignature.from_bytes(sig.to_bytes(), sig.set_size, sig.spec, num_perm=128)
+        >>> bool((back.signature == sig.signature).all()), back.set_size == sig.set_size
+        (True, True)
+        """
+        return cls(signatures_from_bytes([data], num_perm)[0], int(set_size), spec)
+
+
+def signatures_from_bytes(blobs: Sequence[bytes], num_perm: int | None = None) -> np.ndarray:
+    """Stored signatures (little-endian uint32s, :meth:`MinHashSignature.to_bytes`) as one
+    (n, num_perm) uint32 array: the one place signature bytes are decoded. A blob of another
+    length is a :class:`~neardup.errors.ConfigError`.
+
+    >>> signatures_from_bytes([bytes(range(8))] * 2, 2).tolist()
+    [[50462976, 117835012], [50462976, 117835012]]
+    """
+    if not blobs:
+        return np.zeros((0, num_perm or 0), dtype=np.uint32)
+    width = 4 * num_perm if num_perm is not None else len(blobs[0])
+    if width == 0 or width % 4 or any(len(b) != width for b in blobs):
+        lengths = sorted({len(b) for b in blobs})
+        raise ConfigError(f"MinHash signature of {', '.join(map(str, lengths))} bytes, expected {width} "
+                          "(4 per permutation)")
+    return np.frombuffer(b"".join(bytes(b) for b in blobs), dtype="<u4").astype(np.uint32).reshape(len(blobs), -1)
 
 
 def minhash_features(features: np.ndarray, config: MinHashConfig) -> MinHashSignature:
@@ -204,7 +231,10 @@ class MinHashLSH:
     at Jaccard 0.85 (9 x 13, the even weighting, finds 69%).
 
     Memory per page: the signature (4 x num_perm bytes) plus 12 bytes per band (a 64-bit
-    band key and a 32-bit row), e.g. 512 + 168 bytes at num_perm 128 with 14 bands."""
+    band key and a 32-bit row), e.g. 512 + 168 bytes at num_perm 128 with 14 bands. Removed
+    (and replaced) pages leave dead rows until there are more of them than live ones (and
+    at least :data:`RECLAIM_MIN`): then the live rows are packed and the bands rebuilt, so
+    the rows held stay under ``2 x live + RECLAIM_MIN`` (amortised O(1) per removal)."""
 
     def __init__(self, config: MinHashConfig | None = None, *, threshold: float = 0.8,
                  bands: int | None = None, rows: int | None = None, fp_weight: float = 0.1,
@@ -234,6 +264,11 @@ class MinHashLSH:
 
     def __len__(self) -> int:
         return len(self._row_of)
+
+    @property
+    def held_rows(self) -> int:
+        """Rows held, live and removed (what :meth:`nbytes` counts)."""
+        return self._n_rows
 
     def __contains__(self, id: object) -> bool:
         return id in self._row_of
@@ -326,7 +361,26 @@ class MinHashLSH:
         if row is None:
             return False
         self._alive[row] = False
+        live = len(self._row_of)
+        if self._n_rows - live > max(RECLAIM_MIN, live):
+            self._reclaim()
         return True
+
+    def _reclaim(self) -> None:
+        """Pack the live rows to the front and rebuild the bands from their signatures."""
+        rows = np.fromiter(sorted(self._row_of.values()), dtype=np.int64, count=len(self._row_of))
+        n, cap = int(rows.shape[0]), max(1024, 2 * int(rows.shape[0]))
+        for name in ("_sigs", "_sizes", "_ids", "_alive"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[rows]
+            setattr(self, name, new)
+        self._n_rows = n
+        self._row_of = {int(id): i for i, id in enumerate(self._ids[:n].tolist())}
+        self._levels, self._delta_rows = [], []
+        if n:
+            keys = self.keys(self._sigs[:n])
+            self._levels.append(_BandLevel(keys.reshape(-1), np.repeat(np.arange(n, dtype=np.int64), self.bands)))
 
     def candidates(self, signature: np.ndarray) -> np.ndarray:
         """Rows of live pages sharing at least one band with ``signature``."""
@@ -367,9 +421,3 @@ class MinHashLSH:
         row = self._row_of.get(int(id))
         return None if row is None else self._sigs[row].copy()
 
-
-def iter_signatures(texts: Iterable[str], config: MinHashConfig | None = None) -> Iterable[MinHashSignature]:
-    """Signatures for many texts."""
-    config = config or MinHashConfig()
-    for text in texts:
-        yield minhash_text(text, config)

@@ -12,7 +12,10 @@ the same pages, clusters and change log. How it stays correct with many writers:
 * Hamming lookups run in each process's in-memory index (microseconds), kept current from
   the ``changes`` table; PostgreSQL has no index for "within k bits" (``bit_count`` of an
   XOR scans every row), so a SQL lookup would be a full scan per page;
-* a commit is acknowledged only after PostgreSQL has committed it (synchronous commit).
+* a commit is acknowledged only after PostgreSQL has committed it (synchronous commit);
+* every statement runs under ``statement_timeout`` (:data:`DEFAULT_STATEMENT_TIMEOUT`
+  seconds, ``PostgresStore(statement_timeout=...)``), so a stuck query becomes a
+  :class:`~neardup.errors.StoreError` instead of a hung worker.
 
 Connections come from a psycopg 3 pool; a transaction keeps its connection for the thread
 that opened it.
@@ -26,58 +29,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from neardup.errors import StoreError, StoreLockedError
-from neardup.store import MIGRATION_4, SCHEMA_VERSION, SQLStore
+from neardup.errors import ConfigError, StoreError, StoreLockedError
+from neardup.schema import SCHEMA_VERSION, migrations
+from neardup.store import SQLStore
 
 LOCK_KEY = 0x6E65617264757021  # "neardup!": the writers' advisory lock
+#: seconds any one statement may run before PostgreSQL cancels it (StoreError); None: no limit
+DEFAULT_STATEMENT_TIMEOUT = 60.0
 
-MIGRATIONS: dict[int, list[str]] = {
-    0: [
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        """CREATE TABLE pages (
-            id BIGSERIAL PRIMARY KEY,
-            url TEXT NOT NULL UNIQUE,
-            host TEXT NOT NULL,
-            first_seen DOUBLE PRECISION NOT NULL,
-            fetched_at DOUBLE PRECISION NOT NULL,
-            digest TEXT NOT NULL,
-            simhash BYTEA NOT NULL,
-            spec TEXT NOT NULL,
-            length BIGINT NOT NULL,
-            title TEXT,
-            canonical_link TEXT,
-            language TEXT,
-            status TEXT NOT NULL,
-            matched_id BIGINT,
-            distance INTEGER,
-            cluster_id BIGINT,
-            priority DOUBLE PRECISION
-        )""",
-        "CREATE INDEX pages_digest ON pages(digest)",
-        "CREATE INDEX pages_cluster ON pages(cluster_id)",
-        "CREATE INDEX pages_host ON pages(host)",
-        "CREATE INDEX pages_fetched ON pages(fetched_at)",
-        """CREATE TABLE clusters (
-            id BIGSERIAL PRIMARY KEY,
-            canonical_id BIGINT,
-            size INTEGER NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL
-        )""",
-    ],
-    1: [
-        "ALTER TABLE pages ADD COLUMN signature BYTEA",
-        "ALTER TABLE pages ADD COLUMN set_size BIGINT",
-        """CREATE TABLE changes (
-            seq BIGSERIAL PRIMARY KEY,
-            page_id BIGINT NOT NULL,
-            op TEXT NOT NULL,
-            simhash BYTEA NOT NULL
-        )""",
-    ],
-    2: ["ALTER TABLE pages ADD COLUMN sketch BYTEA"],
-    # 3 -> 4: clusters of any size (the step is written in SQL both dialects read)
-    3: MIGRATION_4,
-}
+#: The PostgreSQL rendering of the schema (:mod:`neardup.schema`).
+MIGRATIONS = migrations("postgres")
 
 
 def redact(dsn: str) -> str:
@@ -104,7 +65,8 @@ class _Rows:
 class PostgresStore(SQLStore):
     """Pages, clusters and the change log in a PostgreSQL database (psycopg 3 pool)."""
 
-    def __init__(self, dsn: str, *, timeout: float = 10.0, pool_size: int = 4, create: bool = True) -> None:
+    def __init__(self, dsn: str, *, timeout: float = 10.0, pool_size: int = 4, create: bool = True,
+                 statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT) -> None:
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -113,10 +75,16 @@ class PostgresStore(SQLStore):
         self._psycopg = psycopg
         self.path = redact(dsn)
         self.timeout = timeout
+        if statement_timeout is not None and not (0 < float(statement_timeout) < 2**31 / 1000):
+            raise ConfigError(f"statement_timeout must be a positive number of seconds or None, got {statement_timeout!r}")
+        self.statement_timeout = None if statement_timeout is None else float(statement_timeout)
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(timeout))}
+        if self.statement_timeout is not None:  # every statement of every pooled session
+            kwargs["options"] = f"-c statement_timeout={max(1, round(self.statement_timeout * 1000))}"
         self._local = threading.local()
         try:
             self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True, timeout=timeout,
-                                        kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))})
+                                        kwargs=kwargs)
             self._pool.wait(timeout=timeout)
         except Exception as exc:  # psycopg_pool raises PoolTimeout wrapping the connection error
             raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(exc).splitlines()[0]}") from None
@@ -222,10 +190,10 @@ class PostgresStore(SQLStore):
                     raise StoreError(f"store {self.path} has tables named like neardup's but no neardup schema")
             for step in range(version, SCHEMA_VERSION):
                 for sql in MIGRATIONS[step]:
-                    if callable(sql):
-                        sql(self._exec)
-                    else:
+                    if isinstance(sql, str):
                         self._exec(sql)
+                    else:
+                        sql(self._exec)
             if version == 0:
                 self._exec("INSERT INTO neardup_schema(version) VALUES(?)", (SCHEMA_VERSION,))
             elif version < SCHEMA_VERSION:

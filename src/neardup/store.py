@@ -1,8 +1,10 @@
 """The embedded store: one SQLite file (WAL mode) holding pages, clusters and settings.
 
-Schema version 4 (``PRAGMA user_version``); :data:`MIGRATIONS` lists the steps from each
-version to the next, applied in one transaction when an older store is opened. A store
-written by a newer neardup is refused rather than damaged.
+Schema version 4 (``PRAGMA user_version``); :data:`MIGRATIONS` (the SQLite rendering of
+:mod:`neardup.schema`) lists the steps from each version to the next, applied in one
+transaction when an older store is opened. A store written by a newer neardup is refused
+rather than damaged. :class:`SQLStore` implements the store contract
+(:class:`neardup.storeapi.Store`) in SQL both dialects read.
 
 Tables
     ``meta(key, value)``: the fingerprint config and spec the store was written with.
@@ -30,160 +32,30 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
 
 from neardup.canonical import link_key, url_key
 from neardup.errors import StoreError, StoreLockedError
+from neardup.schema import SCHEMA_VERSION, TABLES, migrations
+from neardup.storeapi import PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store
 
-SCHEMA_VERSION = 4
+__all__ = ["GROWTH_HALF_LIFE", "MIGRATIONS", "PAGE_COLUMNS", "SCHEMA_VERSION", "ClusterRow", "Lookup",
+           "PageRecord", "SQLStore", "SQLiteStore"]
+
 #: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
 GROWTH_HALF_LIFE = 3600.0
 
-
-def _backfill_keys(execute: Any) -> None:
-    """Schema 3 -> 4: the comparable URL and canonical-link keys of every stored page."""
-    rows = execute("SELECT id, url, canonical_link FROM pages").fetchall()
-    for pid, url, link in rows:
-        execute("UPDATE pages SET url_key=?, link_key=? WHERE id=?", (url_key(url), link_key(link), pid))
-
-
-#: Schema 3 -> 4, shared by the SQLite and PostgreSQL stores: keys for the incremental
-#: canonical choice, the per-cluster link counts, growth fields, and indexes that keep every
-#: per-add lookup bounded however many copies of a digest or SimHash value are stored.
-#: A callable step gets the dialect's ``execute(sql, params)``.
-MIGRATION_4: list[Any] = [
-    "ALTER TABLE pages ADD COLUMN url_key TEXT",
-    "ALTER TABLE pages ADD COLUMN link_key TEXT",
-    _backfill_keys,
-    "DROP INDEX pages_digest",
-    "DROP INDEX pages_cluster",
-    "CREATE INDEX pages_digest_live ON pages(digest, id) WHERE status != 'empty'",
-    "CREATE INDEX pages_simhash_live ON pages(simhash, id) WHERE status != 'empty'",
-    "CREATE INDEX pages_cluster ON pages(cluster_id, id)",
-    "CREATE INDEX pages_comparable ON pages(url_key)",  # (pages_url_key: PostgreSQL's name for UNIQUE(url))
-    "ALTER TABLE clusters ADD COLUMN joins BIGINT NOT NULL DEFAULT 0",
-    "ALTER TABLE clusters ADD COLUMN joined_at DOUBLE PRECISION",
-    "ALTER TABLE clusters ADD COLUMN recent DOUBLE PRECISION NOT NULL DEFAULT 0",
-    """CREATE TABLE cluster_links (
-        cluster_id BIGINT NOT NULL,
-        link TEXT NOT NULL,
-        n BIGINT NOT NULL,
-        PRIMARY KEY (cluster_id, link)
-    )""",
-    ("INSERT INTO cluster_links(cluster_id, link, n) SELECT cluster_id, link_key, count(*) FROM pages "
-     "WHERE cluster_id IS NOT NULL AND link_key IS NOT NULL GROUP BY cluster_id, link_key"),
-    "UPDATE clusters SET joins = size, joined_at = created_at",
-]
-
-MIGRATIONS: dict[int, list[str]] = {
-    # version 0 (empty file) -> 1
-    0: [
-        """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
-        """CREATE TABLE pages (
-            id INTEGER PRIMARY KEY,
-            url TEXT NOT NULL UNIQUE,
-            host TEXT NOT NULL,
-            first_seen REAL NOT NULL,
-            fetched_at REAL NOT NULL,
-            digest TEXT NOT NULL,
-            simhash BLOB NOT NULL,
-            spec TEXT NOT NULL,
-            length INTEGER NOT NULL,
-            title TEXT,
-            canonical_link TEXT,
-            language TEXT,
-            status TEXT NOT NULL,
-            matched_id INTEGER,
-            distance INTEGER,
-            cluster_id INTEGER,
-            priority REAL
-        )""",
-        "CREATE INDEX pages_digest ON pages(digest)",
-        "CREATE INDEX pages_cluster ON pages(cluster_id)",
-        "CREATE INDEX pages_host ON pages(host)",
-        "CREATE INDEX pages_fetched ON pages(fetched_at)",
-        """CREATE TABLE clusters (
-            id INTEGER PRIMARY KEY,
-            canonical_id INTEGER,
-            size INTEGER NOT NULL,
-            created_at REAL NOT NULL
-        )""",
-    ],
-    # 1 -> 2: MinHash signatures and feature-set sizes; the change log that keeps every
-    # process's in-memory index in step with the store
-    1: [
-        "ALTER TABLE pages ADD COLUMN signature BLOB",
-        "ALTER TABLE pages ADD COLUMN set_size INTEGER",
-        """CREATE TABLE changes (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            page_id INTEGER NOT NULL,
-            op TEXT NOT NULL,
-            simhash BLOB NOT NULL
-        )""",
-    ],
-    # 2 -> 3: the verification sketch (spec version 2 fingerprints)
-    2: ["ALTER TABLE pages ADD COLUMN sketch BLOB"],
-    # 3 -> 4: clusters of any size (MIGRATION_4)
-    3: MIGRATION_4,
-}
+#: The SQLite rendering of the schema (:mod:`neardup.schema`): the steps from each version
+#: to the next.
+MIGRATIONS = migrations("sqlite")
 
 #: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
 MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
-
-PAGE_COLUMNS = (
-    "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
-    "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
-    "priority", "signature", "set_size", "sketch",
-)
-
-
-@dataclass
-class PageRecord:
-    """One stored page (its latest fetch). ``simhash`` is an int; ``id`` None until stored."""
-
-    url: str
-    host: str
-    first_seen: float
-    fetched_at: float
-    digest: str
-    simhash: int
-    spec: str
-    length: int
-    title: str | None
-    canonical_link: str | None
-    language: str | None
-    status: str
-    matched_id: int | None = None
-    distance: int | None = None
-    cluster_id: int | None = None
-    priority: float | None = None
-    signature: bytes | None = None
-    set_size: int | None = None
-    sketch: bytes | None = None
-    id: int | None = None
-
-    def to_dict(self, bits: int = 64) -> dict[str, Any]:
-        out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
-        out["simhash"] = f"{self.simhash:0{bits // 4}x}"
-        return out
-
-
-@dataclass
-class ClusterRow:
-    """A cluster as stored: its canonical page, size and growth."""
-
-    id: int
-    canonical_id: int | None
-    size: int
-    created_at: float
-    joins: int = 0
-    joined_at: float | None = None
-    recent: float = 0.0
 
 
 def _blob(value: int, bits: int) -> bytes:
@@ -195,10 +67,11 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in msg or "busy" in msg
 
 
-class SQLStore:
-    """What the Detector needs from a store, in SQL shared by the SQLite and PostgreSQL
-    dialects (``?`` placeholders; a dialect implements ``_exec``, ``_insert``,
-    ``transaction`` and ``close``).
+class SQLStore(Store):
+    """The store contract (:class:`~neardup.storeapi.Store`) in SQL shared by the SQLite and
+    PostgreSQL dialects (``?`` placeholders; a dialect implements ``_exec``,
+    ``transaction``, ``snapshot`` and ``close``, and may override ``_insert`` and
+    ``reading``).
 
     The ``changes`` table logs every index change (add / remove of a page's SimHash) in
     the writer's transaction; other processes replay it to keep their in-memory index
@@ -206,23 +79,19 @@ class SQLStore:
 
     path: str
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; a cursor-like object (``fetchone``, ``fetchall``, iteration,
+        ``rowcount``). Database errors become :class:`StoreError`."""
 
     def _insert(self, sql: str, params: Sequence[Any], key: str = "id") -> int:
         """Run an INSERT ... RETURNING ``key`` and return it."""
         return int(self._exec(f"{sql} RETURNING {key}", params).fetchone()[0])
 
-    def transaction(self) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def reading(self) -> Any:
+    def reading(self) -> AbstractContextManager[None]:
         """Several reads on one connection (no transaction): a pooled store checks one out for
         the whole block instead of one per query. Here, a no-op."""
         return nullcontext()
-
-    def close(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
 
     # -- meta -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
@@ -240,9 +109,19 @@ class SQLStore:
                        (key, json.dumps(value, sort_keys=True)))
 
     # -- pages ------------------------------------------------------------------------
+    def _simhash_bytes(self, value: Any, what: str) -> bytes:
+        """A stored SimHash blob, checked: ``bits / 8`` bytes (8 or 16 while ``bits`` is unknown)."""
+        blob = bytes(value) if isinstance(value, (bytes, bytearray, memoryview)) else None
+        sizes = (self.bits // 8,) if self.bits else (8, 16)
+        if blob is None or len(blob) not in sizes:
+            got = f"{len(blob)} bytes" if blob is not None else type(value).__name__
+            raise StoreError(f"store {self.path} is damaged: {what} has a SimHash of {got}, "
+                             f"expected {' or '.join(map(str, sizes))} bytes")
+        return blob
+
     def _record(self, row: Sequence[Any]) -> PageRecord:
         data = dict(zip(PAGE_COLUMNS, row))
-        data["simhash"] = int.from_bytes(bytes(data["simhash"]), "big")
+        data["simhash"] = int.from_bytes(self._simhash_bytes(data["simhash"], f"page {data['id']}"), "big")
         for blob in ("signature", "sketch"):
             if data[blob] is not None:
                 data[blob] = bytes(data[blob])
@@ -287,7 +166,7 @@ class SQLStore:
                          (_blob(simhash, bits),)).fetchone()
         return None if row is None else int(row[0])
 
-    def lookup(self, url: str, digest: str | None) -> tuple[int, int, PageRecord | None, PageRecord | None]:
+    def lookup(self, url: str, digest: str | None) -> Lookup:
         """What a check reads, in one statement (one round trip to a database server, one
         consistent view): the change log's bounds, the page stored at ``url`` and
         :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest)."""
@@ -311,7 +190,7 @@ class SQLStore:
                 same = self._record(row[3:])
         if own is not None and digest is not None and own.digest == digest and own.status != "empty":
             same = own  # the page at the URL itself first
-        return first, last, own, same
+        return Lookup(first, last, own, same)
 
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
         rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE cluster_id=? ORDER BY id",
@@ -338,9 +217,6 @@ class SQLStore:
     def delete_pages(self, ids: Sequence[int]) -> None:
         self._exec(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
 
-    def expired_ids(self, before: float) -> list[int]:
-        return [int(r[0]) for r in self._exec("SELECT id FROM pages WHERE fetched_at < ?", (before,))]
-
     def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
         """Up to ``limit`` pages last fetched before ``before`` (expiry deletes them, then asks again)."""
         rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE fetched_at < ? LIMIT ?",
@@ -358,7 +234,10 @@ class SQLStore:
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        blob = b"".join(bytes(r[1]) for r in rows)
+        blobs = [self._simhash_bytes(r[1], f"page {r[0]}") for r in rows]
+        if len({len(b) for b in blobs}) > 1:
+            raise StoreError(f"store {self.path} is damaged: SimHash values of mixed widths")
+        blob = b"".join(blobs)
         words = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
         return ids, words
 
@@ -415,16 +294,16 @@ class SQLStore:
     def cluster_ids(self) -> list[int]:
         return [int(r[0]) for r in self._exec("SELECT id FROM clusters ORDER BY id")]
 
-    def member(self, page_id: int) -> tuple | None:
+    def member(self, page_id: int) -> MemberRow | None:
         """(id, url, first_seen, canonical_link, priority) of one page."""
         return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE id=?", (page_id,)).fetchone()
 
-    def members_with_url_key(self, cluster_id: int, key: str) -> list[tuple]:
+    def members_with_url_key(self, cluster_id: int, key: str) -> list[MemberRow]:
         """The members of a cluster whose URL compares equal to ``key`` (a canonical link)."""
         return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE url_key=? AND cluster_id=?",
                           (key, cluster_id)).fetchall()
 
-    def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[tuple]]:
+    def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[MemberRow]]:
         """All members of a cluster (:data:`MEMBER_COLUMNS`), ``batch`` rows at a time."""
         last = -1
         while True:
@@ -483,7 +362,11 @@ class SQLStore:
         """Changes after ``seq`` in order: (seq, page_id, op, simhash)."""
         rows = self._exec("SELECT seq, page_id, op, simhash FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
                           (seq, limit)).fetchall()
-        return [(int(r[0]), int(r[1]), str(r[2]), int.from_bytes(bytes(r[3]), "big")) for r in rows]
+        return [(int(r[0]), int(r[1]), str(r[2]), int.from_bytes(self._simhash_bytes(r[3], f"change {r[0]}"), "big"))
+                for r in rows]
+
+    def change_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM changes").fetchone()[0])
 
     def prune_changes(self, keep_after: int) -> int:
         """Drop log entries up to ``keep_after``; a process behind that point rebuilds its
@@ -504,7 +387,6 @@ class SQLiteStore(SQLStore):
     def __init__(self, path: str | Path = ":memory:", *, timeout: float = 10.0, create: bool = True,
                  durable: bool = True) -> None:
         self.path = str(path)
-        self.bits: int | None = None
         if self.path != ":memory:":
             p = Path(self.path)
             if p.is_dir():
@@ -553,10 +435,10 @@ class SQLiteStore(SQLStore):
         try:
             for step in range(version, SCHEMA_VERSION):
                 for sql in MIGRATIONS[step]:
-                    if callable(sql):
-                        sql(self._db.execute)
-                    else:
+                    if isinstance(sql, str):
                         self._db.execute(sql)
+                    else:
+                        sql(self._db.execute)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
@@ -565,7 +447,7 @@ class SQLiteStore(SQLStore):
 
     def _check_tables(self) -> None:
         names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        missing = {"meta", "pages", "clusters", "changes", "cluster_links"} - names
+        missing = set(TABLES) - names
         if missing:
             raise StoreError(f"store {self.path} is damaged: missing table(s) {', '.join(sorted(missing))}")
 

@@ -1,0 +1,244 @@
+"""The store contract: everything the Detector, the index mirror and the service ask of a
+store, declared once (:class:`Store`), with the records it hands back.
+
+:class:`~neardup.store.SQLStore` implements it in SQL for SQLite
+(:class:`~neardup.store.SQLiteStore`) and PostgreSQL (:class:`~neardup.postgres.PostgresStore`);
+``tests/test_store.py`` runs the contract tests on both. Another backend implements every
+abstract method here (or subclasses ``SQLStore`` and implements its plumbing).
+
+SimHash values are ints of ``bits`` bits; ``bits`` is the width of the stored fingerprints
+(set by the Detector from the store's config): a stored value of another width is damage
+and reads raise :class:`~neardup.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+PAGE_COLUMNS = (
+    "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
+    "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
+    "priority", "signature", "set_size", "sketch",
+)
+
+
+@dataclass
+class PageRecord:
+    """One stored page (its latest fetch). ``simhash`` is an int; ``id`` None until stored."""
+
+    url: str
+    host: str
+    first_seen: float
+    fetched_at: float
+    digest: str
+    simhash: int
+    spec: str
+    length: int
+    title: str | None
+    canonical_link: str | None
+    language: str | None
+    status: str
+    matched_id: int | None = None
+    distance: int | None = None
+    cluster_id: int | None = None
+    priority: float | None = None
+    signature: bytes | None = None
+    set_size: int | None = None
+    sketch: bytes | None = None
+    id: int | None = None
+
+    def to_dict(self, bits: int = 64) -> dict[str, Any]:
+        out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
+        out["simhash"] = f"{self.simhash:0{bits // 4}x}"
+        return out
+
+
+@dataclass
+class ClusterRow:
+    """A cluster as stored: its canonical page, size and growth."""
+
+    id: int
+    canonical_id: int | None
+    size: int
+    created_at: float
+    joins: int = 0
+    joined_at: float | None = None
+    recent: float = 0.0
+
+
+#: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
+MemberRow = tuple[int, str, float, "str | None", "float | None"]
+
+
+class Lookup(NamedTuple):
+    """What a check reads in one statement (:meth:`Store.lookup`)."""
+
+    first: int
+    """smallest sequence number in the change log (0 when empty)"""
+    last: int
+    """largest sequence number in the change log (0 when empty)"""
+    own: PageRecord | None
+    """the page stored at the URL"""
+    same: PageRecord | None
+    """a non-empty page with the digest: the one at the URL if any, else the oldest"""
+
+
+class Store(ABC):
+    """The whole contract between the Detector (and the service) and a store."""
+
+    path: str
+    """where the store lives, for messages (a file name, or a DSN without its password)"""
+    bits: int | None = None
+    """width of the stored SimHash values, once known (None: 64 or 128 accepted)"""
+
+    # -- plumbing ---------------------------------------------------------------------
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction, serialised with every other writer; nested calls join
+        the outer one; an exception rolls it back."""
+
+    @abstractmethod
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Consistent reads across several queries; joins a transaction already open."""
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[None]:
+        """Several reads on one connection (no transaction)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- meta -------------------------------------------------------------------------
+    @abstractmethod
+    def get_meta(self, key: str) -> Any:
+        """The JSON value stored under ``key``, or None."""
+
+    @abstractmethod
+    def set_meta(self, key: str, value: Any) -> None: ...
+
+    # -- pages ------------------------------------------------------------------------
+    @abstractmethod
+    def page_count(self) -> int: ...
+
+    @abstractmethod
+    def page_by_id(self, page_id: int) -> PageRecord | None: ...
+
+    @abstractmethod
+    def page_by_url(self, url: str) -> PageRecord | None: ...
+
+    @abstractmethod
+    def page_by_digest(self, digest: str, prefer_url: str | None = None) -> PageRecord | None:
+        """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest."""
+
+    @abstractmethod
+    def pages_by_ids(self, ids: Sequence[int]) -> dict[int, PageRecord]: ...
+
+    @abstractmethod
+    def lowest_live(self, simhash: int, bits: int) -> int | None:
+        """The oldest non-empty page with this SimHash value (the one the index holds)."""
+
+    @abstractmethod
+    def lookup(self, url: str, digest: str | None) -> Lookup:
+        """The change log's bounds, the page at ``url`` and :meth:`page_by_digest` of
+        ``digest`` preferring ``url`` (None for no digest), from one consistent view."""
+
+    @abstractmethod
+    def cluster_members(self, cluster_id: int) -> list[PageRecord]: ...
+
+    @abstractmethod
+    def insert_page(self, rec: PageRecord, bits: int) -> int:
+        """Store a new page; returns its id."""
+
+    @abstractmethod
+    def update_page(self, rec: PageRecord, bits: int) -> None: ...
+
+    @abstractmethod
+    def delete_pages(self, ids: Sequence[int]) -> None: ...
+
+    @abstractmethod
+    def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
+        """Up to ``limit`` pages last fetched before ``before``."""
+
+    @abstractmethod
+    def simhashes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, uint64 words) of the pages the index holds (one per SimHash value)."""
+
+    @abstractmethod
+    def signatures(self) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+        """(ids, signature blobs, set sizes) of the pages the index holds that have one."""
+
+    @abstractmethod
+    def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]: ...
+
+    @abstractmethod
+    def status_counts(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    def host_stats(self, host: str) -> dict[str, int]: ...
+
+    # -- clusters ---------------------------------------------------------------------
+    @abstractmethod
+    def new_cluster(self, now: float | None = None) -> int: ...
+
+    @abstractmethod
+    def cluster_canonical(self, cluster_id: int) -> int | None: ...
+
+    @abstractmethod
+    def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int,
+                    growth: tuple[int, float | None, float] | None = None) -> None:
+        """A cluster's canonical page, size and growth; size 0 deletes it."""
+
+    @abstractmethod
+    def cluster_row(self, cluster_id: int) -> ClusterRow | None: ...
+
+    @abstractmethod
+    def cluster_ids(self) -> list[int]: ...
+
+    @abstractmethod
+    def cluster_count(self) -> int: ...
+
+    @abstractmethod
+    def member(self, page_id: int) -> MemberRow | None:
+        """(id, url, first_seen, canonical_link, priority) of one page."""
+
+    @abstractmethod
+    def members_with_url_key(self, cluster_id: int, key: str) -> list[MemberRow]: ...
+
+    @abstractmethod
+    def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[MemberRow]]: ...
+
+    @abstractmethod
+    def link_counts(self, cluster_id: int, keys: Sequence[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    def named_links(self, cluster_id: int) -> set[str]: ...
+
+    @abstractmethod
+    def add_link(self, cluster_id: int, key: str, delta: int) -> None: ...
+
+    # -- the change log ---------------------------------------------------------------
+    @abstractmethod
+    def log_change(self, page_id: int, op: str, simhash: int, bits: int) -> int:
+        """Log an index change (``add`` / ``remove``) in the current transaction; its seq."""
+
+    @abstractmethod
+    def change_bounds(self) -> tuple[int, int]:
+        """(smallest, largest) sequence number in the change log; (0, 0) when empty."""
+
+    @abstractmethod
+    def changes_since(self, seq: int, limit: int = 100000) -> list[tuple[int, int, str, int]]:
+        """Changes after ``seq`` in order: (seq, page_id, op, simhash)."""
+
+    @abstractmethod
+    def change_count(self) -> int:
+        """Rows in the change log."""
+
+    @abstractmethod
+    def prune_changes(self, keep_after: int) -> int:
+        """Drop log entries up to ``keep_after``; returns how many."""
