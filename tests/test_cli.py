@@ -23,6 +23,13 @@ SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 PAGES = SAMPLE / "pages"
 
 
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    """No compile notice in these tests' stderr (a fresh checkout compiles the kernels in
+    whichever test fingerprints first); test_compile_notice checks the notice itself."""
+    monkeypatch.setenv("NEARDUP_QUIET", "1")
+
+
 @lru_cache(maxsize=None)
 def rows() -> tuple[dict, ...]:
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
@@ -699,3 +706,30 @@ def test_dedup_warc_counts_records_that_are_not_pages(tmp_path):
     assert "skipped 5 records that are not pages" in r.stderr
     assert "neardup: skipped" not in r.stderr  # no line per record: they are not errors
     assert len(json_lines(out.read_text())) == 1
+
+
+def test_compile_notice(tmp_path, monkeypatch, capsys):
+    """A cold numba cache prints one line on stderr before compiling, once per process."""
+    from neardup import _kernels
+
+    class Cold:
+        overloads: dict = {}
+
+        class _cache:
+            class _cache_file:
+                _index_path = str(tmp_path / "missing.nbi")
+
+    monkeypatch.delenv("NEARDUP_QUIET")
+    monkeypatch.setattr(_kernels, "_noticed", False)
+    _kernels.compile_notice(Cold())
+    _kernels.compile_notice(Cold())
+    err = capsys.readouterr().err
+    assert err.count("compiling the fingerprint kernels, once") == 1 and len(err.splitlines()) == 1
+    monkeypatch.setattr(_kernels, "_noticed", False)
+    (tmp_path / "missing.nbi").write_bytes(b"")
+    _kernels.compile_notice(Cold())  # cached on disk: nothing to say
+    assert capsys.readouterr().err == ""
+    from neardup.parallel import warm_up
+
+    warm_up()
+    assert not _kernels._cache_is_cold(_kernels._simhash_tf)  # compiled (or loaded) in this process

@@ -50,6 +50,8 @@ Speed (see docs/benchmarks.md, "Fingerprinting")
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import pathlib
 import sys
 import zlib
@@ -957,22 +959,6 @@ def _ngrams(hashes, m, ngram):
 
 
 @njit(cache=True)
-def _features(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-              ientries, idir, idefault, sketch_bins, sketch_ngram):
-    """Fused tokenise -> emit -> aggregate (-> IDF): features go straight into the table;
-    the word-shingle sketch (:func:`_sketch`) from the same tokens when ``sketch_bins``.
-
-    Returns ``(out, o, distinct features, their weights, token count, sketch)``."""
-    if tf_mode == TF_BINARY:
-        return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                              short_tokens, tf_mode, True, ientries, idir, idefault,
-                              sketch_bins, sketch_ngram)
-    return _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short,
-                          short_tokens, tf_mode, False, ientries, idir, idefault,
-                          sketch_bins, sketch_ngram)
-
-
-@njit(cache=True)
 def _sketch(hashes, t, ngram, bins):
     """b-bit one-permutation MinHash of the token ``ngram``-shingles: ``4 + bins`` bytes.
 
@@ -1080,32 +1066,94 @@ def _features_impl(buf, table, scheme, ngram, w_heading, w_list, w_short, short_
     return out, o, uf, uw, ntok, sketch
 
 
+# Entry points. The feature table is specialised on ``track_max`` (binary tf or not, see
+# :func:`_table_new`): each specialisation is its own compiled function, and the Python
+# functions below pick one by ``tf_mode``, so that a run compiles only the one it uses (the
+# default log tf never compiles the binary one: half of the first run's compile time).
+
 @njit(cache=True)
-def features_from_bytes(
-    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-    ientries, idir, idefault
-):
-    """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
-    fixed-point weights, token count)."""
-    out, o, uf, uw, ntok, _ = _features(
-        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-        ientries, idir, idefault, 0, 1
-    )
+def _simhash_tf(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                ientries, idir, idefault, words, sketch_bins, sketch_ngram):
+    out, o, uf, uw, ntok, sketch = _features_impl(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode, False,
+        ientries, idir, idefault, sketch_bins, sketch_ngram)
+    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0], sketch
+
+
+@njit(cache=True)
+def _simhash_binary(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                    ientries, idir, idefault, words, sketch_bins, sketch_ngram):
+    out, o, uf, uw, ntok, sketch = _features_impl(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode, True,
+        ientries, idir, idefault, sketch_bins, sketch_ngram)
+    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0], sketch
+
+
+@njit(cache=True)
+def _features_tf(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                 ientries, idir, idefault):
+    out, o, uf, uw, ntok, _ = _features_impl(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode, False,
+        ientries, idir, idefault, 0, 1)
     return out[:o], uf, uw, ntok
 
 
 @njit(cache=True)
-def simhash_from_bytes(
-    buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-    ientries, idir, idefault, words, sketch_bins, sketch_ngram
-):
+def _features_binary(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                     ientries, idir, idefault):
+    out, o, uf, uw, ntok, _ = _features_impl(
+        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode, True,
+        ientries, idir, idefault, 0, 1)
+    return out[:o], uf, uw, ntok
+
+
+def _cache_is_cold(dispatcher) -> bool:  # type: ignore[no-untyped-def]
+    """True when ``dispatcher`` has no compiled version in memory and no numba cache index
+    on disk (its first call compiles: tens of seconds for the feature kernels)."""
+    if dispatcher.overloads:
+        return False
+    try:
+        return not os.path.exists(dispatcher._cache._cache_file._index_path)
+    except AttributeError:  # another numba: say nothing
+        return False
+
+
+_noticed = False
+
+
+def compile_notice(dispatcher) -> None:  # type: ignore[no-untyped-def]
+    """One line on stderr before a cold compile (once per process; not in worker processes
+    of a pool, whose parent has said it, nor with ``NEARDUP_QUIET``)."""
+    global _noticed
+    if _noticed or not _cache_is_cold(dispatcher):
+        return
+    _noticed = True
+    if os.environ.get("NEARDUP_QUIET") or multiprocessing.parent_process() is not None:
+        return
+    print("neardup: compiling the fingerprint kernels, once (cached for later runs): ~15-30 s",
+          file=sys.stderr, flush=True)
+
+
+def simhash_from_bytes(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                       ientries, idir, idefault, words, sketch_bins, sketch_ngram):
     """NFKC + casefolded UTF-8 bytes -> (normalised bytes, SimHash words, token count,
     distinct feature count, sketch (``4 + sketch_bins`` bytes, none when 0))."""
-    out, o, uf, uw, ntok, sketch = _features(
-        buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
-        ientries, idir, idefault, sketch_bins, sketch_ngram
-    )
-    return out[:o], _vote(uf, uw, uf.shape[0], words), ntok, uf.shape[0], sketch
+    fn = _simhash_binary if tf_mode == TF_BINARY else _simhash_tf
+    if not _noticed:
+        compile_notice(fn)
+    return fn(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+              ientries, idir, idefault, words, sketch_bins, sketch_ngram)
+
+
+def features_from_bytes(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+                        ientries, idir, idefault):
+    """NFKC + casefolded UTF-8 bytes -> (normalised bytes, distinct feature hashes,
+    fixed-point weights, token count)."""
+    fn = _features_binary if tf_mode == TF_BINARY else _features_tf
+    if not _noticed:
+        compile_notice(fn)
+    return fn(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens, tf_mode,
+              ientries, idir, idefault)
 
 
 @njit(cache=True)

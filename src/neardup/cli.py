@@ -340,7 +340,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     from tqdm import tqdm
 
     from neardup.inputs import count_items
-    from neardup.parallel import add_pages, default_jobs
+    from neardup.parallel import add_pages, default_jobs, warm_up
 
     for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
         if not Path(path).is_dir():
@@ -360,6 +360,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
         if errors_path:
             errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
+        warm_up(det.config)  # a cold numba cache compiles here, with a notice, before the bar
         disable = (not progress) if progress is not None else None
         total = None if disable is True else count_items(inputs)
         bar = tqdm(unit="page", total=total, disable=disable, file=sys.stderr, dynamic_ncols=True)

@@ -61,6 +61,13 @@ def fingerprint_one(page: "Page", config: FingerprintConfig = DEFAULT_CONFIG) ->
         return str(page.url)[:2000], None, f"unexpected {type(exc).__name__}: {message}"
 
 
+def warm_up(config: FingerprintConfig = DEFAULT_CONFIG) -> None:
+    """Compile (or load from numba's cache) the kernels ``config`` uses, in this process:
+    a cold cache says so on stderr (:func:`neardup._kernels.compile_notice`) and compiles
+    once here rather than in every worker at the same time."""
+    fingerprint(" ".join(f"w{i}" for i in range(20)), config=config.with_(extractor="full"))
+
+
 _config: FingerprintConfig = DEFAULT_CONFIG
 
 
@@ -99,6 +106,7 @@ def fingerprint_pages(pages: Iterable["Page"], config: FingerprintConfig = DEFAU
         for page in pages:
             yield fingerprint_one(page, config)
         return
+    warm_up(config)
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
