@@ -593,3 +593,41 @@ def test_nearest_wins_then_oldest():
     # now an exact simhash copy exists: distance 0 beats the older distance-1 page
     v = det.check_fingerprint("https://q.example/1", q)
     assert v.distance == 0 and v.match_id == c.page_id
+
+
+# -- hostile leftovers (issue 12) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("when", [10**400, -(10**400), float("inf"), "soon", 10**5000],
+                         ids=["1e400", "-1e400", "inf", "soon", "1e5000"])
+def test_fetched_at_out_of_range_is_a_config_error(when):
+    det = Detector()
+    text = " ".join(f"word{i}" for i in range(300))
+    with pytest.raises(ConfigError, match="fetched_at") as exc:
+        det.add("https://a.example/1", text, fetched_at=when)
+    assert len(str(exc.value)) < 200
+    v = det.add_many([Page("https://a.example/2", text, fetched_at=when), Page("https://a.example/3", text)])
+    assert [x.status for x in v] == ["error", "new"]
+    assert det.add_fingerprints([("https://a.example/4", det.fingerprint(text), when, None)])[0].status == "error"
+
+
+@pytest.mark.parametrize("priority", [10**400, -(10**400), float("nan"), "high"], ids=["1e400", "-1e400", "nan", "high"])
+def test_priority_out_of_range_is_a_config_error(priority):
+    det = Detector()
+    with pytest.raises(ConfigError, match="priority"):
+        det.add("https://a.example/1", " ".join(f"word{i}" for i in range(300)), priority=priority)
+    assert det.store.page_count() == 0
+
+
+@pytest.mark.parametrize("field", ["title", "canonical_url", "language"])
+def test_fingerprint_with_lone_surrogates_is_refused(field):
+    det = Detector()
+    fp = det.fingerprint(" ".join(f"word{i}" for i in range(300)), url="https://a.example/1")
+    bad = dataclasses.replace(fp, **{field: "x\ud800y"})
+    with pytest.raises(neardup.InputError, match=f"{field}.*surrogate"):
+        det.add_fingerprint("https://a.example/1", bad)
+    with pytest.raises(neardup.InputError, match="surrogate"):
+        det.check_fingerprint("https://a.example/1", bad)
+    got = det.add_fingerprints([("https://a.example/1", bad), ("https://a.example/2", fp)])
+    assert [v.status for v in got] == ["error", "new"] and "surrogate" in (got[0].error or "")
+    assert [v.status for v in det.check_fingerprints([("https://a.example/3", bad)])] == ["error"]
+    assert det.store.page_count() == 1

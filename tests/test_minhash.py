@@ -693,3 +693,72 @@ def test_v1_store_is_migrated_to_v2(tmp_path, sample_pages):
         Detector.open(path, method="minhash")
     with Detector.open(path) as det:
         assert det.store.page_count() == 2
+
+
+# -- bounded growth: removed rows are reclaimed (issue 12) ------------------------------------
+
+def test_re_adding_one_id_keeps_the_rows_bounded():
+    """5,000 re-adds of one id held 5,000 rows before; now at most RECLAIM_MIN + 1."""
+    from neardup.minhash import RECLAIM_MIN
+
+    rng = np.random.default_rng(5)
+    lsh = MinHashLSH(threshold=0.7, delta_limit=256)
+    other = rng.integers(0, 2**32, NUM_PERM, dtype=np.uint32)
+    lsh.add(2, other)
+    most = 0
+    for _ in range(5000):
+        sig = rng.integers(0, 2**32, NUM_PERM, dtype=np.uint32)
+        lsh.add(1, sig)
+        most = max(most, lsh.held_rows)
+    assert len(lsh) == 2 and most <= RECLAIM_MIN + 2 and lsh.held_rows <= RECLAIM_MIN + 2
+    assert lsh.nbytes() <= (RECLAIM_MIN + 2) * (4 * NUM_PERM + 17) + (RECLAIM_MIN + 2) * lsh.bands * 12
+    assert lsh.query(sig, threshold=0.99) == [(1, 1.0)]
+    assert lsh.query(other, threshold=0.99) == [(2, 1.0)]
+
+
+def test_lsh_under_churn_matches_brute_force_and_stays_bounded():
+    """Random adds, removes and replacements around a small live set: after every step the
+    rows held stay under 2 x live + RECLAIM_MIN + 1, and queries equal brute force."""
+    from neardup.minhash import RECLAIM_MIN
+
+    rng = np.random.default_rng(23)
+    lsh = MinHashLSH(threshold=0.6, delta_limit=32)
+    base = rng.integers(0, 2**32, (40, NUM_PERM), dtype=np.uint32)
+    live: dict[int, np.ndarray] = {}
+    for step in range(3000):
+        pid = int(rng.integers(0, 60))
+        if rng.random() < 0.35:
+            assert lsh.remove(pid) == (pid in live)
+            live.pop(pid, None)
+        else:
+            sig = base[int(rng.integers(0, 40))].copy()
+            flip = rng.random(NUM_PERM) < 0.2
+            sig[flip] = rng.integers(0, 2**32, int(flip.sum()), dtype=np.uint32)
+            lsh.add(pid, sig)
+            live[pid] = sig
+        assert len(lsh) == len(live)
+        assert lsh.held_rows <= 2 * len(live) + RECLAIM_MIN + 1, step
+        if step % 250 == 0 and live:
+            ids = np.array(sorted(live))
+            sigs = np.stack([live[i] for i in ids])
+            for q in base[:10]:
+                cand = _shares_band(q, sigs, lsh.bands, lsh.rows)
+                scores = (sigs == q).mean(axis=1)
+                keep = cand & (scores >= 0.6)
+                expected = sorted(((int(i), float(s)) for i, s in zip(ids[keep], scores[keep])),
+                                  key=lambda t: (-t[1], t[0]))
+                assert lsh.query(q, threshold=0.6) == expected, step
+
+
+def test_signature_bytes_of_the_wrong_length_are_refused():
+    from neardup.errors import ConfigError as CE
+    from neardup.minhash import signatures_from_bytes
+
+    sig = minhash_text(ENGLISH)
+    with pytest.raises(CE, match="expected 512"):
+        MinHashSignature.from_bytes(sig.to_bytes()[:-4], sig.set_size, sig.spec, num_perm=NUM_PERM)
+    with pytest.raises(CE, match="4 per permutation"):
+        signatures_from_bytes([b"abc"])
+    assert signatures_from_bytes([], 8).shape == (0, 8)
+    many = signatures_from_bytes([sig.to_bytes()] * 3, NUM_PERM)
+    assert many.shape == (3, NUM_PERM) and (many == sig.signature).all()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import neardup
 from neardup import Detector, StoreError
 from neardup.postgres import PostgresStore, redact
 
@@ -41,28 +42,42 @@ def test_sample_gives_the_same_verdicts_on_both_backends(store_target, tmp_path)
         assert det.check("https://elsewhere.example/x", html).status == "exact"
 
 
-def test_store_contract(store_target):
-    with Detector.open(store_target) as det:
-        v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)), fetched_at=1000.0, priority=2)
-        rec = det.page(v.page_id)
-        assert rec.url == "https://a.example/1" and rec.fetched_at == 1000.0 and rec.priority == 2.0
-        assert det.store.get_meta("spec") == det.config.spec
-        first, last = det.store.change_bounds()
-        assert last >= first >= 1
-        # lookup: bounds, the page at the URL, the page with the digest (the URL's own first)
-        w = det.add("https://b.example/2", " ".join(f"w{i}" for i in range(300)), fetched_at=1001.0)
-        assert w.status == "exact"
-        rec_b = det.page(w.page_id)
-        got = det.store.lookup("https://b.example/2", rec.digest)
-        assert got[:2] == det.store.change_bounds()
-        assert got[2] == rec_b and got[3] == rec_b  # prefers the page at the URL itself
-        none = det.store.lookup("https://nowhere.example/", None)
-        assert none[2:] == (None, None)
-        assert det.store.lookup("https://nowhere.example/", rec.digest)[3] == rec  # else the oldest
-        det.store.lookup("https://x.example/'; DROP TABLE pages; --", "zz")  # parameters, not SQL
-        assert det.stats()["pages"] == 2
-        assert det.expire(older_than=60) == 2
-        assert det.stats()["pages"] == 0 and len(det.index) == 0
+# (the store contract itself runs on both backends in tests/test_store.py)
+
+
+def test_schema_is_one_text_rendered_per_dialect():
+    from neardup import postgres, schema, store
+
+    assert store.MIGRATIONS == schema.migrations("sqlite") and postgres.MIGRATIONS == schema.migrations("postgres")
+    sqlite_ddl = " ".join(s for steps in store.MIGRATIONS.values() for s in steps if isinstance(s, str))
+    pg_ddl = " ".join(s for steps in postgres.MIGRATIONS.values() for s in steps if isinstance(s, str))
+    assert "BYTEA" not in sqlite_ddl and "BLOB" not in pg_ddl and "AUTOINCREMENT" not in pg_ddl
+    assert "{" not in sqlite_ddl + pg_ddl
+    with pytest.raises(neardup.ConfigError, match="dialect"):
+        schema.migrations("mysql")
+
+
+def test_statement_timeout_turns_a_stuck_query_into_a_store_error(pg_dsn):
+    store = PostgresStore(pg_dsn, statement_timeout=0.2)
+    try:
+        assert store._exec("SHOW statement_timeout").fetchone()[0] == "200ms"
+        with pytest.raises(StoreError, match="statement timeout"):
+            store._exec("SELECT pg_sleep(2)")
+        assert store.page_count() == 0  # the connection is usable afterwards
+    finally:
+        store.close()
+    unlimited = PostgresStore(pg_dsn, statement_timeout=None)
+    try:
+        assert unlimited._exec("SHOW statement_timeout").fetchone()[0] == "0"
+    finally:
+        unlimited.close()
+    default = PostgresStore(pg_dsn)
+    try:
+        assert default._exec("SHOW statement_timeout").fetchone()[0] == "1min"
+    finally:
+        default.close()
+    with pytest.raises(neardup.ConfigError, match="statement_timeout"):
+        PostgresStore(pg_dsn, statement_timeout=-1)
 
 
 def test_unreachable_server_and_foreign_database(pg_dsn):

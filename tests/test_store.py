@@ -1,5 +1,8 @@
-"""The SQLite store: schema version, WAL, refusing foreign / newer / corrupt files, locking,
-and all-or-nothing writes."""
+"""The store contract (neardup.storeapi.Store) on both backends, SQLite and a throwaway
+PostgreSQL server (the ``target`` fixture; PostgreSQL skips without its binaries unless
+NEARDUP_REQUIRE_PG=1): meta, lookups, all-or-nothing writes, damage in stored values. Then
+what only the SQLite file has: schema version, WAL, refusing foreign / newer / corrupt files,
+paths, locking."""
 
 from __future__ import annotations
 
@@ -14,10 +17,27 @@ import pytest
 from faults import Boom, explode_on_cluster_update
 
 import neardup
-from neardup import Detector, Page, SQLiteStore, StoreError, StoreLockedError
+from neardup import Detector, Page, SQLiteStore, Store, StoreError, StoreLockedError
 from neardup import store as store_mod
+from neardup.storeapi import Lookup
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request, tmp_path) -> str:
+    """Where a store lives: an SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return request.getfixturevalue("pg_dsn")
+
+
+def open_store(target: str, **kwargs) -> Store:
+    if target.startswith("postgresql://"):
+        from neardup.postgres import PostgresStore
+
+        return PostgresStore(target, **kwargs)
+    return SQLiteStore(target, **kwargs)
 
 
 @lru_cache(maxsize=None)
@@ -73,12 +93,12 @@ def test_memory_store_is_usable():
     assert s.get_meta("x") == {"a": [1, 2]}
 
 
-def test_meta_survives_reopen(tmp_path):
-    path = tmp_path / "s.db"
+def test_meta_survives_reopen(target):
+    path = target
     with Detector.open(path) as det:
         det.add(*page("newyorker-teas-2019"))
         spec = det.config.spec
-    s = SQLiteStore(path, create=False)
+    s = open_store(path, create=False)
     try:
         assert s.get_meta("spec") == spec
         assert s.get_meta("config")["features"]["scheme"] == "words"
@@ -238,8 +258,8 @@ def test_locked_store_raises_store_locked_error(tmp_path):
 
 # -- all or nothing ---------------------------------------------------------------------------
 
-def test_failed_add_writes_nothing(tmp_path, monkeypatch):
-    path = tmp_path / "s.db"
+def test_failed_add_writes_nothing(target, monkeypatch):
+    path = target
     with Detector.open(path) as det:
         det.add(*page("npr-dylann-roof-2016"))
         before = (det.stats(), det.store.page_count(), det.store.cluster_count())
@@ -259,10 +279,10 @@ def test_failed_add_writes_nothing(tmp_path, monkeypatch):
         assert det.store.page_count() == 2
 
 
-def test_refused_batch_leaves_store_and_index_in_step(tmp_path):
+def test_refused_batch_leaves_store_and_index_in_step(target):
     """Whatever add_many does with a record it cannot use (here a bad fetched_at), the store
     and the in-memory index must agree afterwards, and with a fresh reopen."""
-    path = tmp_path / "s.db"
+    path = target
     with Detector.open(path) as det:
         try:
             det.add_many([page("politico-student-debt-2022"),
@@ -280,9 +300,9 @@ def test_refused_batch_leaves_store_and_index_in_step(tmp_path):
         assert det.check("https://y.example/debt", page("politico-student-debt-2022")[1]) == live
 
 
-def test_failed_add_leaves_the_index_consistent(monkeypatch):
+def test_failed_add_leaves_the_index_consistent(target, monkeypatch):
     """A rolled-back write must not leave the rolled-back content in the in-memory index."""
-    det = Detector()
+    det = Detector.open(target)
     first = det.add(*page("nytimes-nikki-haley-2018"))
     with monkeypatch.context() as m:
         explode_on_cluster_update(det, m)
@@ -302,12 +322,13 @@ def test_failed_add_leaves_the_index_consistent(monkeypatch):
     assert c.status == "near" and c.match_id == first.page_id
     assert len(det.index) == det.store.page_count()
     assert det.check("https://other.example/debt", page("politico-student-debt-2022")[1]).status == "new"
+    det.close()
 
 
-def test_failed_add_then_reopen_is_consistent(tmp_path, monkeypatch):
+def test_failed_add_then_reopen_is_consistent(target, monkeypatch):
     """A rolled-back write followed by good ones and a clean close: the next open must not
     inherit index entries of the rolled-back content."""
-    path = tmp_path / "s.db"
+    path = target
     with Detector.open(path) as det:
         first = det.add(*page("nytimes-nikki-haley-2018"))
         with monkeypatch.context() as m:
@@ -371,7 +392,7 @@ def test_damaged_saved_index_is_rebuilt(tmp_path, damage):
         assert len(det.index) == 3
 
 
-def test_reopen_with_larger_k_finds_farther_matches(tmp_path):
+def test_reopen_with_larger_k_finds_farther_matches(target):
     """A store written at k and reopened at a larger k must find pairs between the two (a
     saved index built for the smaller k cannot be reused as is)."""
     base = page("nytimes-nikki-haley-2019")
@@ -386,7 +407,7 @@ def test_reopen_with_larger_k_finds_farther_matches(tmp_path):
             break
     assert far is not None
     text, d = far
-    path = tmp_path / "s.db"
+    path = target
     with Detector.open(path, k=d - 1) as det:
         stored = det.add(*base)
         assert det.check("https://other.example/nikki", text).status == "new"
@@ -398,3 +419,92 @@ def test_reopen_with_larger_k_finds_farther_matches(tmp_path):
     with Detector.open(path, k=0) as det:
         assert det.check("https://other.example/nikki", text).status == "new"
         assert det.check(*base).status == "exact"
+
+
+# -- the contract, on both backends ------------------------------------------------------------
+
+def test_store_contract(target):
+    with Detector.open(target) as det:
+        v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)), fetched_at=1000.0, priority=2)
+        rec = det.page(v.page_id)
+        assert rec.url == "https://a.example/1" and rec.fetched_at == 1000.0 and rec.priority == 2.0
+        assert det.store.get_meta("spec") == det.config.spec
+        first, last = det.store.change_bounds()
+        assert last >= first >= 1 and det.store.change_count() == last - first + 1
+        # lookup: bounds, the page at the URL, the page with the digest (the URL's own first)
+        w = det.add("https://b.example/2", " ".join(f"w{i}" for i in range(300)), fetched_at=1001.0)
+        assert w.status == "exact"
+        rec_b = det.page(w.page_id)
+        got = det.store.lookup("https://b.example/2", rec.digest)
+        assert isinstance(got, Lookup) and (got.first, got.last) == det.store.change_bounds()
+        assert got.own == rec_b and got.same == rec_b  # prefers the page at the URL itself
+        none = det.store.lookup("https://nowhere.example/", None)
+        assert (none.own, none.same) == (None, None)
+        assert det.store.lookup("https://nowhere.example/", rec.digest).same == rec  # else the oldest
+        det.store.lookup("https://x.example/'; DROP TABLE pages; --", "zz")  # parameters, not SQL
+        assert det.store.pages_by_ids([rec.id, rec_b.id, 10**9]) == {rec.id: rec, rec_b.id: rec_b}
+        assert det.store.lowest_live(rec.simhash, 64) == rec.id
+        assert det.store.member(rec.id) == (rec.id, rec.url, rec.first_seen, None, 2.0)
+        assert det.store.status_counts() == {"new": 1, "exact": 1}
+        assert det.store.host_stats("b.example") == {"exact": 1}
+        assert [r.url for r in det.store.iter_pages(batch=1)] == ["https://a.example/1", "https://b.example/2"]
+        cid = v.cluster_id
+        assert det.store.cluster_ids() == [cid] and det.store.cluster_count() == 1
+        assert {r.id for r in det.store.cluster_members(cid)} == {rec.id, rec_b.id}
+        assert [len(b) for b in det.store.member_batches(cid, batch=1)] == [1, 1]
+        row = det.store.cluster_row(cid)
+        assert (row.size, row.joins, row.canonical_id) == (2, 2, det.store.cluster_canonical(cid))
+        with det.store.transaction():
+            det.store.add_link(cid, "https://c.example/", 2)
+            det.store.add_link(cid, "https://c.example/", -1)
+        assert det.store.link_counts(cid, ["https://c.example/", "https://d.example/"]) == {"https://c.example/": 1}
+        assert det.store.named_links(cid) == {"https://c.example/"}
+        with det.store.snapshot(), det.store.reading():
+            assert det.store.page_by_url(rec.url) == rec
+        assert det.stats()["pages"] == 2
+        assert det.expire(older_than=60) == 2
+        assert det.stats()["pages"] == 0 and len(det.index) == 0
+
+
+def test_the_contract_declares_everything_the_library_calls():
+    """Every store method the Detector, the index mirror and the service call is declared
+    (abstract) on the Store contract, and SQLStore leaves only its plumbing abstract."""
+    import re
+
+    src = Path(neardup.__file__).parent
+    called = set()
+    for name in ("detector.py", "mirror.py", "service.py", "cli.py"):
+        called |= set(re.findall(r"\bstore\.([a-z]\w*)\(", (src / name).read_text()))
+    declared = {n for n in dir(Store) if not n.startswith("_")}
+    assert called and called <= declared, called - declared
+    assert Store.__abstractmethods__ >= called - {"reading"}
+    assert store_mod.SQLStore.__abstractmethods__ == {"_exec", "transaction", "snapshot", "close"}
+
+
+@pytest.mark.parametrize("blob", [b"\x01\x02\x03", b"", bytes(9), bytes(16)], ids=["3", "0", "9", "16"])
+def test_a_stored_simhash_of_the_wrong_width_is_a_store_error(target, blob):
+    with Detector.open(target) as det:
+        v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)))
+        with det.store.transaction():
+            det.store._exec("UPDATE pages SET simhash=? WHERE id=?", (blob, v.page_id))
+        for read in (lambda: det.page(v.page_id), lambda: det.store.simhashes(),
+                     lambda: det.check("https://a.example/1", "other words " * 50),
+                     lambda: list(det.store.iter_pages())):
+            with pytest.raises(StoreError, match="damaged.*SimHash of") as exc:
+                read()
+            assert "\n" not in str(exc.value)
+    with pytest.raises(StoreError, match="damaged"):  # at open (an index rebuild) or at the read
+        with Detector.open(target) as det:
+            det.check("https://a.example/1", "other words " * 50)
+
+
+def test_change_log_rows_stay_bounded(target):
+    """50 re-adds of one page, new content each time, on both backends: the log keeps its
+    last ``keep_changes`` entries (before: 99 rows)."""
+    with Detector.open(target, keep_changes=10) as det:
+        for i in range(50):
+            det.add("https://a.example/1", " ".join(f"r{i}w{j}" for j in range(300)))
+        assert det.store.change_count() <= 10 + 2 + 2
+        assert len(det.index) == 1
+    with Detector.open(target) as det:
+        assert det.check("https://b.example/", " ".join(f"r49w{j}" for j in range(300))).status == "exact"

@@ -1,29 +1,45 @@
 """neardup: near-duplicate web page detection for crawlers and web archives."""
 
-from neardup.errors import (
-    ConfigError, InputError, InputFormatError, NeardupError, SpecMismatchError, StoreError,
-    StoreLockedError, URLError,
-)
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+from typing import Any
+
 from neardup.canonical import CanonicalPolicy
 from neardup.detector import Detector, Page, Verdict
+from neardup.errors import (
+    ConfigError,
+    InputError,
+    InputFormatError,
+    NeardupError,
+    SpecMismatchError,
+    StoreError,
+    StoreLockedError,
+    URLError,
+)
 from neardup.features import FeatureConfig
-from neardup.index import BruteForceIndex
-from neardup.store import SQLiteStore
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
+from neardup.index import BruteForceIndex, HammingIndex
+from neardup.minhash import MinHashConfig
+from neardup.store import SQLiteStore
+from neardup.storeapi import Store
 
-__version__ = "0.1.0"
+try:
+    __version__ = _version("neardup")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree that is not installed
+    __version__ = "0+unknown"
 
 
-def __getattr__(name: str):  # neardup.Client needs httpx (the 'service' extra): import on use
+def __getattr__(name: str) -> Any:  # neardup.Client needs httpx (the 'service' extra): import on use
     if name == "Client":
         from neardup.client import Client
 
         return Client
     raise AttributeError(f"module 'neardup' has no attribute {name!r}")
 
+
 __all__ = [
-    "BruteForceIndex", "CanonicalPolicy", "Client", "Detector", "Page", "SQLiteStore", "Verdict",
-    "ConfigError", "DEFAULT_CONFIG", "FeatureConfig", "Fingerprint", "FingerprintConfig",
-    "InputError", "InputFormatError", "NeardupError", "SpecMismatchError", "StoreError",
+    "BruteForceIndex", "CanonicalPolicy", "Client", "Detector", "HammingIndex", "MinHashConfig", "Page",
+    "SQLiteStore", "Store", "Verdict", "ConfigError", "DEFAULT_CONFIG", "FeatureConfig", "Fingerprint",
+    "FingerprintConfig", "InputError", "InputFormatError", "NeardupError", "SpecMismatchError", "StoreError",
     "StoreLockedError", "URLError", "fingerprint", "hamming", "__version__",
 ]

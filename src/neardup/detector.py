@@ -295,6 +295,7 @@ class Detector:
         containment: float | None = None,
         verify: float | None = DEFAULT_VERIFY,
         keep_changes: int | None = DEFAULT_KEEP_CHANGES,
+        index: HammingIndex | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
@@ -309,7 +310,7 @@ class Detector:
             store = SQLiteStore(path, timeout=timeout, create=create)
         try:
             return cls(store, k=k, config=config, canonical=canonical, method=method, threshold=threshold,
-                       containment=containment, verify=verify, keep_changes=keep_changes)
+                       containment=containment, verify=verify, keep_changes=keep_changes, index=index)
         except BaseException:
             store.close()
             raise
