@@ -1,0 +1,217 @@
+"""neardup.batch: the order-independent batch answer, its pieces, and its agreement with
+the online Detector where the arrival order does not matter."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+
+from neardup.batch import (BatchRecord, UnionFind, choose_canonical, dedup_batch, node_id, pair_edges)
+from neardup.canonical import policy_from_spec
+from neardup.detector import Detector, Page
+from neardup.errors import ConfigError
+from neardup.fingerprint import FingerprintConfig
+from neardup.minhash import MinHashConfig
+
+WORDS = [f"word{i}" for i in range(400)]
+
+
+def body(words: list[str], title: str = "T") -> str:
+    return f"<html><head><title>{title}</title></head><body><article><p>{' '.join(words)}</p></article></body></html>"
+
+
+def sample_list(sample_pages) -> list[Page]:
+    return [Page(p.url, p.content) for p in sample_pages.values()]
+
+
+def corpus_pages(corpus: Path, n: int = 300) -> list[Page]:
+    """The first ``n`` pages of the Postlight fixtures (98 URLs captured 2+ times across
+    redesigns, and many different articles)."""
+    root = corpus / "postlight-fixtures"
+    out = []
+    with open(root / "manifest.tsv", encoding="utf-8", newline="") as fh:
+        for row in list(csv.DictReader(fh, delimiter="\t"))[:n]:
+            url = row["url_from_html"] or f"https://{row['fixture_domain']}/{row['file']}"
+            out.append(Page(url, gzip.decompress((root / row["file"]).read_bytes())))
+    return out
+
+
+def answer(result) -> list[tuple]:
+    return sorted((v.url, v.digest, v.status, v.cluster, v.canonical, v.match, v.distance) for v in result.verdicts)
+
+
+def clusters_of(result) -> set[frozenset[str]]:
+    out: dict[int, set[str]] = {}
+    for v in result.verdicts:
+        if v.status != "empty":
+            out.setdefault(v.cluster, set()).add(v.url)
+    return {frozenset(s) for s in out.values()}
+
+
+def online(pages: list[Page], policy: str) -> tuple[set[frozenset[str]], dict[str, str]]:
+    """The online Detector's clusters (URL sets, empty pages left out) and each page's
+    final canonical URL."""
+    det = Detector(canonical=policy)
+    verdicts = det.add_many(pages)
+    members: dict[int, set[str]] = {}
+    for p, v in zip(pages, verdicts):
+        if v.cluster_id is not None:
+            members.setdefault(v.cluster_id, set()).add(p.url)
+    canon = {url: det.cluster_info(cid)["canonical_url"] for cid, urls in members.items() for url in urls}
+    det.close()
+    return {frozenset(s) for s in members.values()}, canon
+
+
+# -- pieces ---------------------------------------------------------------------------------
+
+def test_union_find_keeps_the_smallest_id_as_root() -> None:
+    uf = UnionFind()
+    for x in (5, 3, 9, 1):
+        uf.add(x)
+    uf.union(5, 9)
+    uf.union(9, 3)
+    assert uf.find(5) == uf.find(9) == 3
+    uf.union(1, 5)
+    assert {uf.find(x) for x in (5, 3, 9, 1)} == {1}
+
+
+def test_pair_edges_long_text_is_a_star_and_short_text_follows_the_guard() -> None:
+    a = [(1, "h.example", "Alpha story"), (2, "h.example", "Beta news"), (3, "h.example", "Gamma tale")]
+    assert pair_edges(a, None, short=False) == [(1, 2), (1, 3)]
+    assert pair_edges(a, None, short=True) == []  # one host, different titles: repeated boilerplate
+    same = a + [(4, "h.example", "Alpha story - Site")]
+    assert pair_edges(same, None, short=True) == [(1, 4)]
+    other_host = a + [(7, "mirror.example", "Whatever")]
+    edges = pair_edges(other_host, None, short=True)
+    uf = UnionFind()
+    for n in (1, 2, 3, 7):
+        uf.add(n)
+    for x, y in edges:
+        uf.union(x, y)
+    assert {uf.find(n) for n in (1, 2, 3, 7)} == {1}
+    assert len(edges) == 3  # linear, not every pair
+    no_host = [(1, None, "A b c"), (2, None, "X y z")]
+    assert pair_edges(no_host, None, short=True) == [(1, 2)]  # file: URLs are never guarded
+
+
+def test_choose_canonical_does_not_depend_on_member_order() -> None:
+    policy = policy_from_spec(None)
+    members = [("https://b.example/x", 0.0, "d", None, None, None), ("https://a.example/x", 0.0, "d", None, None, None),
+               ("https://c.example/x", 0.0, "d", None, "https://c.example/x", None)]
+    assert members[choose_canonical(policy, members)][0] == "https://c.example/x"  # named by rel=canonical
+    rev = members[::-1]
+    assert rev[choose_canonical(policy, rev)][0] == "https://c.example/x"
+    plain = [m[:4] + (None, None) for m in members]
+    assert plain[choose_canonical(policy, plain)][0] == "https://a.example/x"  # no times: the URL decides
+
+
+def test_node_ids_are_63_bit_and_stable() -> None:
+    n = node_id("d" * 64, "h.example", "T")
+    assert 0 <= n < 1 << 63 and n == node_id("d" * 64, "h.example", "T") != node_id("d" * 64, "h.example", None)
+
+
+# -- the whole job --------------------------------------------------------------------------
+
+def test_transitive_chain_is_one_cluster_even_when_the_ends_do_not_match() -> None:
+    base = WORDS[:300]
+    a = base
+    b = base[:200] + [f"x{i}" for i in range(100)]
+    c = base[:100] + [f"x{i}" for i in range(100)] + [f"y{i}" for i in range(100)]
+    pages = [Page("https://a.example/1", body(a)), Page("https://b.example/1", body(b)),
+             Page("https://c.example/1", body(c))]
+    res = dedup_batch(pages, k=63, verify=0.3)
+    linked = {(x[:9], y[:9]) for x, y, _, _ in res.pairs}
+    assert len(res.pairs) == 2 and len(linked) == 2  # a~b, b~c, not a~c
+    assert len({v.cluster for v in res.verdicts}) == 1
+    assert [v.status for v in res.verdicts] == ["new", "near", "near"]
+
+
+def test_exact_copies_and_the_repeated_boilerplate_guard() -> None:
+    sidebar = " ".join(WORDS[:40])  # short main text, repeated by one host under different titles
+    pages = [Page("https://h.example/1", body(sidebar.split(), "First post")),
+             Page("https://h.example/2", body(sidebar.split(), "Second article")),
+             Page("https://h.example/1?utm=x", body(sidebar.split(), "First post")),
+             Page("https://mirror.example/2", body(sidebar.split(), "Second article - Mirror"))]
+    res = dedup_batch(pages)
+    cl = [v.cluster for v in res.verdicts]
+    # 1 and its utm copy are exact; 2 and the mirror are exact; the mirror (another host)
+    # matches 1 too, so everything is one cluster
+    assert len(set(cl)) == 1
+    assert sorted(v.status for v in res.verdicts) == ["exact", "exact", "exact", "new"]
+    alone = dedup_batch(pages[:3])
+    assert len({v.cluster for v in alone.verdicts}) == 2  # without the mirror the guard splits them
+
+
+def test_order_independent_on_the_sample(sample_pages) -> None:
+    pages = sample_list(sample_pages)
+    first = dedup_batch(pages)
+    rng = random.Random(7)
+    for _ in range(2):
+        shuffled = pages[:]
+        rng.shuffle(shuffled)
+        assert answer(dedup_batch(shuffled)) == answer(first)
+    groups: dict[str, set[str]] = {}
+    for p in sample_pages.values():
+        groups.setdefault(p.group, set()).add(p.url)
+    assert clusters_of(first) == {frozenset(s) for s in groups.values()}
+
+
+def test_agrees_with_the_online_detector_on_the_sample(sample_pages) -> None:
+    pages = sample_list(sample_pages)
+    res = dedup_batch(pages, canonical="shortest-url")
+    clusters, canon = online(pages, "shortest-url")
+    assert clusters_of(res) == clusters
+    assert {v.url: v.canonical for v in res.verdicts if v.status != "empty"} == canon
+
+
+def test_agrees_with_the_online_detector_on_corpus_pages(corpus) -> None:
+    pages = corpus_pages(corpus, 300)
+    res = dedup_batch(pages, canonical="shortest-url", jobs=2)
+    assert not res.errors and len(res.verdicts) == 300
+    clusters, canon = online(pages, "shortest-url")
+    batch = clusters_of(res)
+    # every online cluster lies inside one batch cluster (an online join is a matching
+    # pair); on these pages no page matches two clusters, so they are the same
+    assert batch == clusters
+    assert {v.url: v.canonical for v in res.verdicts if v.status != "empty"} == canon
+    assert sum(len(c) > 1 for c in batch) >= 40
+    shuffled = pages[:]
+    random.Random(3).shuffle(shuffled)
+    assert answer(dedup_batch(shuffled, canonical="shortest-url")) == answer(res)
+
+
+def test_precomputed_records_give_the_same_answer(sample_pages) -> None:
+    from neardup.fingerprint import fingerprint
+    pages = sample_list(sample_pages)
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in pages]
+    assert answer(dedup_batch(records)) == answer(dedup_batch(pages))
+
+
+def test_minhash_method(sample_pages) -> None:
+    pages = sample_list(sample_pages)
+    res = dedup_batch(pages, method="minhash", threshold=0.5)
+    assert len(res.verdicts) == len(pages)
+    simh = clusters_of(dedup_batch(pages))
+    # MinHash at 0.5 finds a subset of the recapture groups (redesigns change more text)
+    assert all(any(c <= s for s in simh) for c in clusters_of(res))
+    shuffled = pages[::-1]
+    assert answer(dedup_batch(shuffled, method="minhash", threshold=0.5)) == answer(res)
+    cfg = FingerprintConfig(minhash=MinHashConfig())
+    assert answer(dedup_batch(pages, method="minhash", threshold=0.5, config=cfg)) == answer(res)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigError):
+        dedup_batch([], method="lsh")
+    with pytest.raises(ConfigError):
+        dedup_batch([], k=64)
+    assert dedup_batch([]).verdicts == []
+
+
+def test_unreadable_pages_are_reported_not_fatal() -> None:
+    res = dedup_batch([Page("https://a.example/", b"%PDF-1.4 \x00\x01binary"), Page("https://b.example/", body(WORDS[:50]))])
+    assert len(res.errors) == 1 and [v.url for v in res.verdicts] == ["https://b.example/"]
