@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -97,9 +98,10 @@ def fingerprint_pages(pages: Iterable["Page"], config: FingerprintConfig = DEFAU
 
     jobs: worker processes (default: every CPU this process may use); 1 computes in this
     process. Pages are read from ``pages`` only as workers need them: at most
-    ``jobs * ahead`` chunks of ``chunk_size`` pages are in flight. Workers are started
-    with ``forkserver`` (no fork of a process that holds threads or a database connection)
-    and stopped when the iterator is closed or exhausted.
+    ``jobs * ahead`` chunks of ``chunk_size`` pages are in flight. Workers are forked on
+    Linux (they never touch the parent's store or threads) and spawned elsewhere (a script
+    that calls this then needs the ``if __name__ == "__main__":`` guard); they are stopped
+    when the iterator is closed or exhausted.
     """
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1:
@@ -107,10 +109,9 @@ def fingerprint_pages(pages: Iterable["Page"], config: FingerprintConfig = DEFAU
             yield fingerprint_one(page, config)
         return
     warm_up(config)
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["neardup.fingerprint"])
+    # Linux: fork (the workers start at once with the kernels and the extractor loaded, and a
+    # caller's script is not imported again); elsewhere spawn (fork is unsafe on macOS)
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     pending: deque[Future[list[Result]]] = deque()
     with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(config,)) as pool:
         try:
