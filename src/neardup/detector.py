@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -408,17 +408,18 @@ class Detector:
         with the same digest (:meth:`Store.lookup`), with the index already in sync."""
         decision = self._decide(url, fp, same)
         status, match, distance = decision.status, decision.match, decision.distance
-        base = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
-                    page_id=own.id if own else None, method=decision.method, score=decision.score)
+        page_id = own.id if own else None
+        base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
+                                    page_id=page_id, method=decision.method, score=decision.score)
         if status == "partial" and match is not None:
             return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
-                           canonical_id=base["page_id"], canonical_url=url, **base)
+                           canonical_id=page_id, canonical_url=url, **base)
         if match is None:
             if status == "new":
-                return Verdict(status=status, canonical_id=base["page_id"], canonical_url=url, **base)
+                return Verdict(status=status, canonical_id=page_id, canonical_url=url, **base)
             return Verdict(status=status, **base)
         assert match.cluster_id is not None
-        candidate = Member(own.id if own else -1, url, own.first_seen if own else time.time(),
+        candidate = Member(page_id if page_id is not None else -1, url, own.first_seen if own else time.time(),
                            fp.canonical_url, own.priority if own else None)
         # the canonical as if the page joined (replacing its stored version): no member read
         leave = _member(own) if own is not None and own.cluster_id == match.cluster_id else None
@@ -735,7 +736,7 @@ class Detector:
                 deltas[jk] = deltas.get(jk, 0) + 1
             if not dirty:
                 cands = {best.id: best} if best is not None else {}
-                if policy.uses_links and newly_named:
+                if policy.uses_links and newly_named and jk is not None:
                     for found in self.store.members_with_url_key(cluster_id, jk):
                         m = Member(*found)
                         if m.url != join.url:
@@ -772,7 +773,7 @@ class Detector:
         size = row.size - len(ids)
         best: Member | None = None
         dirty = row.canonical_id is None or row.canonical_id in ids
-        if not dirty and size > 0:
+        if not dirty and size > 0 and row.canonical_id is not None:
             found = self.store.member(row.canonical_id)
             best = Member(*found) if found is not None else None
             if best is None:

@@ -24,7 +24,7 @@ signature estimate and returns them ranked by score.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -62,7 +62,8 @@ class MinHashConfig:
     @property
     def spec(self) -> str:
         gram = "" if self.features.scheme == "words" else str(self.features.ngram)
-        return f"neardup-minhash/{SPEC_VERSION};perm={self.num_perm};seed={self.seed};hash=mulshift32;set={self.features.scheme}{gram}"
+        return (f"neardup-minhash/{SPEC_VERSION};perm={self.num_perm};seed={self.seed};hash=mulshift32;"
+                f"set={self.features.scheme}{gram}")
 
     def permutations(self) -> tuple[np.ndarray, np.ndarray]:
         """The (a, b) multiply-shift parameters: a odd."""
@@ -246,7 +247,8 @@ class MinHashLSH:
         if bands is None or rows is None:
             if bands is not None or rows is not None:
                 raise ConfigError("give both bands and rows, or neither")
-            bands, rows = optimal_bands(min(max(self.threshold, 0.01), 0.99), self.config.num_perm, fp_weight, fn_weight)
+            bands, rows = optimal_bands(min(max(self.threshold, 0.01), 0.99), self.config.num_perm,
+                                        fp_weight, fn_weight)
         if bands < 1 or rows < 1 or bands * rows > self.config.num_perm:
             raise ConfigError(f"bands x rows must be at most num_perm={self.config.num_perm}, got {bands} x {rows}")
         self.bands, self.rows = int(bands), int(rows)

@@ -264,7 +264,7 @@ class IndexMirror:
             for pid in held:
                 if pid != want or pid == refresh:
                     self.remove(pid, value, old.get(pid) or self.store.page_by_id(pid))
-        for value, want, held in plan:
+        for _, want, held in plan:
             if want is not None and (want not in held or want == refresh):
                 rec = new if new is not None and new.id == want else self.store.page_by_id(want)
                 if rec is not None:

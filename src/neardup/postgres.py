@@ -71,12 +71,14 @@ class PostgresStore(SQLStore):
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise StoreError(f"PostgreSQL needs the 'postgres' extra: pip install 'neardup[postgres]' ({exc})") from None
+            raise StoreError(f"PostgreSQL needs the 'postgres' extra: pip install 'neardup[postgres]' "
+                             f"({exc})") from None
         self._psycopg = psycopg
         self.path = redact(dsn)
         self.timeout = timeout
         if statement_timeout is not None and not (0 < float(statement_timeout) < 2**31 / 1000):
-            raise ConfigError(f"statement_timeout must be a positive number of seconds or None, got {statement_timeout!r}")
+            raise ConfigError("statement_timeout must be a positive number of seconds or None, "
+                              f"got {statement_timeout!r}")
         self.statement_timeout = None if statement_timeout is None else float(statement_timeout)
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(timeout))}
         if self.statement_timeout is not None:  # every statement of every pooled session
@@ -154,7 +156,8 @@ class PostgresStore(SQLStore):
                     finally:
                         self._local.conn, self._local.in_tx = pinned, False
         except psycopg.errors.LockNotAvailable as exc:
-            raise StoreLockedError(f"store {self.path}: another writer held the lock for over {self.timeout} s") from exc
+            raise StoreLockedError(
+                f"store {self.path}: another writer held the lock for over {self.timeout} s") from exc
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {str(exc).splitlines()[0]}") from None
 

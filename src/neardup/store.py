@@ -31,10 +31,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from abc import abstractmethod
 from typing import Any
 
 import numpy as np
