@@ -1,0 +1,583 @@
+"""The batch deduplication (:mod:`neardup.batch`) as an Apache Spark job: the same answer,
+past one machine.
+
+Install with the ``spark`` extra (``pip install 'neardup[spark]'``: PySpark, pandas, PyArrow;
+Spark needs a Java runtime). Run::
+
+    python -m neardup.spark crawl/*.warc.gz pages.jsonl --out verdicts/   # local[*]
+    spark-submit --master yarn src/neardup/spark.py s3://bucket/seg/*.warc.gz --out s3://bucket/out
+
+Stages, all DataFrame operations with Python only inside Arrow batches:
+
+1. **fingerprints** (:func:`fingerprints`): WARC files, folders and single HTML files are
+   read *inside the executors* (one task per file, FastWARC through
+   :func:`neardup.inputs.read_input`); JSONL and Parquet of ``url``/``html`` are read by
+   Spark; every page is fingerprinted in ``mapInPandas``. Parquet with ``digest`` and
+   ``simhash`` columns is taken as precomputed fingerprints (what ``--fingerprints-out``
+   writes).
+2. **nodes and digest groups**: pages with one digest, host and title are one node
+   (:func:`neardup.batch.node_id`); pages with one digest a group (one SimHash, sketch,
+   length).
+3. **exact groups**: a group's nodes are joined by :func:`neardup.batch.pair_edges` (a
+   star in SQL for long texts; the guard's rule in ``applyInPandas`` for short ones).
+4. **near pairs** of groups, by blocking on the permuted tables' lead keys: each group is
+   exploded once per table under its lead key (and, on the probing side, every key within
+   the table's radius when the layout has radii), candidates meet in their bucket, go
+   through :func:`neardup.matching.match`, and a pair is kept only by the first table
+   whose lead it shares (within the radius), so it is reported once. With
+   ``method="minhash"``: LSH bands of the MinHash signatures instead, the first shared band
+   keeps the pair, verified by the Jaccard estimate.
+5. **connected components** of the node edges by the large-star / small-star iterations of
+   Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014): each label
+   is the smallest node id of its component, the batch job's cluster id.
+6. **canonical** per cluster by the same policy chain (``applyInPandas`` over the
+   cluster's members, :func:`neardup.batch.choose_canonical`), and each page's status.
+
+Output (Parquet): ``url, digest, simhash`` (16 hex digits), ``status`` (``new`` for the
+canonical, ``exact``, ``near``, ``empty``), ``cluster``, ``canonical``, ``match`` (the
+canonical URL), ``distance`` (to the canonical): what :func:`neardup.batch.dedup_batch`
+returns for the same pages (tested equal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import math
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from neardup.batch import (METHODS, choose_canonical, empty_node_id, member_order, node_id, pair_edges)
+from neardup.canonical import policy_from_spec
+from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY
+from neardup.errors import ConfigError, NeardupError
+from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
+from neardup.matching import GUARD_MAX_LENGTH, Side, match
+from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
+from neardup.permuted import Layout, candidate_layouts, probes
+from neardup.urls import host_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+#: one row per page after stage 1 (simhash: the unsigned value as a signed 64-bit long)
+FP_SCHEMA = ("url string, digest string, simhash long, empty boolean, sketch binary, title string, length int, "
+             "canonical_link string, first_seen double, priority double, signature binary, node long, host string, "
+             "error string")
+OUT_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
+              "match string, distance int")
+EDGE_SCHEMA = "src long, dst long"
+FILE_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+#: cost of one exploded row against one candidate pair met in a bucket (both are shuffled
+#: rows; a candidate is also verified in Python)
+ROW_COST = 1.0
+PAIR_COST = 2.0
+MAX_SPARK_PROBES = 4096  # probe keys per table and row at most
+
+
+def signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def unsigned(v: int) -> int:
+    return v + (1 << 64) if v < 0 else v
+
+
+# -- stage 1: fingerprints --------------------------------------------------------------------
+
+def _fp_row(url: str, content: Any, headers: Any, first_seen: float | None, priority: float | None,
+            config: FingerprintConfig) -> dict:
+    try:
+        fp = fingerprint(content, url=url, headers=headers, config=config)
+    except NeardupError as exc:
+        return {"url": url, "error": str(exc)[:1000]}
+    if fp.bits != 64:
+        raise ConfigError("the Spark job needs 64-bit fingerprints")
+    host = host_of(url) or None
+    node = empty_node_id(url, fp.digest) if fp.empty else node_id(fp.digest, host, fp.title)
+    return {"url": url, "digest": fp.digest, "simhash": signed(int(fp.simhash)), "empty": bool(fp.empty),
+            "sketch": fp.sketch, "title": fp.title, "length": int(fp.length), "canonical_link": fp.canonical_url,
+            "first_seen": float(first_seen or 0.0), "priority": priority,
+            "signature": fp.minhash.to_bytes() if fp.minhash is not None else None,
+            "node": node, "host": host, "error": None}
+
+
+_DTYPES = {"long": "Int64", "int": "Int32", "double": "Float64", "boolean": "boolean", "string": object,
+           "binary": object}
+
+
+def _frame(rows: list[dict]) -> "pd.DataFrame":
+    """Rows (dicts, missing keys None) as a frame of :data:`FP_SCHEMA`, integers exact."""
+    import pandas as pd
+
+    cols = {}
+    for spec in FP_SCHEMA.split(", "):
+        name, typ = spec.split()
+        values = [r.get(name) for r in rows]
+        cols[name] = pd.array(values, dtype=_DTYPES[typ]) if _DTYPES[typ] is not object else pd.Series(values, dtype=object)
+    return pd.DataFrame(cols)
+
+
+def _fingerprint_files(config: FingerprintConfig, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    from neardup.inputs import read_input
+
+    for batch in batches:
+        for path in batch["path"]:
+            rows: list[dict] = []
+            try:
+                items = read_input(path)
+                for item in items:
+                    if item.page is not None:
+                        p = item.page
+                        rows.append(_fp_row(p.url, p.content, p.headers, p.fetched_at, p.priority, config))
+                    elif item.error is not None:
+                        rows.append({"url": item.source, "error": item.error})
+                    if len(rows) >= 256:
+                        yield _frame(rows)
+                        rows = []
+            except NeardupError as exc:
+                rows.append({"url": path, "error": str(exc)})
+            if rows:
+                yield _frame(rows)
+
+
+def _fingerprint_html(config: FingerprintConfig, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    for batch in batches:
+        times = batch["fetched_at"] if "fetched_at" in batch else [None] * len(batch)
+        prios = batch["priority"] if "priority" in batch else [None] * len(batch)
+        rows = [_fp_row(u, h, None, _num(t), _num(p), config)
+                for u, h, t, p in zip(batch["url"], batch["html"], times, prios)]
+        yield _frame(rows)
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _complete_fps(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Precomputed fingerprints: hosts and node ids."""
+    for batch in batches:
+        hosts = [host_of(u) or None for u in batch["url"]]
+        batch = batch.copy()
+        batch["host"] = hosts
+        batch["node"] = [empty_node_id(u, d) if e else node_id(d, h, _str(t))
+                         for u, d, e, h, t in zip(batch["url"], batch["digest"], batch["empty"], hosts, batch["title"])]
+        batch["error"] = None
+        yield batch[[c.split()[0] for c in FP_SCHEMA.split(", ")]]
+
+
+def _str(x: Any) -> str | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def fingerprints(spark: "SparkSession", inputs: Sequence[str], config: FingerprintConfig = DEFAULT_CONFIG,
+                 partitions: int | None = None) -> "DataFrame":
+    """Stage 1: one row per page (:data:`FP_SCHEMA`; pages that could not be read or
+    fingerprinted have ``error`` set)."""
+    from pyspark.sql import functions as F
+
+    cols = [c.split()[0] for c in FP_SCHEMA.split(", ")]
+    frames = []
+    files = []
+    for path in inputs:
+        name = str(path).lower().rstrip("/")
+        if name.endswith(".parquet") or (os.path.isdir(path) and any(Path(path).glob("*.parquet"))):
+            df = spark.read.parquet(str(path))
+            if "digest" in df.columns and "simhash" in df.columns:
+                for c, t in (("sketch", "binary"), ("title", "string"), ("canonical_link", "string"),
+                             ("first_seen", "double"), ("priority", "double"), ("signature", "binary"),
+                             ("length", "int"), ("empty", "boolean"), ("node", "long"), ("host", "string"),
+                             ("error", "string")):
+                    if c not in df.columns:
+                        df = df.withColumn(c, F.lit(0.0 if c == "first_seen" else (False if c == "empty" else (0 if c == "length" else None))).cast(t))
+                df = df.withColumn("first_seen", F.coalesce(F.col("first_seen"), F.lit(0.0)))
+                frames.append(df.select(*cols).mapInPandas(_complete_fps, FP_SCHEMA))
+            else:
+                frames.append(_html_frame(df).mapInPandas(functools.partial(_fingerprint_html, config), FP_SCHEMA))
+        elif name.endswith(JSONL_SUFFIXES):
+            frames.append(_html_frame(spark.read.json(str(path))).mapInPandas(
+                functools.partial(_fingerprint_html, config), FP_SCHEMA))
+        elif os.path.isdir(path) or name.endswith(FILE_SUFFIXES):
+            files.append(str(path))
+        else:
+            raise ConfigError(f"{path}: unknown input type (expected WARC, a folder, JSONL or Parquet)")
+    if files:
+        paths = spark.createDataFrame([(p,) for p in files], "path string").repartition(len(files))
+        frames.append(paths.mapInPandas(functools.partial(_fingerprint_files, config), FP_SCHEMA))
+    if not frames:
+        raise ConfigError("no inputs")
+    out = functools.reduce(lambda a, b: a.unionByName(b), frames)
+    return out.repartition(partitions) if partitions else out
+
+
+def _html_frame(df: "DataFrame") -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    if "url" not in df.columns or "html" not in df.columns:
+        raise ConfigError("JSONL and Parquet pages need 'url' and 'html' columns")
+    extra = [F.col(c).cast("double").alias(c) for c in ("fetched_at", "priority") if c in df.columns]
+    return df.select(F.col("url").cast("string"), F.col("html").cast("string"), *extra)
+
+
+# -- stage 4: blocking keys ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=128)
+def probe_masks(bits: int, radius: int) -> np.ndarray:
+    """Every ``bits``-wide mask of at most ``radius`` set bits (0 first)."""
+    out = [0]
+    for w in range(1, radius + 1):
+        out.extend(sum(1 << b for b in c) for c in itertools.combinations(range(bits), w))
+    return np.array(out, dtype=np.uint64)
+
+
+def spark_cost(layout: Layout, n: int) -> float:
+    """Shuffled rows and candidate pairs of the blocking join over ``n`` fingerprints: each
+    stored row once per table, each probing row once per probe key; pairs in a bucket."""
+    rows = pairs = 0.0
+    for t, r in enumerate(layout.radii):
+        bits = layout.lead_bits(t)
+        p = probes(bits, r)
+        rows += n * (1 + p)
+        pairs += n * n / 2.0 * p / 2.0 ** bits
+    return ROW_COST * rows + PAIR_COST * pairs
+
+
+def choose_spark_layout(n: int, k: int) -> Layout:
+    """The exact layout (:func:`neardup.permuted.candidate_layouts`) with the cheapest
+    blocking join (:func:`spark_cost`) among those probing at most
+    :data:`MAX_SPARK_PROBES` keys a table.
+
+    >>> choose_spark_layout(1000, 3).describe()
+    '4x16 r=0,0,0,0'
+    """
+    ok = [c for c in candidate_layouts(k)
+          if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii))]
+    return min(ok, key=lambda c: (round(spark_cost(c, max(n, 1)), 3), len(c.tables)))
+
+
+def lead_keys(layout: Layout, values: np.ndarray) -> np.ndarray:
+    """(n, tables) lead keys: per table, the bits of its leading blocks, concatenated."""
+    values = np.asarray(values, dtype=np.uint64)
+    shifts = [64 - sum(layout.blocks[: b + 1]) for b in range(len(layout.blocks))]
+    out = np.zeros((values.shape[0], len(layout.tables)), dtype=np.uint64)
+    for t, lead in enumerate(layout.tables):
+        key = np.zeros(values.shape[0], dtype=np.uint64)
+        for b in sorted(lead):
+            w = layout.blocks[b]
+            key = (key << np.uint64(w)) | ((values >> np.uint64(shifts[b])) & np.uint64((1 << w) - 1))
+        out[:, t] = key
+    return out
+
+
+def first_table(layout: Layout, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per pair, the first table whose lead keys are within its radius (-1: none)."""
+    ka, kb = lead_keys(layout, a), lead_keys(layout, b)
+    diff = np.bitwise_count(ka ^ kb)
+    ok = diff <= np.array(layout.radii, dtype=np.uint8)[None, :]
+    return np.where(ok.any(axis=1), ok.argmax(axis=1), -1)
+
+
+def _u64(col: Any) -> np.ndarray:
+    return np.asarray(col, dtype=np.int64).view(np.uint64)
+
+
+def _explode_tables(layout: Layout, probing: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    import pandas as pd
+
+    for batch in batches:
+        keys = lead_keys(layout, _u64(batch["simhash"]))
+        digests = batch["digest"].to_numpy()
+        for t, r in enumerate(layout.radii):
+            masks = probe_masks(layout.lead_bits(t), r) if probing else np.zeros(1, dtype=np.uint64)
+            kk = (keys[:, t][:, None] ^ masks[None, :]).reshape(-1)
+            yield pd.DataFrame({"t": np.full(kk.shape[0], t, dtype=np.int32), "key": kk.view(np.int64),
+                                "digest": np.repeat(digests, masks.shape[0])})
+
+
+def _verify_simhash(layout: Layout, k: int, verify: float | None,
+                    batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    import pandas as pd
+
+    for batch in batches:
+        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
+        keep = first_table(layout, a, b) == batch["t"].to_numpy()
+        rows = []
+        for i in np.flatnonzero(keep):
+            m = match(Side(int(a[i]), batch["a"].iat[i], False, _bytes(batch["sketch_a"].iat[i]), None, None,
+                           int(batch["length_a"].iat[i])),
+                      Side(int(b[i]), batch["b"].iat[i], False, _bytes(batch["sketch_b"].iat[i]), None, None,
+                           int(batch["length_b"].iat[i])), k, verify)
+            if m.status is not None:
+                rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score))
+        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+
+
+def _bytes(x: Any) -> bytes | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else bytes(x)
+
+
+def _explode_bands(threshold: float, num_perm: int, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    import pandas as pd
+
+    lsh = MinHashLSH(MinHashConfig(num_perm=num_perm), threshold=threshold)
+    for batch in batches:
+        sigs = signatures_from_bytes([bytes(s) for s in batch["signature"]], num_perm)
+        keys = lsh.keys(sigs)
+        yield pd.DataFrame({"t": np.tile(np.arange(keys.shape[1], dtype=np.int32), keys.shape[0]),
+                            "key": keys.reshape(-1).view(np.int64),
+                            "digest": np.repeat(batch["digest"].to_numpy(), keys.shape[1])})
+
+
+def _verify_minhash(threshold: float, num_perm: int, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    import pandas as pd
+
+    lsh = MinHashLSH(MinHashConfig(num_perm=num_perm), threshold=threshold)
+    for batch in batches:
+        sa = signatures_from_bytes([bytes(s) for s in batch["signature_a"]], num_perm)
+        sb = signatures_from_bytes([bytes(s) for s in batch["signature_b"]], num_perm)
+        first = (lsh.keys(sa) == lsh.keys(sb)).argmax(axis=1)
+        rows = []
+        for i in np.flatnonzero(first == batch["t"].to_numpy()):
+            score = jaccard(sa[i], sb[i])
+            if score >= threshold:
+                d = (int(_u64(batch["simhash_a"])[i]) ^ int(_u64(batch["simhash_b"])[i])).bit_count()
+                rows.append((batch["a"].iat[i], batch["b"].iat[i], d, score))
+        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+
+
+# -- stages 3 and 4: node edges -------------------------------------------------------------------
+
+def _sides(pdf: "pd.DataFrame", role: str | None = None) -> list[tuple[int, str | None, str | None]]:
+    if role is not None:
+        pdf = pdf[pdf["role"] == role]
+    return [(int(n), _str(h), _str(t)) for n, h, t in zip(pdf["node"], pdf["host"], pdf["title"])]
+
+
+def _group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    import pandas as pd
+
+    edges = pair_edges(_sides(pdf), None, short=True)
+    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+
+
+def _pair_group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    import pandas as pd
+
+    edges = pair_edges(_sides(pdf, "a"), _sides(pdf, "b"), short=True)
+    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+
+
+def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
+               threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128,
+               layout: Layout | None = None) -> "DataFrame":
+    """Stage 4 over digest groups (``digest, simhash, sketch, length, signature``): the
+    linked pairs ``a < b`` (digests), ``distance``, ``score``, each once."""
+    from pyspark.sql import functions as F
+
+    reps = fps
+    if method == "simhash":
+        layout = layout or choose_spark_layout(reps.count(), k)
+        if layout.k < k:
+            raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
+        base = reps.select("digest", "simhash")
+        stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), "t int, key long, digest string")
+        if any(layout.radii):
+            probing = base.mapInPandas(functools.partial(_explode_tables, layout, True), "t int, key long, digest string")
+        else:
+            probing = stored
+        cand = (probing.withColumnRenamed("digest", "a")
+                .join(stored.withColumnRenamed("digest", "b"), ["t", "key"])
+                .where(F.col("a") < F.col("b")).select("a", "b", "t"))
+        verify_fn = functools.partial(_verify_simhash, layout, k, verify)
+        cols = ["simhash", "sketch", "length"]
+    else:
+        base = reps.select("digest", "signature")
+        bands = base.mapInPandas(functools.partial(_explode_bands, threshold, num_perm), "t int, key long, digest string")
+        cand = (bands.withColumnRenamed("digest", "a").join(bands.withColumnRenamed("digest", "b"), ["t", "key"])
+                .where(F.col("a") < F.col("b")).select("a", "b", "t"))
+        verify_fn = functools.partial(_verify_minhash, threshold, num_perm)
+        cols = ["simhash", "signature"]
+    side_a = reps.select(F.col("digest").alias("a"), *[F.col(c).alias(f"{c}_a") for c in cols])
+    side_b = reps.select(F.col("digest").alias("b"), *[F.col(c).alias(f"{c}_b") for c in cols])
+    full = cand.join(side_a, "a").join(side_b, "b")
+    return full.mapInPandas(verify_fn, "a string, b string, distance int, score double")
+
+
+# -- stage 5: connected components --------------------------------------------------------------
+
+def connected_components(edges: "DataFrame", nodes: "DataFrame", max_rounds: int = 64) -> "DataFrame":
+    """``node, label`` for every node of ``nodes`` (column ``node``): the smallest node id
+    of its connected component in ``edges`` (``src, dst``), by alternating large-star and
+    small-star steps (Kiveris et al. 2014) until the edge set stops changing; the
+    graph is then a set of stars around each component's smallest node."""
+    from pyspark.sql import functions as F
+
+    def norm(df: "DataFrame") -> "DataFrame":  # (u, v) with u > v: node, smaller neighbour
+        return (df.where(F.col("u") != F.col("v"))
+                .select(F.greatest("u", "v").alias("u"), F.least("u", "v").alias("v")).distinct())
+
+    e = norm(edges.select(F.col("src").alias("u"), F.col("dst").alias("v"))).localCheckpoint()
+    for _ in range(max_rounds):
+        # large-star: each node links its larger neighbours to its smallest neighbour (or itself)
+        both = e.unionByName(e.select(F.col("v").alias("u"), F.col("u").alias("v")))
+        m = both.groupBy("u").agg(F.least(F.min("v"), F.col("u")).alias("m"))
+        large = norm(both.join(m, "u").where(F.col("v") > F.col("u")).select(F.col("v").alias("u"), F.col("m").alias("v")))
+        # small-star: each node links itself and its smaller neighbours to the smallest of them
+        m2 = large.groupBy("u").agg(F.min("v").alias("m"))
+        small = norm(large.join(m2, "u").select(F.col("v").alias("u"), F.col("m").alias("v"))
+                     .unionByName(m2.select(F.col("u"), F.col("m").alias("v")))).localCheckpoint()
+        same = small.count() == e.count() and small.exceptAll(e).isEmpty()
+        e = small
+        if same:
+            break
+    else:
+        raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")
+    labels = e.groupBy("u").agg(F.min("v").alias("label")).withColumnRenamed("u", "node")
+    return (nodes.select("node").distinct().join(labels, "node", "left")
+            .select("node", F.coalesce(F.col("label"), F.col("node")).alias("label")))
+
+
+# -- stage 6: canonicals --------------------------------------------------------------------------
+
+def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
+    policy = policy_from_spec(policy_spec)
+
+    def fn(pdf: "pd.DataFrame") -> "pd.DataFrame":
+        import pandas as pd
+
+        members = [(u, float(f), d, _str(t), _str(link), _num(p)) for u, f, d, t, link, p in
+                   zip(pdf["url"], pdf["first_seen"], pdf["digest"], pdf["title"], pdf["canonical_link"], pdf["priority"])]
+        ci = choose_canonical(policy, members)
+        canon_url, canon_digest = pdf["url"].iat[ci], pdf["digest"].iat[ci]
+        canon_sim = unsigned(int(pdf["simhash"].iat[ci]))
+        rows = []
+        for i in range(len(pdf)):
+            sim = unsigned(int(pdf["simhash"].iat[i]))
+            if bool(pdf["empty"].iat[i]):
+                status, m, d = "empty", None, None
+            elif i == ci:
+                status, m, d = "new", None, 0
+            else:
+                status = "exact" if pdf["digest"].iat[i] == canon_digest else "near"
+                m, d = canon_url, (sim ^ canon_sim).bit_count()
+            rows.append((pdf["url"].iat[i], pdf["digest"].iat[i], f"{sim:016x}", status, int(pdf["cluster"].iat[i]),
+                         canon_url, m, d))
+        out = pd.DataFrame(rows, columns=[c.split()[0] for c in OUT_SCHEMA.split(", ")])
+        out["distance"] = out["distance"].astype("Int32")
+        return out
+
+    return fn
+
+
+def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
+          canonical: str | None = None, method: str = "simhash", threshold: float = DEFAULT_THRESHOLD,
+          config: FingerprintConfig = DEFAULT_CONFIG, layout: Layout | None = None) -> "DataFrame":
+    """Stages 2-6 over fingerprints (:func:`fingerprints`; rows with an error are left out):
+    the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`."""
+    from pyspark.sql import functions as F
+
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if k is None:
+        k = DEFAULT_K_BY_VERSION[config.version]
+    policy = policy_from_spec(canonical)
+    pages = fps.where(F.col("error").isNull()).drop("error").persist()
+    full = pages.where(~F.col("empty"))
+    sides = full.select("node", "digest", "host", "title").distinct().persist()
+    reps = (full.groupBy("digest")
+            .agg(F.min(F.struct("node", "simhash", "sketch", "length", "signature")).alias("r"))
+            .select("digest", "r.*").persist())
+    # stage 3: exact copies (a group with itself)
+    sizes = sides.groupBy("digest").agg(F.count("*").alias("n"), F.min("node").alias("first"))
+    multi = sizes.where(F.col("n") > 1).join(reps.select("digest", "length"), "digest")
+    long_star = (sides.join(multi.where(F.col("length") >= GUARD_MAX_LENGTH), "digest")
+                 .where(F.col("node") != F.col("first")).select(F.col("first").alias("src"), F.col("node").alias("dst")))
+    short_groups = (sides.join(multi.where(F.col("length") < GUARD_MAX_LENGTH).select("digest"), "digest")
+                    .groupBy("digest").applyInPandas(_group_edges, EDGE_SCHEMA))
+    # stage 4: near pairs of groups, then node edges
+    num_perm = config.minhash.num_perm if config.minhash is not None else 128
+    links = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
+                       layout=layout).persist()
+    lens = reps.select("digest", "length", F.col("node").alias("first"))
+    linked = (links.join(lens.select(F.col("digest").alias("a"), F.col("length").alias("la"), F.col("first").alias("fa")), "a")
+              .join(lens.select(F.col("digest").alias("b"), F.col("length").alias("lb"), F.col("first").alias("fb")), "b"))
+    long_pairs = (linked.where(F.least("la", "lb") >= GUARD_MAX_LENGTH)
+                  .select(F.col("fa").alias("src"), F.col("fb").alias("dst")))
+    short = linked.where(F.least("la", "lb") < GUARD_MAX_LENGTH).select("a", "b")
+    members = (short.join(sides.withColumnRenamed("digest", "a"), "a").withColumn("role", F.lit("a"))
+               .unionByName(short.join(sides.withColumnRenamed("digest", "b"), "b").withColumn("role", F.lit("b"))))
+    short_pairs = members.groupBy("a", "b").applyInPandas(_pair_group_edges, EDGE_SCHEMA)
+    edges = long_star.unionByName(short_groups).unionByName(long_pairs).unionByName(short_pairs)
+    # stage 5: clusters
+    labels = connected_components(edges, sides)
+    clustered = (pages.join(labels, "node", "left")
+                 .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))).drop("label"))
+    # stage 6: canonicals and statuses
+    cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster"]
+    return clustered.select(*cols).groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA)
+
+
+def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup") -> "SparkSession":
+    """A Spark session for this job (Arrow on; Python workers run this interpreter)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return (SparkSession.builder.master(master).appName(app)
+            .config("spark.sql.shuffle.partitions", str(partitions))
+            .config("spark.default.parallelism", str(partitions))
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.adaptive.enabled", "true")
+            .getOrCreate())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neardup.spark",
+                                     description="Batch near-duplicate detection on Spark: clusters and canonicals "
+                                                 "of whole inputs (WARC, folders, JSONL or Parquet of url/html, "
+                                                 "Parquet of fingerprints).")
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--out", required=True, help="output folder (Parquet: url, digest, simhash, status, "
+                                                     "cluster, canonical, match, distance)")
+    parser.add_argument("--k", type=int, default=None)
+    parser.add_argument("--verify", type=float, default=DEFAULT_VERIFY)
+    parser.add_argument("--canonical", default=None, help="policy chain, e.g. rel-canonical,first-seen")
+    parser.add_argument("--method", choices=METHODS, default="simhash")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="MinHash Jaccard threshold")
+    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--partitions", type=int, default=None)
+    parser.add_argument("--fingerprints-out", default=None, help="also write the fingerprints (Parquet)")
+    args = parser.parse_args(argv)
+    config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if args.method == "minhash" else DEFAULT_CONFIG
+    try:
+        spark = session(args.master or os.environ.get("SPARK_MASTER", "local[*]"), args.partitions or 8)
+        fps = fingerprints(spark, args.inputs, config, args.partitions)
+        if args.fingerprints_out:
+            fps.write.mode("overwrite").parquet(args.fingerprints_out)
+            fps = spark.read.parquet(args.fingerprints_out)
+        out = dedup(fps, k=args.k, verify=args.verify, canonical=args.canonical, method=args.method,
+                    threshold=args.threshold, config=config)
+        out.write.mode("overwrite").parquet(args.out)
+        written = spark.read.parquet(args.out)
+        counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
+        errors = fps.where("error is not null").count()
+        print(f"pages {sum(counts.values())}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in
+                                                           ("new", "exact", "near", "empty"))
+              + f"; errors {errors}; clusters {written.select('cluster').distinct().count()}")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
