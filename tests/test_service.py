@@ -259,3 +259,32 @@ def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_docs_work_offline(app_client):
+    """/docs loads Swagger UI from the service itself (the swagger-ui-bundle package), never
+    from a CDN."""
+    c, _ = app_client
+    r = c.get("/docs")
+    assert r.status_code == 200
+    assert "http://" not in r.text.replace("http://localhost", "") and "https://" not in r.text
+    for asset in ("/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css"):
+        assert asset in r.text
+        got = c.get(asset)
+        assert got.status_code == 200 and len(got.content) > 10_000
+
+
+def test_openapi_describes_every_answer(app_client):
+    spec = app_client[0].get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            ok = op["responses"]["200"]["content"]
+            schema = next(iter(ok.values()))["schema"]
+            assert schema.get("$ref") or schema.get("type") == "string", (method, path)
+            if "$ref" in schema:
+                name = schema["$ref"].rsplit("/", 1)[1]
+                assert schemas[name]["properties"], name
+            if path.startswith("/v1/"):
+                assert "422" in op["responses"] and "401" in op["responses"], (method, path)
+    assert set(schemas["VerdictOut"]["properties"]) == set(neardup.Verdict.__dataclass_fields__)

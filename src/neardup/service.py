@@ -176,6 +176,117 @@ class FingerprintBatchIn(BaseModel):
     fingerprints: list[FingerprintIn] = Field(..., max_length=MAX_BATCH * 10)
 
 
+# -- response models: the OpenAPI description of every route's answer ----------------------
+# (documentation only: the routes write their JSON directly, see _json)
+
+class VerdictOut(BaseModel):
+    """The decision for one page (:class:`neardup.Verdict`)."""
+
+    status: str = Field(..., description="new | exact | near | partial | empty | error")
+    url: str
+    page_id: int | None = None
+    match_id: int | None = None
+    match_url: str | None = None
+    distance: int | None = Field(None, description="Hamming distance of the SimHashes to the match")
+    cluster_id: int | None = None
+    canonical_id: int | None = None
+    canonical_url: str | None = None
+    digest: str | None = Field(None, description="SHA-256 (hex) of the normalised main text")
+    simhash: str | None = Field(None, description="SimHash, hex")
+    title: str | None = None
+    method: str | None = Field(None, description="digest | simhash | minhash | simhash+minhash")
+    score: float | None = Field(None, description="estimated Jaccard similarity (containment for partial)")
+    error: str | None = Field(None, description="why the page could not be read (status 'error')")
+
+
+class VerdictsOut(BaseModel):
+    verdicts: list[VerdictOut]
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(..., description="one line naming the problem")
+
+
+class PageOut(BaseModel):
+    """A stored page (its latest fetch)."""
+
+    id: int
+    url: str
+    host: str
+    first_seen: float
+    fetched_at: float
+    digest: str
+    simhash: str
+    spec: str
+    length: int
+    title: str | None = None
+    canonical_link: str | None = None
+    language: str | None = None
+    status: str
+    matched_id: int | None = None
+    distance: int | None = None
+    cluster_id: int | None = None
+    priority: float | None = None
+    set_size: int | None = None
+
+
+class MemberOut(BaseModel):
+    id: int
+    url: str
+    status: str
+    matched_id: int | None = None
+    distance: int | None = None
+    first_seen: float
+    fetched_at: float
+    canonical: bool
+
+
+class ClusterOut(BaseModel):
+    id: int
+    canonical_id: int | None = None
+    canonical_url: str | None = None
+    size: int
+    members: list[MemberOut]
+
+
+class HostOut(BaseModel):
+    host: str
+    pages: int
+    new: int
+    exact: int
+    near: int
+    empty: int
+    duplicate_rate: float
+
+
+class StatsOut(BaseModel):
+    model_config = {"extra": "allow"}
+
+    pages: int
+    clusters: int
+    spec: str
+    k: int
+    method: str
+
+
+class HealthOut(BaseModel):
+    status: str = "ok"
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": what} for code, what in (
+        (400, "bad page or URL"), (401, "missing or wrong bearer token"), (408, "body not received in time"),
+        (413, "body over the limit"), (422, "malformed JSON or fields"), (503, "busy: retry after Retry-After"))
+}
+
+
+def _answers(model: Any, *extra: int) -> dict[int | str, dict[str, Any]]:
+    out: dict[int | str, dict[str, Any]] = {200: {"model": model}, **_ERRORS}
+    for code in extra:
+        out[code] = {"model": ErrorOut, "description": {404: "unknown id", 409: "fingerprint of another spec"}[code]}
+    return out
+
+
 class _Guard:
     """Pure ASGI middleware in front of every route: the bearer token (401, constant-time
     comparison), the body limit (413, by Content-Length or by what actually arrives; the
@@ -401,6 +512,42 @@ def app_from_env() -> FastAPI:
                       max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)), **limits)
 
 
+DOCS_ASSETS = "/docs-assets"
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI served from the installed ``swagger-ui-bundle`` package (no CDN:
+    the page works offline); without that package, ``/docs`` says how to get it."""
+    from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+    from fastapi.responses import HTMLResponse
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+    except ImportError:
+        swagger_ui_path = None
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        if swagger_ui_path is None:
+            return HTMLResponse("<p>The API docs need the swagger-ui-bundle package: "
+                                "<code>pip install 'neardup[service]'</code>. The OpenAPI description is at "
+                                "<a href='/openapi.json'>/openapi.json</a>.</p>", status_code=501)
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="neardup API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+                                   oauth2_redirect_url="/docs/oauth2-redirect")
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    async def oauth2_redirect() -> Response:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    if swagger_ui_path is not None:
+        from starlette.staticfiles import StaticFiles
+
+        app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+
 def create_app(detector: Detector, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY,
                body_timeout: float = DEFAULT_BODY_TIMEOUT, max_inflight: int = DEFAULT_MAX_INFLIGHT,
                max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES, private: bool = False) -> FastAPI:
@@ -414,8 +561,9 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
         from neardup.errors import ConfigError
 
         raise ConfigError("private=True needs a token")
-    app = FastAPI(title="neardup", version=__version__,
+    app = FastAPI(title="neardup", version=__version__, docs_url=None, redoc_url=None,
                   description="Near-duplicate web page detection: is this page new, an exact or a near duplicate?")
+    _offline_docs(app)
     lock = threading.Lock()
     metrics = _Metrics()
     app.state.detector = detector
@@ -488,30 +636,34 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
                 out.append(Verdict(status="error", url=page.url, error=str(exc)).to_dict())
         return out
 
-    @app.post("/v1/pages", summary="Check and add a page", response_model=None)
+    @app.post("/v1/pages", summary="Check and add a page", response_model=None, responses=_answers(VerdictOut))
     def add_page(page: PageIn) -> Response:
         return _json(_add(page).to_dict())
 
-    @app.post("/v1/check", summary="Check a page without writing", response_model=None)
+    @app.post("/v1/check", summary="Check a page without writing", response_model=None, responses=_answers(VerdictOut))
     def check_page(page: PageIn) -> Response:
         return _json(_check(page).to_dict())
 
-    @app.post("/v1/pages/batch", summary="Check and add pages; a bad page gets status 'error'", response_model=None)
+    @app.post("/v1/pages/batch", summary="Check and add pages; a bad page gets status 'error'", response_model=None,
+              responses=_answers(VerdictsOut))
     def add_batch(batch: BatchIn) -> Response:
         return _json({"verdicts": _each(batch.pages, _add)})
 
-    @app.post("/v1/check/batch", summary="Check pages without writing", response_model=None)
+    @app.post("/v1/check/batch", summary="Check pages without writing", response_model=None,
+              responses=_answers(VerdictsOut))
     def check_batch(batch: BatchIn) -> Response:
         return _json({"verdicts": _each(batch.pages, _check)})
 
-    @app.post("/v1/fingerprints/add", summary="Add a page by its fingerprint", response_model=None)
+    @app.post("/v1/fingerprints/add", summary="Add a page by its fingerprint", response_model=None,
+              responses=_answers(VerdictOut, 409))
     async def add_fp(body: FingerprintIn) -> Response:
         fp = body.fingerprint(detector)
         verdict = await locked(detector.add_fingerprint, body.url, fp, fetched_at=body.fetched_at,
                                priority=body.priority)
         return _json(verdict.to_dict())
 
-    @app.post("/v1/fingerprints/check", summary="Check a fingerprint without writing", response_model=None)
+    @app.post("/v1/fingerprints/check", summary="Check a fingerprint without writing", response_model=None,
+              responses=_answers(VerdictOut, 409))
     async def check_fp(body: FingerprintIn) -> Response:
         fp = body.fingerprint(detector)
         return _json((await locked(detector.check_fingerprint, body.url, fp)).to_dict())
@@ -532,20 +684,20 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
         return [Verdict(status="error", url=it[0], error=str(it[1])).to_dict() if isinstance(it[1], Exception)
                 else next(done).to_dict() for it in items]
 
-    @app.post("/v1/fingerprints/check/batch", response_model=None,
+    @app.post("/v1/fingerprints/check/batch", response_model=None, responses=_answers(VerdictsOut, 409),
               summary="Check many fingerprints: {\"fingerprints\": [...]} -> {\"verdicts\": [...]}")
     async def check_fp_batch(body: FingerprintBatchIn) -> Response:
         items = _fp_items(body, False)
         return _json({"verdicts": await locked(_fp_batch, items, detector.check_fingerprints, inline=len(items) <= 32)})
 
-    @app.post("/v1/fingerprints/add/batch", response_model=None,
+    @app.post("/v1/fingerprints/add/batch", response_model=None, responses=_answers(VerdictsOut, 409),
               summary="Add many fingerprints in one transaction; a bad one gets status 'error'")
     def add_fp_batch(body: FingerprintBatchIn) -> Response:
         items = _fp_items(body, True)
         with lock:
             return _json({"verdicts": _fp_batch(items, detector.add_fingerprints)})
 
-    @app.get("/v1/pages/{page_id}", summary="A stored page")
+    @app.get("/v1/pages/{page_id}", summary="A stored page", response_model=None, responses=_answers(PageOut, 404))
     def get_page(page_id: int) -> Any:
         if not 0 <= page_id <= MAX_ID:
             return _error(404, f"no page with id {page_id}")
@@ -555,7 +707,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
             return _error(404, f"no page with id {page_id}")
         return rec.to_dict(detector.config.bits)
 
-    @app.get("/v1/clusters/{cluster_id}", summary="A cluster: members, canonical, why each joined")
+    @app.get("/v1/clusters/{cluster_id}", summary="A cluster: members, canonical, why each joined", response_model=None,
+             responses=_answers(ClusterOut, 404))
     def get_cluster(cluster_id: int) -> Any:
         if not 0 <= cluster_id <= MAX_ID:
             return _error(404, f"no cluster with id {cluster_id}")
@@ -572,7 +725,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
                          "canonical": m.id == canonical} for m in members],
         }
 
-    @app.get("/v1/hosts/{host}", summary="Duplicate statistics of a host")
+    @app.get("/v1/hosts/{host}", summary="Duplicate statistics of a host", response_model=None,
+             responses=_answers(HostOut, 404))
     def get_host(host: str) -> Any:
         if len(host) > 1024 or _has_surrogates(host):
             return _error(404, f"no page stored for host {host[:100]!r}")
@@ -586,16 +740,19 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
                 "near": counts.get("near", 0), "empty": counts.get("empty", 0),
                 "duplicate_rate": dups / pages}
 
-    @app.get("/v1/stats", summary="Store counts and the fingerprint spec")
+    @app.get("/v1/stats", summary="Store counts and the fingerprint spec", response_model=None,
+             responses=_answers(StatsOut))
     def get_stats() -> dict[str, Any]:
         with lock:
             return {**detector.stats(), "spec": detector.config.spec, "k": detector.k, "method": detector.method}
 
-    @app.get("/healthz", summary="Liveness", response_model=None)
+    @app.get("/healthz", summary="Liveness", response_model=None, responses={200: {"model": HealthOut}})
     async def healthz() -> Response:
         return _json({"status": "ok"})
 
-    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                             "description": "Prometheus text format 0.0.4"}})
     def get_metrics() -> PlainTextResponse:
         with lock:
             stats = detector.stats()
