@@ -733,3 +733,14 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
 
     warm_up()
     assert not _kernels._cache_is_cold(_kernels._simhash_tf)  # compiled (or loaded) in this process
+
+
+def test_dedup_progress_bar_has_a_total_for_folders(tmp_path):
+    r = run("dedup", SAMPLE, "--db", tmp_path / "s.db", "--progress", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "26/26" in r.stderr  # the total is known: a bar with a count, a rate and an ETA
+    warc = tmp_path / "c.warc.gz"
+    _write_warc(warc, ["nytimes-nikki-haley-2018"])
+    r = run("dedup", warc, "--db", tmp_path / "w.db", "--progress", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "1/1" not in r.stderr and "1page" in r.stderr.replace(" ", "")  # unknown total: a count
