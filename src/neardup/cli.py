@@ -455,6 +455,9 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     limits = {"body_timeout": body_timeout, "max_inflight": max_inflight, "max_inflight_bytes": max_inflight_bytes,
               "private": private}
     det = Detector.open(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
+    from neardup.parallel import warm_up
+
+    warm_up(det.config)  # compile (cold cache: with a notice) before the first request, not during it
     if workers == 1:
         try:
             uvicorn.run(create_app(det, token=token, max_body=max_body, **limits), host=host, port=port,
