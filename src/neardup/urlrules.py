@@ -1,0 +1,353 @@
+"""Learned URL rules (DUST): which URL differences never change a host's content.
+
+A crawler meets the same page under many URLs of one host: session ids and tracking
+parameters (``sid``, ``utm_source``), reordered parameters, print versions (``/print/...``),
+``index.html`` and trailing slashes, calendars that link to endless dates. Once some of them
+were fetched and found to be duplicates (same cluster), the differences between their URLs
+suggest rewrite rules (Bar-Yossef, Keidar, Schonfeld, "Do not crawl in the DUST", WWW 2007;
+Dasgupta, Kumar, Sasturkar, "De-duping URLs via rewrite rules", KDD 2008). A rule of a host
+is kept only when it has at least ``min_support`` merges of different URLs with one content
+and **no counter-example** (two URLs it would make equal whose contents differ): a parameter
+that changes the content is never learned, and a rule is dropped as soon as a fetch
+contradicts it.
+
+Rule kinds (``Rule.name``):
+
+- ``drop-param:NAME``: query parameter ``NAME`` never changes the content;
+- ``sort-params``: the order of the query parameters does not matter;
+- ``index-file:NAME``: ``.../NAME`` (e.g. ``index.html``) is the page of its folder ``.../``;
+- ``trailing-slash``: ``/a/`` and ``/a`` are the same page;
+- ``drop-segment:NAME``: a path segment ``NAME`` is an alias of its parent (``/print/a`` = ``/a``);
+- ``any-digits:PATTERN``: the digits of paths of this pattern (digit runs as ``N``) never
+  change the content (a calendar trap: ``/calendar/N-N-N``).
+
+>>> obs = [(f"https://a.example/p?id=1&sid={i}", 1) for i in range(4)]
+>>> obs += [(f"https://a.example/p?id=2&sid={i}", 2) for i in range(4, 8)]
+>>> [r.name for r in learn(obs)]
+['drop-param:sid']
+>>> rules = RuleLearner()
+>>> for url, cluster in obs:
+...     rules.observe(url, cluster)
+>>> m = rules.match("https://a.example/p?sid=99&id=2")
+>>> m.known_url, m.rules
+('https://a.example/p?id=2&sid=4', ('drop-param:sid',))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from neardup.urls import host_of
+
+#: merges of different URLs with one content a rule needs before it is used
+DEFAULT_MIN_SUPPORT = 3
+#: each member of a cluster is compared with at most this many other members for candidates
+MAX_PAIRS_PER_MEMBER = 8
+_INDEX_FILE = re.compile(r"^(index|default|home)\.[a-z0-9]{1,5}$", re.IGNORECASE)
+_DIGITS = re.compile(r"\d+")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A learned rule of ``host``: ``kind`` (with ``value``), ``support`` (URL merges with one
+    content that it explains) and an ``example`` pair of URLs it merged."""
+
+    host: str
+    kind: str
+    value: str = ""
+    support: int = 0
+    example: tuple[str, str] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.value}" if self.value else self.kind
+
+    def describe(self) -> str:
+        what = {
+            "drop-param": f"query parameter {self.value!r} never changes the content",
+            "sort-params": "the order of query parameters does not matter",
+            "index-file": f"'.../{self.value}' is the page of its folder '.../'",
+            "trailing-slash": "'/a/' and '/a' are the same page",
+            "drop-segment": f"path segment {self.value!r} is an alias of its parent ('/{self.value}/a' = '/a')",
+            "any-digits": f"the digits of paths like {self.value!r} never change the content",
+        }.get(self.kind, self.name)
+        return f"{self.host}: {what} ({self.support} merges, no counter-example)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "rule": self.name, "kind": self.kind, "value": self.value,
+                "support": self.support, "example": list(self.example) if self.example else None,
+                "description": self.describe()}
+
+
+@dataclass(frozen=True)
+class RuleMatch:
+    """A URL that the rules of its host map to a known page: ``known_url`` (its cluster
+    ``cluster_id``), through ``rules`` (the names of the rules that rewrote it)."""
+
+    url: str
+    known_url: str
+    cluster_id: int
+    rules: tuple[str, ...]
+
+
+@dataclass
+class _Parts:
+    base: str            # scheme://host[:port]
+    segs: list[str]      # path split on "/", the leading "" included
+    query: list[tuple[str, str]]
+
+
+def _parse(url: str) -> _Parts:
+    p = urlsplit(url.strip())
+    scheme = p.scheme.lower()
+    try:
+        port = p.port
+    except ValueError:
+        port = None
+    host = (p.hostname or "").lower()
+    netloc = host if port in (None, _DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    return _Parts(f"{scheme}://{netloc}", (p.path or "/").split("/"), parse_qsl(p.query, keep_blank_values=True))
+
+
+def normalize(url: str, names: frozenset[str] | set[str] = frozenset()) -> tuple[str, tuple[str, ...]]:
+    """The key of ``url`` under the rules named ``names`` (all of one host) and the names of
+    the rules that changed it. Without rules: lower-case scheme and host, default port and
+    fragment dropped.
+
+    >>> normalize("HTTP://A.example/print/x/index.html?b=2&utm_source=m&a=1#top",
+    ...           {"drop-param:utm_source", "sort-params", "index-file:index.html",
+    ...            "trailing-slash", "drop-segment:print"})
+    ('http://a.example/x?a=1&b=2', ('drop-segment:print', 'index-file:index.html', 'trailing-slash', 'drop-param:utm_source', 'sort-params'))
+    """
+    parts = _parse(url)
+    fired: list[str] = []
+    segs = parts.segs
+    if names:
+        dropped = [s for s in segs[1:-1] if f"drop-segment:{s}" in names]
+        if dropped:
+            fired.extend(dict.fromkeys(f"drop-segment:{s}" for s in dropped))
+            segs = [segs[0]] + [s for s in segs[1:-1] if f"drop-segment:{s}" not in names] + [segs[-1]]
+        last = segs[-1]
+        if last and f"index-file:{last}" in names:
+            segs = segs[:-1] + [""]
+            fired.append(f"index-file:{last}")
+        if "trailing-slash" in names and len(segs) > 2 and segs[-1] == "":
+            segs = segs[:-1]
+            fired.append("trailing-slash")
+    path = "/".join(segs) or "/"
+    if names:
+        pattern = _DIGITS.sub("N", path)
+        if pattern != path and f"any-digits:{pattern}" in names:
+            path = pattern
+            fired.append(f"any-digits:{pattern}")
+    query = parts.query
+    if names and query:
+        kept_q = [(k, v) for k, v in query if f"drop-param:{k}" not in names]
+        if len(kept_q) != len(query):
+            fired.extend(dict.fromkeys(f"drop-param:{k}" for k, _ in query if f"drop-param:{k}" in names))
+            query = kept_q
+        if "sort-params" in names and query != sorted(query):
+            query = sorted(query)
+            fired.append("sort-params")
+    key = parts.base + path + ("?" + urlencode(query) if query else "")
+    return key, tuple(fired)
+
+
+def _candidates(a: str, b: str) -> set[str]:
+    """Rules that could explain why URLs ``a`` and ``b`` (one content) differ."""
+    pa, pb = _parse(a), _parse(b)
+    out: set[str] = set()
+    if pa.base != pb.base:
+        return out
+    qa, qb = pa.query, pb.query
+    if qa != qb:
+        da: dict[str, list[str]] = {}
+        db: dict[str, list[str]] = {}
+        for k, v in qa:
+            da.setdefault(k, []).append(v)
+        for k, v in qb:
+            db.setdefault(k, []).append(v)
+        for k in set(da) | set(db):
+            if da.get(k) != db.get(k):
+                out.add(f"drop-param:{k}")
+        if len(qa) > 1 and len(qb) > 1 and da == db:
+            out.add("sort-params")
+        elif len(qa) > 1 or len(qb) > 1:
+            out.add("sort-params")  # parameters both dropped and reordered
+    sa, sb = pa.segs, pb.segs
+    if sa != sb:
+        for x, y in ((sa, sb), (sb, sa)):
+            if x[-1] and _INDEX_FILE.match(x[-1]):
+                out.add(f"index-file:{x[-1]}")
+            if len(x) > 2 and x[-1] == "" and (x[:-1] == y or x[:-1] == y[:-1] + [""] or _INDEX_FILE.match(y[-1])):
+                out.add("trailing-slash")
+            if len(x) > 2 and x[-1] == "" and y[-1] != "" and x[:-1] != y[:-1]:
+                out.add("trailing-slash")
+            if len(x) == len(y) + 1:
+                for i in range(1, len(x) - 1):
+                    if x[:i] + x[i + 1:] == y and x[i]:
+                        out.add(f"drop-segment:{x[i]}")
+                        break
+        path_a, path_b = "/".join(sa), "/".join(sb)
+        pat = _DIGITS.sub("N", path_a)
+        if pat != path_a and pat == _DIGITS.sub("N", path_b):
+            out.add(f"any-digits:{pat}")
+    return out
+
+
+def _evaluate(obs: list[tuple[str, int]], names: frozenset[str],
+              rule: str) -> tuple[int, int, tuple[str, str] | None]:
+    """(support, counter-examples, example pair) of adding ``rule`` to ``names``."""
+    with_rule = names | {rule}
+    groups: dict[str, dict[str, tuple[str, int]]] = {}
+    for url, cluster in obs:
+        key = normalize(url, with_rule)[0]
+        groups.setdefault(key, {}).setdefault(normalize(url, names)[0], (url, cluster))
+    support = counter = 0
+    example = None
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        clusters = {c for _, c in members.values()}
+        if len(clusters) > 1:
+            counter += 1
+        else:
+            support += len(members) - 1
+            if example is None:
+                urls = sorted(u for u, _ in members.values())
+                example = (urls[0], urls[1])
+    return support, counter, example
+
+
+def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
+    """The rules of one host from its pages ``obs`` (url, cluster id), greedily: the
+    candidate with the most support and no counter-example first, then the next one given
+    the rules already taken, until none qualifies."""
+    by_cluster: dict[int, list[str]] = {}
+    for url, cluster in obs:
+        by_cluster.setdefault(cluster, []).append(url)
+    cands: set[str] = set()
+    for urls in by_cluster.values():
+        if len(urls) < 2:
+            continue
+        for i, a in enumerate(urls):
+            for b in urls[max(0, i - MAX_PAIRS_PER_MEMBER):i]:
+                cands |= _candidates(a, b)
+    taken: list[Rule] = []
+    names: frozenset[str] = frozenset()
+    rejected: set[str] = set()
+    while True:
+        best: tuple[int, str, tuple[str, str] | None] | None = None
+        for cand in sorted(cands - names - rejected):
+            support, counter, example = _evaluate(obs, names, cand)
+            if counter:
+                rejected.add(cand)
+            elif support >= min_support and (best is None or support > best[0]):
+                best = (support, cand, example)
+        if best is None:
+            return taken
+        support, cand, example = best
+        kind, _, value = cand.partition(":")
+        taken.append(Rule(host, kind, value, support, example))
+        names = names | {cand}
+
+
+def learn(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
+    """The rules of every host from ``(url, cluster id)`` pairs (pages without a cluster,
+    e.g. empty ones, carry no evidence), sorted by host then support."""
+    hosts: dict[str, list[tuple[str, int]]] = {}
+    for url, cluster in obs:
+        if cluster is not None:
+            hosts.setdefault(host_of(url), []).append((url, int(cluster)))
+    out: list[Rule] = []
+    for host in sorted(hosts):
+        out.extend(learn_host(host, hosts[host], min_support))
+    return out
+
+
+class RuleLearner:
+    """Rules kept up to date as pages are observed, and the lookup a crawler asks before a
+    fetch (:meth:`match`). A host's rules are re-learned when its pages changed by a tenth
+    since the last time (every change while it has fewer than ten pages), so learning costs
+    O(n log n) over a crawl of a host, not O(n^2)."""
+
+    def __init__(self, min_support: int = DEFAULT_MIN_SUPPORT) -> None:
+        self.min_support = min_support
+        self._obs: dict[str, dict[str, int]] = {}        # host -> url -> cluster
+        self._rules: dict[str, list[Rule]] = {}
+        self._keys: dict[str, dict[str, str]] = {}       # host -> key -> url
+        self._learned_at: dict[str, int] = {}
+        self._changes: dict[str, int] = {}
+
+    def observe(self, url: str, cluster_id: int | None) -> None:
+        """Record that ``url`` holds content of cluster ``cluster_id`` (None: no evidence;
+        an earlier observation of the URL is forgotten). A new page that contradicts a rule
+        (its key is a known page of another cluster) drops the host's rules at once."""
+        host = host_of(url)
+        pages = self._obs.setdefault(host, {})
+        if cluster_id is None:
+            if pages.pop(url, None) is not None:
+                self._changes[host] = self._changes.get(host, 0) + 1
+            return
+        if pages.get(url) == cluster_id:
+            return
+        pages[url] = cluster_id
+        self._changes[host] = self._changes.get(host, 0) + 1
+        rules = self._rules.get(host)
+        if rules:
+            key, fired = normalize(url, frozenset(r.name for r in rules))
+            known = self._keys[host].get(key)
+            if known is not None and known != url and pages.get(known) != cluster_id and fired:
+                self._learned_at[host] = -1  # contradicted: re-learn before the next use
+            else:
+                self._keys[host].setdefault(key, url)
+
+    def forget(self, url: str) -> None:
+        self.observe(url, None)
+
+    def _fresh(self, host: str) -> None:
+        changes = self._changes.get(host, 0)
+        if not changes and host in self._rules:
+            return
+        at = self._learned_at.get(host, 0)
+        if at >= 0 and host in self._rules and changes < max(1, at // 10):
+            return
+        pages = self._obs.get(host, {})
+        obs = list(pages.items())
+        rules = learn_host(host, obs, self.min_support)
+        names = frozenset(r.name for r in rules)
+        keys: dict[str, str] = {}
+        for url, _ in obs:
+            keys.setdefault(normalize(url, names)[0], url)
+        self._rules[host], self._keys[host] = rules, keys
+        self._learned_at[host], self._changes[host] = len(obs), 0
+
+    def rules(self, host: str | None = None) -> list[Rule]:
+        """The rules of ``host`` (every host when None), strongest first."""
+        hosts = [host.lower()] if host is not None else sorted(self._obs)
+        out: list[Rule] = []
+        for h in hosts:
+            self._fresh(h)
+            out.extend(self._rules.get(h, []))
+        return out
+
+    def match(self, url: str) -> RuleMatch | None:
+        """The known page the rules of ``url``'s host map it to (None when no rule applies,
+        or the rewritten URL is not known, or it is ``url`` itself)."""
+        host = host_of(url)
+        if host not in self._obs:
+            return None
+        self._fresh(host)
+        rules = self._rules.get(host)
+        if not rules:
+            return None
+        key, fired = normalize(url, frozenset(r.name for r in rules))
+        known = self._keys[host].get(key)
+        if known is None or known == url or not fired:
+            return None
+        return RuleMatch(url, known, self._obs[host][known], fired)
