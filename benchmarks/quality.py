@@ -66,6 +66,7 @@ from neardup.fingerprint import fingerprint_text  # noqa: E402
 from neardup.matching import Side, match, repeated_boilerplate  # noqa: E402
 from neardup.minhash import MinHashConfig  # noqa: E402
 from neardup.sketch import similarity  # noqa: E402
+from neardup.tune import within_margin  # noqa: E402  (the one-step margin, shared with neardup tune)
 from neardup.urls import host_of  # noqa: E402
 
 from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
@@ -543,7 +544,7 @@ class Evaluation:
     def within(self, k: int, fpr_limit: float) -> bool:
         """Hard-negative FPR is within the limit at ``k`` and at ``k + 1`` (one bit of margin,
         because k is tuned on a small sample)."""
-        return all(self.at(j)["fpr_hard_negatives"] <= fpr_limit + 1e-12 for j in (k, k + 1))
+        return within_margin(k, lambda j: self.at(j)["fpr_hard_negatives"] <= fpr_limit + 1e-12, lambda j: j + 1)
 
     def operating_k(self, fpr_limit: float = FPR_TARGET) -> int | None:
         """The k with the best same-content recall within the FPR limit (smallest such k)

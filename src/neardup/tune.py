@@ -1,0 +1,756 @@
+"""Choose the match thresholds on your own labelled pairs.
+
+Give :func:`load_pairs` a file of page pairs labelled *same* or *different*; :func:`tune`
+fingerprints both pages of every pair once, applies THE match rule
+(:func:`neardup.matching.match`: empty, same-host repeated boilerplate, equal digest, Hamming
+distance ``<= k`` then the sketch Jaccard ``>= verify``) and reports precision, recall and F1
+at every ``k`` in 0..20 and every verify threshold in :data:`VERIFY_VALUES` (and, when the
+fingerprints carry MinHash signatures, at every MinHash threshold in
+:data:`MINHASH_THRESHOLDS`). It recommends an operating point **with a one-step margin**: the
+precision target must hold at the point *and* one step looser on each axis (``k + 1``; the
+next lower verify or MinHash threshold), because thresholds tuned on a few hundred pairs
+sit on a noisy edge. Among those points it takes the best recall, then the best precision,
+then the smaller ``k`` (the verify closest to the default). Hosts with enough pairs of both
+labels (:data:`MIN_HOST_PAIRS`, :data:`MIN_HOST_EACH`) get their own recommendation.
+:func:`apply` stores the choice in the store's settings under :data:`META_KEY`.
+
+Pairs file formats (the extension decides: ``.tsv``, ``.csv``, ``.jsonl``/``.ndjson``):
+
+* TSV / CSV with a header line: ``a``, ``b``, ``label``; optional ``host``, ``url_a``,
+  ``url_b`` (the URLs the pages were fetched from: host for the boilerplate guard, base for
+  ``rel=canonical``) and ``id`` (or ``pair_id``).
+* JSONL: one object per line with the same keys; ``a`` / ``b`` may also be objects
+  ``{"file": ...}``, ``{"url": ...}`` (a page in the store), ``{"html": ..., "url": ...}`` or
+  ``{"text": ...}`` (inline content).
+
+A page given as a string is: ``html:<inline HTML>`` or ``text:<inline text>``; an
+``http(s)://`` URL, looked up in the store (``store=``); else a file path (relative to the
+pairs file's folder; ``.html``, ``.htm``, ``.txt``, optionally ``.gz``; ``.txt`` is plain
+text). Labels: ``same`` (also ``same-content``, ``duplicate``, ``near-duplicate``, ``1``,
+``true``, ``yes``) or ``different`` (also ``different-content``, ``shared-boilerplate-only``,
+``0``, ``false``, ``no``); ``skip`` (also ``unclear``, ``partial-overlap``) and an empty label
+leave the pair out (counted). Every other problem is a :class:`PairsFormatError` naming the file
+and line.
+
+The choice stored by :func:`apply` (meta key ``thresholds``, JSON)::
+
+    {"version": 1, "method": "simhash", "k": 12, "verify": 0.3, "threshold": null,
+     "min_precision": 0.99, "pairs": 152,
+     "hosts": {"news.example": {"k": 9, "verify": 0.35, "pairs": 40}}}
+
+``method`` is ``simhash`` (``k`` and ``verify`` apply) or ``minhash`` (``threshold`` applies);
+``hosts`` maps a host (as :func:`neardup.urls.host_of` writes it) to its own values. The
+Detector does not read it yet: a page of a host listed there should be decided with that
+host's ``k``/``verify`` (else the top-level ones).
+
+>>> facts = PairFacts.from_arrays(same=[True, True, False], distance=[3, 9, 4],
+...                               score=[0.9, 0.6, 0.1])
+>>> r = tune_facts(facts, min_precision=1.0)
+>>> (r.choice.k, r.choice.verify, r.choice.recall)
+(9, 0.15, 1.0)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from neardup.detector import DEFAULT_K, DEFAULT_VERIFY
+from neardup.errors import InputError, NeardupError
+from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, fingerprint_text
+from neardup.matching import Side, match
+from neardup.minhash import MinHashSignature, jaccard
+from neardup.storeapi import PageRecord, Store
+from neardup.urls import host_of
+
+#: Hamming thresholds measured
+K_VALUES = tuple(range(21))
+#: sketch (word 3-shingle Jaccard) verification thresholds measured, loosest first
+VERIFY_VALUES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7)
+#: MinHash Jaccard thresholds measured (when signatures exist), loosest first
+MINHASH_THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))
+#: the precision the recommended point must keep (at the point and one step looser)
+DEFAULT_MIN_PRECISION = 0.99
+#: a host gets its own recommendation with at least this many pairs ...
+MIN_HOST_PAIRS = 20
+#: ... and at least this many of each label
+MIN_HOST_EACH = 5
+#: the store meta key :func:`apply` writes
+META_KEY = "thresholds"
+META_VERSION = 1
+
+SAME_LABELS = frozenset({"same", "same-content", "duplicate", "dup", "near-duplicate", "near", "1", "true", "yes",
+                         "positive", "y"})
+DIFFERENT_LABELS = frozenset({"different", "different-content", "shared-boilerplate-only", "distinct", "0",
+                              "false", "no", "negative", "n"})
+SKIP_LABELS = frozenset({"", "skip", "unclear", "partial-overlap", "unknown", "?"})
+
+T = TypeVar("T")
+
+
+class PairsFormatError(InputError):
+    """A pairs file that cannot be read: the message names the file and line."""
+
+
+class PageRefError(InputError):
+    """A page of a pair that cannot be found or read (missing file, URL not in the store)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The shared margin rule (also used by benchmarks/quality.py)
+# --------------------------------------------------------------------------------------------
+
+def within_margin(value: T, ok: Callable[[T], bool], looser: Callable[[T], T | None]) -> bool:
+    """True when ``ok`` holds at ``value`` and one step looser (``looser(value)``; None:
+    there is no looser step, nothing more to check). The one-step margin of every
+    recommendation here and in ``benchmarks/quality.py``."""
+    if not ok(value):
+        return False
+    step = looser(value)
+    return step is None or ok(step)
+
+
+# --------------------------------------------------------------------------------------------
+# Pairs
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PageRef:
+    """One page of a pair: ``kind`` ``file`` | ``url`` (in the store) | ``html`` | ``text``;
+    ``value`` the path, URL or content; ``url`` where it was fetched from (optional)."""
+
+    kind: str
+    value: str
+    url: str | None = None
+
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.kind, self.value, self.url)
+
+
+@dataclass(frozen=True)
+class LabelledPair:
+    a: PageRef
+    b: PageRef
+    same: bool
+    host: str | None = None
+    pair_id: str = ""
+
+
+@dataclass
+class PairsFile:
+    """The pairs read from one file, and how many rows were left out by label."""
+
+    path: str
+    pairs: list[LabelledPair]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def parse_label(label: str) -> bool | None:
+    """True for *same*, False for *different*, None for a pair to leave out; else ValueError."""
+    value = label.strip().lower()
+    if value in SAME_LABELS:
+        return True
+    if value in DIFFERENT_LABELS:
+        return False
+    if value in SKIP_LABELS:
+        return None
+    raise ValueError(f"unknown label {label!r} (use same or different, or skip)")
+
+
+def _ref(value: Any, url: str | None, base: Path, where: str) -> PageRef:
+    if isinstance(value, dict):
+        url = value.get("url") if isinstance(value.get("url"), str) else url
+        for kind in ("html", "text", "file"):
+            if isinstance(value.get(kind), str):
+                v = value[kind]
+                return PageRef(kind, str(base / v) if kind == "file" else v, url)
+        if isinstance(value.get("url"), str):
+            return PageRef("url", value["url"], value["url"])
+        raise PairsFormatError(f"{where}: a page object needs one of file, url, html, text")
+    if not isinstance(value, str) or not value.strip():
+        raise PairsFormatError(f"{where}: empty or missing page")
+    if value.startswith("html:"):
+        return PageRef("html", value[5:], url)
+    if value.startswith("text:"):
+        return PageRef("text", value[5:], url)
+    if value.startswith(("http://", "https://")):
+        return PageRef("url", value, url or value)
+    return PageRef("file", str(base / value.removeprefix("file:")), url)
+
+
+def _row_pair(row: dict[str, Any], base: Path, where: str, skipped: dict[str, int]) -> LabelledPair | None:
+    for column in ("a", "b", "label"):
+        if column not in row or row[column] is None:
+            raise PairsFormatError(f"{where}: missing {column!r}")
+    label = row["label"]
+    try:
+        same = parse_label(str(label))
+    except ValueError as exc:
+        raise PairsFormatError(f"{where}: {exc}") from None
+    if same is None:
+        skipped[str(label).strip().lower() or "(empty)"] = skipped.get(str(label).strip().lower() or "(empty)", 0) + 1
+        return None
+    url_a = row.get("url_a") or None
+    url_b = row.get("url_b") or None
+    a = _ref(row["a"], url_a, base, where)
+    b = _ref(row["b"], url_b, base, where)
+    host = (row.get("host") or "").strip().lower() or None
+    if host is None:
+        ha, hb = (host_of(r.url) if r.url else "" for r in (a, b))
+        host = ha if ha and ha == hb else None
+    return LabelledPair(a, b, same, host, str(row.get("id") or row.get("pair_id") or where))
+
+
+def load_pairs(path: str | Path) -> PairsFile:
+    """Read a pairs file (module docs). :class:`PairsFormatError` for a bad file."""
+    p = Path(path)
+    name = p.name.lower()
+    base = p.parent
+    pairs: list[LabelledPair] = []
+    skipped: dict[str, int] = {}
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PairsFormatError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise PairsFormatError(f"{p}: is a folder, not a pairs file") from None
+    except UnicodeDecodeError:
+        raise PairsFormatError(f"{p}: not UTF-8 text") from None
+    except OSError as exc:
+        raise PairsFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if name.endswith((".jsonl", ".ndjson", ".json")):
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PairsFormatError(f"{p}:{n}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise PairsFormatError(f"{p}:{n}: expected a JSON object")
+            pair = _row_pair(row, base, f"{p}:{n}", skipped)
+            if pair is not None:
+                pairs.append(pair)
+    elif name.endswith((".tsv", ".csv", ".tab")):
+        delimiter = "," if name.endswith(".csv") else "\t"
+        reader = csv.reader(text.splitlines(), delimiter=delimiter)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise PairsFormatError(f"{p}: empty file (expected a header line with a, b, label)") from None
+        except csv.Error as exc:
+            raise PairsFormatError(f"{p}:1: {exc}") from None
+        missing = [c for c in ("a", "b", "label") if c not in header]
+        if missing:
+            raise PairsFormatError(f"{p}:1: header lacks column(s) {', '.join(missing)} (has {', '.join(header)})")
+        try:
+            for n, values in enumerate(reader, 2):
+                if not any(v.strip() for v in values):
+                    continue
+                if len(values) != len(header):
+                    raise PairsFormatError(f"{p}:{n}: {len(values)} fields, header has {len(header)}")
+                pair = _row_pair(dict(zip(header, values, strict=True)), base, f"{p}:{n}", skipped)
+                if pair is not None:
+                    pairs.append(pair)
+        except csv.Error as exc:
+            raise PairsFormatError(f"{p}: {exc}") from None
+    else:
+        raise PairsFormatError(f"{p}: unknown pairs format (use .tsv, .csv or .jsonl)")
+    if not pairs:
+        raise PairsFormatError(f"{p}: no labelled pairs (need rows labelled same or different)")
+    return PairsFile(str(p), pairs, skipped)
+
+
+# --------------------------------------------------------------------------------------------
+# Fingerprints and the match rule per pair
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Page:
+    """What the match rule reads of one page, and its MinHash signature when it has one."""
+
+    side: Side
+    minhash: np.ndarray | None = None
+
+
+class PageSource:
+    """Fingerprints the pages of pairs once each (files, inline content, store URLs)."""
+
+    def __init__(self, config: FingerprintConfig | None = None, store: Store | None = None) -> None:
+        if config is None and store is not None and store.get_meta("config") is not None:
+            config = FingerprintConfig.from_dict(store.get_meta("config"))
+        self.config = config or DEFAULT_CONFIG
+        self.store = store
+        self.cache: dict[tuple[str, str, str | None], Page] = {}
+
+    def _of_fp(self, fp: Fingerprint, url: str | None) -> Page:
+        sig = fp.minhash.signature if fp.minhash is not None else None
+        return Page(Side.of(fp, url), sig)
+
+    def _of_record(self, rec: PageRecord) -> Page:
+        sig = None
+        if rec.signature is not None and rec.set_size is not None and self.config.minhash is not None:
+            num_perm = self.config.minhash.num_perm
+            sig = MinHashSignature.from_bytes(rec.signature, rec.set_size, "", num_perm=num_perm).signature
+        return Page(Side.of_record(rec), sig)
+
+    def page(self, ref: PageRef) -> Page:
+        key = ref.key()
+        got = self.cache.get(key)
+        if got is not None:
+            return got
+        if ref.kind == "url":
+            if self.store is None:
+                raise PageRefError(f"page {ref.value} is a URL: give the store that holds it (--db)")
+            rec = self.store.page_by_url(ref.value)
+            if rec is None:
+                raise PageRefError(f"page {ref.value} is not in store {self.store.path}")
+            got = self._of_record(rec)
+        elif ref.kind == "text":
+            got = self._of_fp(fingerprint_text(ref.value, self.config), ref.url)
+        elif ref.kind == "html":
+            got = self._of_fp(fingerprint(ref.value, url=ref.url, config=self.config), ref.url)
+        else:
+            from neardup.inputs import read_file  # the page reader dedup uses (.gz, size limit)
+            path = Path(ref.value)
+            try:
+                content = read_file(path, self.config.max_bytes)
+            except FileNotFoundError:
+                raise PageRefError(f"page file {path} does not exist") from None
+            except IsADirectoryError:
+                raise PageRefError(f"page file {path} is a folder") from None
+            except OSError as exc:
+                raise PageRefError(f"page file {path}: cannot read ({exc.strerror or exc})") from None
+            if path.name.lower().endswith((".txt", ".txt.gz")):
+                got = self._of_fp(fingerprint_text(content.decode("utf-8", "replace"), self.config), ref.url)
+            else:
+                got = self._of_fp(fingerprint(content, url=ref.url, config=self.config), ref.url)
+        self.cache[key] = got
+        return got
+
+
+@dataclass
+class PairFacts:
+    """What the match rule says of every pair, independent of the thresholds: ``blocked``
+    (an empty page or the repeated-boilerplate guard: never a match), ``exact`` (equal
+    digests), the SimHash ``distance``, the sketch ``score`` (NaN without sketches) and the
+    MinHash estimate ``mh`` (NaN without signatures)."""
+
+    same: np.ndarray
+    blocked: np.ndarray
+    exact: np.ndarray
+    distance: np.ndarray
+    score: np.ndarray
+    mh: np.ndarray
+    hosts: list[str | None]
+    ids: list[str]
+
+    @classmethod
+    def from_arrays(cls, same: Sequence[bool], distance: Sequence[int], score: Sequence[float | None] | None = None,
+                    exact: Sequence[bool] | None = None, blocked: Sequence[bool] | None = None,
+                    mh: Sequence[float | None] | None = None, hosts: Sequence[str | None] | None = None) -> PairFacts:
+        n = len(same)
+
+        def floats(values: Sequence[float | None] | None) -> np.ndarray:
+            return np.array([np.nan if v is None else v for v in (values or [None] * n)], dtype=np.float64)
+
+        return cls(np.array(same, dtype=bool), np.array(blocked or [False] * n, dtype=bool),
+                   np.array(exact or [False] * n, dtype=bool), np.array(distance, dtype=np.int64),
+                   floats(score), floats(mh), list(hosts or [None] * n), [str(i) for i in range(n)])
+
+    def __len__(self) -> int:
+        return len(self.same)
+
+    def subset(self, mask: np.ndarray) -> PairFacts:
+        idx = np.flatnonzero(mask)
+        return PairFacts(self.same[idx], self.blocked[idx], self.exact[idx], self.distance[idx], self.score[idx],
+                         self.mh[idx], [self.hosts[i] for i in idx], [self.ids[i] for i in idx])
+
+    @property
+    def has_minhash(self) -> bool:
+        return bool(len(self) and (~np.isnan(self.mh)).any())
+
+    def declared(self, k: int, verify: float | None) -> np.ndarray:
+        """:func:`neardup.matching.match` at ``k`` / ``verify``, vectorised over the pairs."""
+        verified = np.ones(len(self), dtype=bool) if verify is None else ~(self.score < verify)
+        return ~self.blocked & (self.exact | ((self.distance <= k) & verified))
+
+    def declared_minhash(self, threshold: float) -> np.ndarray:
+        """MinHash: not blocked, and equal digests or an estimated Jaccard ``>= threshold``."""
+        return ~self.blocked & (self.exact | (self.mh >= threshold))
+
+
+def pair_facts(pairs: Sequence[LabelledPair], source: PageSource) -> PairFacts:
+    """Fingerprint both pages of every pair and apply :func:`neardup.matching.match` (at the
+    widest k, no verification) to read the facts the thresholds then decide on."""
+    rows = []
+    for p in pairs:
+        a, b = source.page(p.a), source.page(p.b)
+        m = match(a.side, b.side, k=10**6, verify=None)  # every distance: the facts, not a verdict
+        mh = jaccard(a.minhash, b.minhash) if a.minhash is not None and b.minhash is not None \
+            and len(a.minhash) == len(b.minhash) else math.nan
+        rows.append((p.same, m.reason in ("empty", "boilerplate"), m.status == "exact", m.distance,
+                     math.nan if m.score is None or m.status == "exact" else m.score, mh))
+    facts = PairFacts(
+        same=np.array([r[0] for r in rows], dtype=bool), blocked=np.array([r[1] for r in rows], dtype=bool),
+        exact=np.array([r[2] for r in rows], dtype=bool), distance=np.array([r[3] for r in rows], dtype=np.int64),
+        score=np.array([r[4] for r in rows], dtype=np.float64), mh=np.array([r[5] for r in rows], dtype=np.float64),
+        hosts=[p.host for p in pairs], ids=[p.pair_id for p in pairs])
+    return facts
+
+
+def check_against_match(pairs: Sequence[LabelledPair], source: PageSource, facts: PairFacts, k: int,
+                        verify: float | None) -> None:
+    """The vectorised rule agrees with :func:`neardup.matching.match` on every pair at
+    ``k``/``verify`` (the figures are the product's); AssertionError otherwise."""
+    declared = facts.declared(k, verify)
+    for i, p in enumerate(pairs):
+        status = match(source.page(p.a).side, source.page(p.b).side, k, verify).status
+        if (status is not None) != bool(declared[i]):
+            raise AssertionError(f"tune and matching.match disagree on pair {p.pair_id} at k={k}, verify={verify}")
+
+
+# --------------------------------------------------------------------------------------------
+# Scores and the recommendation
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Point:
+    """One operating point: ``method`` ``simhash`` (``k``, ``verify``) or ``minhash``
+    (``threshold``), with its confusion counts."""
+
+    method: str
+    k: int | None
+    verify: float | None
+    threshold: float | None
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+    @property
+    def precision(self) -> float:
+        """Share of declared pairs that are *same* (1.0 when none is declared)."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if self.tp else 0.0
+
+    def label(self) -> str:
+        if self.method == "minhash":
+            return f"minhash t={self.threshold:g}"
+        return f"k={self.k}, verify={'none' if self.verify is None else f'{self.verify:g}'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "k": self.k, "verify": self.verify, "threshold": self.threshold,
+                "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
+                "precision": round(self.precision, 6), "recall": round(self.recall, 6), "f1": round(self.f1, 6)}
+
+
+def _point(method: str, declared: np.ndarray, same: np.ndarray, k: int | None, verify: float | None,
+           threshold: float | None) -> Point:
+    tp = int((declared & same).sum())
+    fp = int((declared & ~same).sum())
+    fn = int((~declared & same).sum())
+    tn = int((~declared & ~same).sum())
+    return Point(method, k, verify, threshold, tp, fp, fn, tn)
+
+
+def grid(facts: PairFacts, ks: Sequence[int] = K_VALUES,
+         verifies: Sequence[float] = VERIFY_VALUES) -> dict[tuple[int, float], Point]:
+    """Every (k, verify) point, k up to ``max(ks) + 1`` (the margin of the last one)."""
+    return {(k, v): _point("simhash", facts.declared(k, v), facts.same, k, v, None)
+            for k in range(max(ks) + 2) for v in verifies}
+
+
+def minhash_grid(facts: PairFacts, thresholds: Sequence[float] = MINHASH_THRESHOLDS) -> dict[float, Point]:
+    return {t: _point("minhash", facts.declared_minhash(t), facts.same, None, None, t) for t in thresholds}
+
+
+@dataclass
+class Recommendation:
+    """The chosen point; ``met``: whether it keeps the precision target with the margin
+    (else it is the best F1, a fallback)."""
+
+    point: Point
+    met: bool
+    min_precision: float
+    pairs: int
+
+    @property
+    def k(self) -> int | None:
+        return self.point.k
+
+    @property
+    def verify(self) -> float | None:
+        return self.point.verify
+
+    @property
+    def threshold(self) -> float | None:
+        return self.point.threshold
+
+    @property
+    def recall(self) -> float:
+        return self.point.recall
+
+    @property
+    def precision(self) -> float:
+        return self.point.precision
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.point.to_dict(), "met": self.met, "min_precision": self.min_precision, "pairs": self.pairs}
+
+
+def _looser(values: Sequence[float], v: float) -> float | None:
+    i = values.index(v)
+    return values[i - 1] if i > 0 else None
+
+
+def recommend(points: dict[tuple[int, float], Point], min_precision: float = DEFAULT_MIN_PRECISION,
+              ks: Sequence[int] = K_VALUES, verifies: Sequence[float] = VERIFY_VALUES) -> Recommendation:
+    """The best (k, verify) with the one-step margin (module docs)."""
+    def ok(kv: tuple[int, float]) -> bool:
+        return points[kv].precision >= min_precision - 1e-12
+
+    eligible = [kv for kv in points if kv[0] in ks
+                and within_margin(kv, ok, lambda kv: (kv[0] + 1, kv[1]))
+                and within_margin(kv, ok, lambda kv: (kv[0], lv) if (lv := _looser(list(verifies), kv[1])) is not None
+                                  else None)]
+    n = next(iter(points.values())).tp + next(iter(points.values())).fn + next(iter(points.values())).fp \
+        + next(iter(points.values())).tn
+    if eligible:
+        best = max(eligible, key=lambda kv: (points[kv].recall, points[kv].precision, -kv[0],
+                                             -abs(kv[1] - DEFAULT_VERIFY), kv[1]))
+        return Recommendation(points[best], True, min_precision, n)
+    in_range = [kv for kv in points if kv[0] in ks]
+    best = max(in_range, key=lambda kv: (points[kv].f1, -kv[0], kv[1]))
+    return Recommendation(points[best], False, min_precision, n)
+
+
+def recommend_minhash(points: dict[float, Point], min_precision: float = DEFAULT_MIN_PRECISION) -> Recommendation:
+    """The best MinHash threshold with the one-step margin (the next lower threshold)."""
+    ts = sorted(points)
+
+    def ok(t: float) -> bool:
+        return points[t].precision >= min_precision - 1e-12
+
+    eligible = [t for t in ts if within_margin(t, ok, lambda t: _looser(ts, t))]
+    first = points[ts[0]]
+    n = first.tp + first.fn + first.fp + first.tn
+    if eligible:
+        best = max(eligible, key=lambda t: (points[t].recall, points[t].precision, t))
+        return Recommendation(points[best], True, min_precision, n)
+    best = max(ts, key=lambda t: (points[t].f1, t))
+    return Recommendation(points[best], False, min_precision, n)
+
+
+@dataclass
+class TuneResult:
+    """Everything :func:`tune` measured: the (k, verify) grid, the MinHash thresholds (empty
+    without signatures), the recommendations overall and per host."""
+
+    facts: PairFacts
+    points: dict[tuple[int, float], Point]
+    choice: Recommendation
+    minhash_points: dict[float, Point] = field(default_factory=dict)
+    minhash_choice: Recommendation | None = None
+    hosts: dict[str, Recommendation] = field(default_factory=dict)
+    host_pairs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def settings(self, method: str = "simhash") -> dict[str, Any]:
+        """The choice as stored by :func:`apply` (module docs)."""
+        if method == "minhash" and self.minhash_choice is None:
+            raise NeardupError("no MinHash signatures in these pairs: cannot choose a MinHash threshold")
+        out: dict[str, Any] = {"version": META_VERSION, "method": method, "k": self.choice.k,
+                               "verify": self.choice.verify,
+                               "threshold": self.minhash_choice.threshold if self.minhash_choice else None,
+                               "min_precision": self.choice.min_precision, "pairs": len(self.facts),
+                               "met": (self.minhash_choice.met if method == "minhash" and self.minhash_choice
+                                       else self.choice.met),
+                               "hosts": {h: {"k": r.k, "verify": r.verify, "pairs": r.pairs, "met": r.met}
+                                         for h, r in sorted(self.hosts.items())}}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        same = int(self.facts.same.sum())
+        return {
+            "pairs": len(self.facts), "same": same, "different": len(self.facts) - same, "skipped": self.skipped,
+            "recommended": self.choice.to_dict(),
+            "minhash_recommended": self.minhash_choice.to_dict() if self.minhash_choice else None,
+            "hosts": {h: r.to_dict() for h, r in sorted(self.hosts.items())},
+            "defaults": self.points[(DEFAULT_K, DEFAULT_VERIFY)].to_dict() if (DEFAULT_K, DEFAULT_VERIFY) in self.points
+            else None,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def table(self, verify: float | None = None) -> list[Point]:
+        """The points at every k for one verify threshold (default: the recommended one)."""
+        v = self.choice.verify if verify is None else verify
+        return [self.points[(k, v)] for k in K_VALUES if v is not None and (k, v) in self.points]
+
+
+def tune_facts(facts: PairFacts, min_precision: float = DEFAULT_MIN_PRECISION, min_host_pairs: int = MIN_HOST_PAIRS,
+               min_host_each: int = MIN_HOST_EACH, verifies: Sequence[float] = VERIFY_VALUES) -> TuneResult:
+    """Score every threshold on the facts and recommend (overall, per host, MinHash);
+    ``verifies``: the verify thresholds to consider (one value: keep verify fixed)."""
+    if len(facts) == 0:
+        raise NeardupError("no pairs to tune on")
+    if not 0.0 < min_precision <= 1.0:
+        raise NeardupError(f"min_precision must be in (0, 1], got {min_precision}")
+    verifies = tuple(sorted(verifies))
+    if not verifies or any(not 0.0 <= v <= 1.0 for v in verifies):
+        raise NeardupError(f"verify thresholds must be in [0, 1], got {verifies}")
+    started = time.perf_counter()
+    points = grid(facts, verifies=verifies)
+    result = TuneResult(facts, points, recommend(points, min_precision, verifies=verifies))
+    if facts.has_minhash:
+        result.minhash_points = minhash_grid(facts)
+        result.minhash_choice = recommend_minhash(result.minhash_points, min_precision)
+    by_host: dict[str, list[int]] = defaultdict(list)
+    for i, h in enumerate(facts.hosts):
+        if h:
+            by_host[h].append(i)
+    for h, idx in sorted(by_host.items()):
+        mask = np.zeros(len(facts), dtype=bool)
+        mask[idx] = True
+        n_same = int(facts.same[mask].sum())
+        n_diff = len(idx) - n_same
+        result.host_pairs[h] = (n_same, n_diff)
+        if len(idx) >= min_host_pairs and n_same >= min_host_each and n_diff >= min_host_each:
+            sub = facts.subset(mask)
+            result.hosts[h] = recommend(grid(sub, verifies=verifies), min_precision, verifies=verifies)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def tune(pairs: str | Path | PairsFile | Sequence[LabelledPair], *, store: Store | None = None,
+         config: FingerprintConfig | None = None, min_precision: float = DEFAULT_MIN_PRECISION,
+         min_host_pairs: int = MIN_HOST_PAIRS, min_host_each: int = MIN_HOST_EACH, check: bool = True,
+         verifies: Sequence[float] = VERIFY_VALUES) -> TuneResult:
+    """Tune on labelled pairs (a file name, a :class:`PairsFile` or pairs): fingerprint (with
+    the store's config when a store is given, else ``config`` or the default), score every
+    threshold, recommend. ``check`` re-applies :func:`neardup.matching.match` pair by pair at
+    the recommended point and at the defaults (an AssertionError would be a bug here)."""
+    started = time.perf_counter()
+    pf = pairs if isinstance(pairs, PairsFile) else load_pairs(pairs) if isinstance(pairs, (str, Path)) \
+        else PairsFile("", list(pairs))
+    source = PageSource(config, store)
+    facts = pair_facts(pf.pairs, source)
+    result = tune_facts(facts, min_precision, min_host_pairs, min_host_each, verifies)
+    result.skipped = dict(pf.skipped)
+    if check:
+        check_against_match(pf.pairs, source, facts, DEFAULT_K, DEFAULT_VERIFY)
+        if result.choice.k is not None:
+            check_against_match(pf.pairs, source, facts, result.choice.k, result.choice.verify)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Storing the choice, the plot, the text summary
+# --------------------------------------------------------------------------------------------
+
+def apply(store: Store, choice: TuneResult | dict[str, Any], method: str = "simhash") -> dict[str, Any]:
+    """Store the choice in ``store``'s settings (meta :data:`META_KEY`); returns what was stored."""
+    settings = choice.settings(method) if isinstance(choice, TuneResult) else dict(choice)
+    if settings.get("method") not in ("simhash", "minhash"):
+        raise NeardupError(f"unknown method {settings.get('method')!r} in the thresholds to apply")
+    settings.setdefault("version", META_VERSION)
+    store.set_meta(META_KEY, settings)
+    return settings
+
+
+def stored_choice(store: Store) -> dict[str, Any] | None:
+    """The thresholds :func:`apply` stored, or None."""
+    value = store.get_meta(META_KEY)
+    return value if isinstance(value, dict) else None
+
+
+def thresholds_for(settings: dict[str, Any], host: str | None) -> dict[str, Any]:
+    """The thresholds a page of ``host`` should be decided with: the host's own values when
+    the settings list it, else the top-level ones (``k``, ``verify``, ``threshold``, ``method``)."""
+    out = {key: settings.get(key) for key in ("method", "k", "verify", "threshold")}
+    if host and host in (settings.get("hosts") or {}):
+        out.update({key: v for key, v in settings["hosts"][host].items() if key in ("k", "verify", "threshold")})
+    return out
+
+
+def pr_curve_svg(result: TuneResult, verifies: Iterable[float] | None = None) -> str:
+    """The precision/recall curve (one line per verify threshold, points over k; MinHash as
+    one more line when measured), the recommended point ringed: a self-contained SVG."""
+    from neardup.plots import line_chart
+
+    chosen = result.choice
+    default_vs = [0.0, 0.2, DEFAULT_VERIFY, 0.5]
+    measured = {v for _, v in result.points}
+    vs = sorted(measured & set(verifies if verifies is not None else default_vs + [chosen.verify or 0.0])) \
+        or sorted(measured)[:4]
+    series: list[tuple[str, Sequence[tuple[float, float]]]] = []
+    for v in vs:
+        pts = [(result.points[(k, v)].recall, result.points[(k, v)].precision) for k in K_VALUES
+               if (k, v) in result.points]
+        series.append((f"SimHash k=0..20, verify {v:g}", pts))
+    if result.minhash_points:
+        mh = [(p.recall, p.precision) for _, p in sorted(result.minhash_points.items())]
+        series.append(("MinHash t=0.3..0.95", mh))
+    marks = [(chosen.recall, chosen.precision, f"recommended {chosen.point.label()}")]
+    return line_chart("pr-curve", series, title=f"Precision / recall on {len(result.facts)} labelled pairs",
+                      x_label="recall", y_label="precision", y_fmt="%", x_range=(0.0, 1.0), y_range=(0.0, 1.0),
+                      x_ticks=[(x / 5, f"{x / 5:.0%}") for x in range(6)], marks=marks, width=720, height=420)
+
+
+def summary_text(result: TuneResult) -> str:
+    """A readable summary: the recommendation, the table at its verify, hosts, MinHash."""
+    c = result.choice
+    f = result.facts
+    lines = [f"pairs: {len(f)} ({int(f.same.sum())} same, {len(f) - int(f.same.sum())} different)"
+             + (f"; left out: {', '.join(f'{n} {k}' for k, n in sorted(result.skipped.items()))}"
+                if result.skipped else "")]
+    state = "meets" if c.met else "does NOT meet (best F1 shown)"
+    lines.append(f"recommended: {c.point.label()}: precision {c.precision:.1%}, recall {c.recall:.1%}, "
+                 f"F1 {c.point.f1:.3f} ({state} precision >= {c.min_precision:.0%} with a one-step margin)")
+    if (DEFAULT_K, DEFAULT_VERIFY) in result.points:
+        d = result.points[(DEFAULT_K, DEFAULT_VERIFY)]
+        lines.append(f"defaults:    {d.label()}: precision {d.precision:.1%}, recall {d.recall:.1%}, F1 {d.f1:.3f}")
+    lines.append(f"{'k':>3} {'precision':>9} {'recall':>7} {'F1':>6} {'TP':>5} {'FP':>5} {'FN':>5}"
+                 f"   (verify {'none' if c.verify is None else f'{c.verify:g}'})")
+    for p in result.table():
+        lines.append(f"{p.k:>3} {p.precision:>9.1%} {p.recall:>7.1%} {p.f1:>6.3f} {p.tp:>5} {p.fp:>5} {p.fn:>5}"
+                     + ("  <-" if p.k == c.k else ""))
+    if result.minhash_choice is not None:
+        m = result.minhash_choice
+        lines.append(f"MinHash: {m.point.label()}: precision {m.precision:.1%}, recall {m.recall:.1%}"
+                     + ("" if m.met else " (target not met)"))
+    for h, r in sorted(result.hosts.items()):
+        lines.append(f"host {h}: {r.point.label()} ({r.pairs} pairs; precision {r.precision:.1%}, "
+                     f"recall {r.recall:.1%}{'' if r.met else ', target not met'})")
+    small = [h for h in result.host_pairs if h not in result.hosts]
+    if small:
+        lines.append(f"{len(small)} host(s) with too few pairs for their own thresholds "
+                     f"(need {MIN_HOST_PAIRS}, with {MIN_HOST_EACH} of each label)")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_MIN_PRECISION", "K_VALUES", "META_KEY", "MINHASH_THRESHOLDS", "VERIFY_VALUES", "LabelledPair",
+    "PageRef", "PageRefError", "PairFacts", "PairsFile", "PairsFormatError", "Point", "Recommendation",
+    "TuneResult", "apply", "load_pairs", "pr_curve_svg", "recommend", "stored_choice", "summary_text",
+    "thresholds_for", "tune", "tune_facts", "within_margin",
+]
