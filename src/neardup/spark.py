@@ -579,5 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module's main: executors unpickle its functions by that name
+    from neardup.spark import main as _main
+
+    sys.exit(_main())

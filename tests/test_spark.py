@@ -1,0 +1,206 @@
+"""neardup.spark in a real Spark session (local[2]): the job's clusters and canonicals equal
+neardup.batch.dedup_batch's on the same pages.
+
+Skipped when PySpark or a Java runtime is missing, except under NEARDUP_REQUIRE_SPARK=1 (set
+by .ci/run, which installs Java), where that is a failure."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neardup.batch import BatchRecord, UnionFind, dedup_batch
+from neardup.detector import Page
+from neardup.fingerprint import fingerprint
+from neardup.inputs import read_input
+from neardup.permuted import Layout, candidate_layouts
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_batch import corpus_pages  # noqa: E402
+
+
+def _missing() -> str | None:
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        return f"PySpark not installed ({exc.name}): pip install 'neardup[spark]'"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime for Spark (apt-get install default-jre-headless; .ci/run does it)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def spark():
+    why = _missing()
+    if why:
+        if os.environ.get("NEARDUP_REQUIRE_SPARK"):
+            pytest.fail(why)
+        pytest.skip(why)
+    from neardup.spark import session
+
+    s = session("local[2]", partitions=2, app="neardup-tests")
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def spark_answer(rows) -> list[tuple]:
+    return sorted((r.url, r.digest, r.status, r.cluster, r.canonical, r.match, r.distance) for r in rows)
+
+
+def batch_answer(result) -> list[tuple]:
+    return sorted((v.url, v.digest, v.status, v.cluster, v.canonical, v.match, v.distance) for v in result.verdicts)
+
+
+def write_warc(path: Path, pages: list[Page]) -> None:
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for i, p in enumerate(pages):
+            body = p.content if isinstance(p.content, bytes) else p.content.encode()
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            rec = writer.create_warc_record(p.url, "response", payload=io.BytesIO(body), http_headers=http,
+                                            warc_headers_dict={"WARC-Date": f"2020-01-{1 + i % 28:02d}T00:00:00Z"})
+            writer.write_record(rec)
+
+
+# -- without a session ------------------------------------------------------------------------
+
+def test_first_table_finds_every_pair_within_k_once() -> None:
+    pytest.importorskip("pandas")
+    from neardup.spark import choose_spark_layout, first_table, lead_keys, probe_masks
+
+    rng = np.random.default_rng(5)
+    for layout in [choose_spark_layout(10**4, 12), choose_spark_layout(10**7, 7), Layout.multi_index(12, 6),
+                   *candidate_layouts(3)[:3]]:
+        a = rng.integers(0, 2**63, 500, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 500, dtype=np.uint64)
+        flips = np.zeros(500, dtype=np.uint64)
+        for i in range(500):
+            for b in rng.choice(64, int(rng.integers(0, layout.k + 1)), replace=False):
+                flips[i] |= np.uint64(1) << np.uint64(b)
+        b = a ^ flips
+        t = first_table(layout, a, b)
+        assert (t >= 0).all(), layout.describe()
+        ka, kb = lead_keys(layout, a), lead_keys(layout, b)
+        for i in range(20):  # the probing side reaches the stored key in that table
+            masks = probe_masks(layout.lead_bits(int(t[i])), layout.radii[int(t[i])])
+            assert int(kb[i, t[i]]) in {int(x) for x in ka[i, t[i]] ^ masks}
+
+
+def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
+    pytest.importorskip("pandas")
+    from neardup.spark import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
+    from neardup.permuted import probes
+
+    for n, k in ((100, 12), (10**6, 12), (10**7, 3)):
+        best = choose_spark_layout(n, k)
+        assert all(probes(best.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(best.radii))
+        assert spark_cost(best, n) <= min(spark_cost(c, n) for c in candidate_layouts(k)
+                                          if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii)))
+
+
+# -- in Spark ----------------------------------------------------------------------------------
+
+def test_connected_components_match_union_find(spark) -> None:
+    from neardup.spark import connected_components
+
+    rng = random.Random(11)
+    nodes = list(range(1, 300))
+    edges = [(i, i + 1) for i in range(1, 40)]  # a long chain: several rounds
+    edges += [(rng.choice(nodes), rng.choice(nodes)) for _ in range(120)]
+    uf = UnionFind()
+    for n in nodes:
+        uf.add(n)
+    for a, b in edges:
+        uf.union(a, b)
+    e = spark.createDataFrame(edges, "src long, dst long")
+    got = {r.node: r.label for r in connected_components(e, spark.createDataFrame([(n,) for n in nodes], "node long")).collect()}
+    assert got == {n: uf.find(n) for n in nodes}
+
+
+def test_sample_folder_equals_the_batch_job(spark, tmp_path) -> None:
+    from neardup.spark import dedup, fingerprints
+
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    fps = fingerprints(spark, [str(sample)]).persist()
+    rows = fps.collect()
+    pages = [it.page for it in read_input(sample) if it.page is not None]
+    assert len(rows) == len(pages) == 26
+    lib = [(p.url, fp.digest, fp.simhash, fp.sketch, fp.title, fp.length, fp.empty, fp.canonical_url)
+           for p in pages for fp in [fingerprint(p.content, url=p.url, headers=p.headers)]]
+    assert sorted((r.url, r.digest, r.simhash % (1 << 64), r.sketch, r.title, r.length, r.empty, r.canonical_link)
+                  for r in rows) == sorted(lib)  # the same fingerprints as the library
+    out = dedup(fps).collect()
+    assert spark_answer(out) == batch_answer(dedup_batch(pages))
+    # precomputed fingerprints (Parquet) and another policy give the batch answer too
+    fps.write.parquet(str(tmp_path / "fps.parquet"))
+    again = dedup(fingerprints(spark, [str(tmp_path / "fps.parquet")]), canonical="https,shortest-url").collect()
+    assert spark_answer(again) == batch_answer(dedup_batch(pages, canonical="https,shortest-url"))
+
+
+def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path) -> None:
+    from neardup.spark import dedup, fingerprints
+
+    pages = corpus_pages(corpus, 200)
+    write_warc(tmp_path / "crawl.warc.gz", pages[:120])
+    with open(tmp_path / "more.jsonl", "w", encoding="utf-8") as fh:
+        for p in pages[120:]:
+            html = p.content.decode("utf-8", "replace") if isinstance(p.content, bytes) else p.content
+            fh.write(json.dumps({"url": p.url, "html": html, "fetched_at": 1.6e9}) + "\n")
+    inputs = [str(tmp_path / "crawl.warc.gz"), str(tmp_path / "more.jsonl")]
+    read = [it.page for path in inputs for it in read_input(path) if it.page is not None]
+    assert len(read) == 200 and read[0].fetched_at is not None
+    expected = dedup_batch(read, jobs=2)
+    assert sum(len(m) > 1 for m in expected.clusters.values()) >= 20
+    fps = fingerprints(spark, inputs).persist()
+    out = dedup(fps, layout=Layout.multi_index(12, 6)).collect()  # a layout with probe radii
+    assert spark_answer(out) == batch_answer(expected)
+
+
+def test_minhash_method_equals_the_batch_job(spark, sample_pages) -> None:
+    from neardup.fingerprint import FingerprintConfig
+    from neardup.minhash import MinHashConfig
+    from neardup.spark import dedup
+
+    config = FingerprintConfig(minhash=MinHashConfig())
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url, config=config)) for p in sample_pages.values()]
+    pdf_rows = [dict(url=r.url, digest=r.digest, simhash=r.simhash - (1 << 64) if r.simhash >= 1 << 63 else r.simhash,
+                     empty=r.empty, sketch=r.sketch, title=r.title, length=r.length, canonical_link=r.canonical_link,
+                     first_seen=r.first_seen, priority=r.priority, signature=r.signature) for r in records]
+    from neardup.spark import _complete_fps, _frame
+
+    frame = next(_complete_fps(iter([_frame(pdf_rows)])))
+    from neardup.spark import FP_SCHEMA
+
+    fps = spark.createDataFrame(frame, FP_SCHEMA)
+    out = dedup(fps, method="minhash", threshold=0.5, config=config).collect()
+    expected = dedup_batch(records, method="minhash", threshold=0.5)
+    assert spark_answer(out) == batch_answer(expected)
+
+
+def test_command_line_writes_parquet(spark, tmp_path) -> None:
+    import pandas as pd
+
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.run([sys.executable, "-m", "neardup.spark", str(sample), "--out", str(tmp_path / "out"),
+                           "--master", "local[1]", "--partitions", "2"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pages 26:" in proc.stdout
+    df = pd.read_parquet(tmp_path / "out")
+    assert set(df.columns) == {"url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance"}
+    assert len(df) == 26 and df["cluster"].nunique() == 14
