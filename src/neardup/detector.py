@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +40,7 @@ from neardup.minhash import MinHashConfig, MinHashLSH, jaccard
 from neardup.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
 from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore
 from neardup.storeapi import Store
+from neardup.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
 from neardup.urls import host_of, validate_url
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
@@ -182,6 +183,50 @@ def _same_for_policy(a: Member, b: Member) -> bool:
             and link_key(a.canonical_link) == link_key(b.canonical_link))
 
 
+@dataclass(frozen=True)
+class FetchDecision:
+    """The answer of :meth:`Detector.should_fetch`: ``fetch`` (True/False) and ``reason``:
+
+    - ``unknown``: nothing is known of the URL (fetch);
+    - ``known``: the URL is stored and holds the canonical copy of its content, or content
+      of its own (fetch: a re-crawl; ``fetched_at`` says when it was last fetched);
+    - ``fresh``: as ``known`` but fetched less than ``max_age`` seconds ago (skip);
+    - ``known-duplicate``: the URL is stored, its content is in a cluster whose canonical is
+      another page, ``canonical_url`` (skip: re-crawls skip copies);
+    - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.urlrules`) rewrite it
+      to a known page, ``known_url`` (skip);
+    - ``host-budget``: its host is over its duplicate budget (``host_duplicate_rate``; skip).
+    """
+
+    url: str
+    fetch: bool
+    reason: str
+    known_url: str | None = None
+    canonical_url: str | None = None
+    cluster_id: int | None = None
+    rules: tuple[str, ...] = ()
+    fetched_at: float | None = None
+    host_duplicate_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "fetch": self.fetch, "reason": self.reason, "known_url": self.known_url,
+                "canonical_url": self.canonical_url, "cluster_id": self.cluster_id, "rules": list(self.rules),
+                "fetched_at": self.fetched_at, "host_duplicate_rate": self.host_duplicate_rate}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FetchDecision":
+        fields = cls.__dataclass_fields__
+        values = {k: v for k, v in data.items() if k in fields}
+        values["rules"] = tuple(values.get("rules") or ())
+        return cls(**values)
+
+
+#: how many pages of one cluster from one host make the host a trap (:meth:`Detector.hosts`)
+DEFAULT_TRAP_MEMBERS = 10
+#: the smallest budget factor :meth:`Detector.hosts` suggests
+MIN_BUDGET_FACTOR = 0.05
+
+
 #: pages expired per statement (:meth:`Detector.expire`)
 EXPIRE_BATCH = 1000
 
@@ -265,6 +310,9 @@ class Detector:
             self.store, bits=self.config.bits, k=self.k, index=index, minhash=self.config.minhash,
             lsh_threshold=band_threshold, index_dir=Path(self.store.path + ".index") if file_store else None,
             keep_changes=keep_changes)
+        #: support a learned URL rule needs before :meth:`should_fetch` uses it
+        self.rule_min_support = DEFAULT_MIN_SUPPORT
+        self._learner: RuleLearner | None = None  # built from the store at first use
 
     @property
     def index(self) -> HammingIndex:
@@ -386,7 +434,7 @@ class Detector:
             except NeardupError as exc:
                 prepared.append((str(page.url), None, 0.0, None, str(exc)))
         out: list[Verdict] = []
-        with self._writing():
+        with self._learning(), self._writing():
             for url, fp, when, priority, error in prepared:
                 if fp is None:
                     out.append(Verdict(status="error", url=url, error=error))
@@ -442,7 +490,7 @@ class Detector:
         url = validate_url(url)
         now = _timestamp(fetched_at)
         priority = _priority(priority)
-        with self._writing():
+        with self._learning(), self._writing():
             return self._record(url, fp, now, priority)
 
     def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
@@ -476,7 +524,7 @@ class Detector:
         tuples, in one transaction (later items may match earlier ones); a bad item gets a
         verdict with status ``error`` and does not stop the batch."""
         out: list[Verdict] = []
-        with self._writing():
+        with self._learning(), self._writing():
             for item in items:
                 url, fp = item[0], item[1]
                 fetched_at, priority = (item[2], item[3]) if len(item) == 4 else (None, None)
@@ -499,7 +547,7 @@ class Detector:
         if older_than < 0:
             raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
         total = 0
-        with self._writing():
+        with self._learning(), self._writing():
             before = time.time() - older_than
             gone: dict[int, tuple[set[int], dict[str, int]]] = {}  # cluster -> (ids, link counts)
             while True:
@@ -508,6 +556,9 @@ class Detector:
                     break
                 old = {r.id: r for r in recs if r.id is not None}
                 self.store.delete_pages(list(old))
+                if self._learner is not None:
+                    for r in recs:
+                        self._learner.forget(r.url)
                 self.mirror.reconcile({r.simhash for r in recs if r.status != "empty"}, old)
                 for r in recs:
                     if r.cluster_id is not None:
@@ -541,6 +592,162 @@ class Detector:
                 "canonical_url": canon[1] if canon is not None else None, "created_at": row.created_at,
                 "joins": row.joins, "last_joined_at": row.joined_at,
                 "joins_per_hour": recent * math.log(2) * 3600.0 / GROWTH_HALF_LIFE}
+
+    # -- before the fetch: learned URL rules, per-host signals -------------------------
+    @contextmanager
+    def _learning(self) -> Iterator[None]:
+        """Around a write: a write that fails (rolled back) leaves the learner's
+        observations unreliable, so it is rebuilt from the store at its next use."""
+        try:
+            yield
+        except BaseException:
+            self._learner = None
+            raise
+
+    def _rule_learner(self) -> RuleLearner:
+        if self._learner is None or self._learner.min_support != self.rule_min_support:
+            learner = RuleLearner(self.rule_min_support)
+            with self.store.reading():
+                for rec in self.store.iter_pages():
+                    if rec.status != "empty" and rec.cluster_id is not None:
+                        learner.observe(rec.url, rec.cluster_id)
+            self._learner = learner
+        return self._learner
+
+    def learn_rules(self) -> list[Rule]:
+        """Re-learn the URL rules of every host from the whole store (one pass over the
+        pages; pages written by other processes since the first use are then seen) and
+        return them. This detector's own writes keep them current without it."""
+        self._learner = None
+        return self._rule_learner().rules()
+
+    def rules(self, host: str | None = None) -> list[Rule]:
+        """The learned URL rules (:mod:`neardup.urlrules`) of ``host``, or of every host:
+        each with its ``support`` (merges of different URLs with one content), an example
+        pair and ``describe()``. A rule is used only with at least :attr:`rule_min_support`
+        merges and no counter-example, and is dropped as soon as a fetch contradicts it."""
+        return self._rule_learner().rules(host)
+
+    def should_fetch(self, url: str, *, max_age: float | None = None,
+                     host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
+        """Whether a crawler should fetch ``url``, before fetching it, and why
+        (:class:`FetchDecision`). In order: a stored URL whose content has its canonical
+        elsewhere is skipped (``known-duplicate``), a stored canonical is fetched again
+        (``known``) unless fetched less than ``max_age`` seconds ago (``fresh``); a URL that
+        the learned rules of its host rewrite to a known page is skipped (``rule``, naming
+        the rules); with ``host_max_duplicate_rate``, a URL of a host with at least
+        ``host_min_pages`` pages of which that share or more are duplicates is skipped
+        (``host-budget``); anything else is fetched (``unknown``). Nothing is written.
+
+        >>> det = Detector()
+        >>> text = " ".join(f"word{i}" for i in range(400))
+        >>> for i in range(5):
+        ...     _ = det.add(f"https://a.example/p?sid={i}", text)
+        >>> d = det.should_fetch("https://a.example/p?sid=99")
+        >>> d.fetch, d.reason, d.rules, d.known_url
+        (False, 'rule', ('drop-param:sid',), 'https://a.example/p?sid=0')
+        >>> det.should_fetch("https://a.example/p?sid=3").reason
+        'known-duplicate'
+        >>> det.should_fetch("https://a.example/q").reason
+        'unknown'
+        """
+        url = validate_url(url)
+        learner = self._rule_learner()
+        with self.store.reading():
+            own = self.store.page_by_url(url)
+            if own is not None and own.status != "empty" and own.cluster_id is not None:
+                info = self.cluster_info(own.cluster_id)
+                if info is not None and info["size"] >= 2 and info["canonical_id"] not in (None, own.id):
+                    return FetchDecision(url, False, "known-duplicate", known_url=url,
+                                         canonical_url=info["canonical_url"], cluster_id=own.cluster_id,
+                                         fetched_at=own.fetched_at)
+            if own is not None:
+                fresh = max_age is not None and time.time() - own.fetched_at < max_age
+                return FetchDecision(url, not fresh, "fresh" if fresh else "known", known_url=url,
+                                     canonical_url=url if own.cluster_id is not None else None,
+                                     cluster_id=own.cluster_id, fetched_at=own.fetched_at)
+            found = learner.match(url)
+            if found is not None:
+                info = self.cluster_info(found.cluster_id)
+                return FetchDecision(url, False, "rule", known_url=found.known_url,
+                                     canonical_url=info["canonical_url"] if info else None,
+                                     cluster_id=found.cluster_id, rules=found.rules)
+            if host_max_duplicate_rate is not None:
+                counts = self.store.host_stats(host_of(url))
+                pages = sum(counts.values())
+                rate = (counts.get("exact", 0) + counts.get("near", 0)) / pages if pages else 0.0
+                if pages >= host_min_pages and rate >= host_max_duplicate_rate:
+                    return FetchDecision(url, False, "host-budget", host_duplicate_rate=round(rate, 4))
+        return FetchDecision(url, True, "unknown")
+
+    def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
+              sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,
+              host: str | None = None) -> list[dict[str, Any]]:
+        """Per-host duplicate signals, sorted by ``sort`` (``duplicate_rate``, ``duplicates``,
+        ``pages`` or ``distinct_contents``; largest first, then host name), the ``top`` first.
+
+        Each: ``host``, ``pages`` (stored URLs; with ``window``: only those fetched in the
+        last ``window`` seconds before ``at``), the counts by status (``new``, ``exact``,
+        ``near``, ``partial``, ``empty``), ``duplicates`` (exact + near),
+        ``duplicate_rate``, ``distinct_contents`` (clusters behind the host's URLs),
+        ``largest_cluster`` (``id``, ``urls_from_host``, ``size``, ``joins_per_hour`` from
+        :meth:`cluster_info`), ``trap`` (a cluster holds at least ``trap_members`` of the
+        host's URLs: many URLs, one content) and ``budget_factor``: the share of the host's
+        URLs that brought distinct content (at least :data:`MIN_BUDGET_FACTOR`), by which a
+        crawler may scale the host's budget. One pass over the stored pages."""
+        if sort not in ("duplicate_rate", "duplicates", "pages", "distinct_contents"):
+            raise ConfigError(f"unknown sort {sort!r}; choose duplicate_rate, duplicates, pages or distinct_contents")
+        now = time.time() if at is None else float(at)
+        since = None if window is None else now - float(window)
+        wanted = host.lower() if host is not None else None
+        per: dict[str, dict[str, Any]] = {}
+        with self.store.reading():
+            for rec in self.store.iter_pages():
+                if (wanted is not None and rec.host != wanted) or (since is not None and rec.fetched_at < since):
+                    continue
+                h = per.get(rec.host)
+                if h is None:
+                    h = per[rec.host] = {"counts": {}, "clusters": {}}
+                h["counts"][rec.status] = h["counts"].get(rec.status, 0) + 1
+                if rec.cluster_id is not None and rec.status != "empty":
+                    h["clusters"][rec.cluster_id] = h["clusters"].get(rec.cluster_id, 0) + 1
+            rows = []
+            for name, h in per.items():
+                counts = h["counts"]
+                pages = sum(counts.values())
+                dups = counts.get("exact", 0) + counts.get("near", 0)
+                distinct = len(h["clusters"])
+                rows.append({"host": name, "pages": pages,
+                             **{s: counts.get(s, 0) for s in STATUSES if s != "error"},
+                             "duplicates": dups, "duplicate_rate": round(dups / pages, 4) if pages else 0.0,
+                             "distinct_contents": distinct, "_clusters": h["clusters"]})
+            rows.sort(key=lambda r: (-r[sort], r["host"]))
+            if top is not None:
+                rows = rows[:max(0, int(top))]
+            for r in rows:
+                clusters = r.pop("_clusters")
+                largest = None
+                if clusters:
+                    cid, n = min(clusters.items(), key=lambda kv: (-kv[1], kv[0]))
+                    info = self.cluster_info(cid, at=now) or {}
+                    largest = {"id": cid, "urls_from_host": n, "size": info.get("size"),
+                               "joins_per_hour": info.get("joins_per_hour")}
+                r["largest_cluster"] = largest
+                r["trap"] = largest is not None and largest["urls_from_host"] >= trap_members
+                share = r["distinct_contents"] / r["pages"] if r["pages"] else 1.0
+                r["budget_factor"] = round(max(MIN_BUDGET_FACTOR, min(1.0, share)), 4)
+        return rows
+
+    def host(self, name: str, *, window: float | None = None, at: float | None = None,
+             trap_members: int = DEFAULT_TRAP_MEMBERS) -> dict[str, Any] | None:
+        """:meth:`hosts` for one host (None when it has no stored page), with its learned
+        URL rules under ``rules``."""
+        rows = self.hosts(window=window, at=at, trap_members=trap_members, host=name)
+        if not rows:
+            return None
+        row = rows[0]
+        row["rules"] = [r.to_dict() for r in self.rules(row["host"])]
+        return row
 
     def page(self, page_id: int) -> PageRecord | None:
         return self.store.page_by_id(page_id)
@@ -678,6 +885,8 @@ class Detector:
         canonical_id = canonical_url = None
         if chosen is not None:
             canonical_id, canonical_url = chosen.id, chosen.url
+        if self._learner is not None:
+            self._learner.observe(url, cluster_id if status != "empty" else None)
         return Verdict(
             status=status, url=url, page_id=rec.id, match_id=match.id if match else None,
             match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,

@@ -119,10 +119,13 @@ def normalize(url: str, names: frozenset[str] | set[str] = frozenset()) -> tuple
     the rules that changed it. Without rules: lower-case scheme and host, default port and
     fragment dropped.
 
-    >>> normalize("HTTP://A.example/print/x/index.html?b=2&utm_source=m&a=1#top",
-    ...           {"drop-param:utm_source", "sort-params", "index-file:index.html",
-    ...            "trailing-slash", "drop-segment:print"})
-    ('http://a.example/x?a=1&b=2', ('drop-segment:print', 'index-file:index.html', 'trailing-slash', 'drop-param:utm_source', 'sort-params'))
+    >>> key, fired = normalize("HTTP://A.example/print/x/index.html?b=2&utm_source=m&a=1#top",
+    ...                        {"drop-param:utm_source", "sort-params", "index-file:index.html",
+    ...                         "trailing-slash", "drop-segment:print"})
+    >>> key
+    'http://a.example/x?a=1&b=2'
+    >>> fired
+    ('drop-segment:print', 'index-file:index.html', 'trailing-slash', 'drop-param:utm_source', 'sort-params')
     """
     parts = _parse(url)
     fired: list[str] = []
