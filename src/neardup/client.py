@@ -17,10 +17,11 @@ import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import httpx
 
-from neardup.detector import Page, Verdict
+from neardup.detector import FetchDecision, Page, Verdict
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
 from neardup.fingerprint import Fingerprint
 
@@ -61,7 +62,8 @@ def _verdict(data: dict[str, Any]) -> Verdict:
 
 class Client:
     """HTTP client with the Detector's methods (check, add, add_many, check_fingerprint,
-    add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, stats)."""
+    add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, stats,
+    should_fetch, rules, hosts)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None, retries: int = 3) -> None:
@@ -146,6 +148,37 @@ class Client:
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/v1/stats")
+
+    def should_fetch(self, url: str, *, max_age: float | None = None,
+                     host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
+        """:meth:`Detector.should_fetch` over HTTP: ``GET /v1/should-fetch?url=...``."""
+        params: dict[str, Any] = {"url": url}
+        if max_age is not None:
+            params["max_age"] = max_age
+        if host_max_duplicate_rate is not None:
+            params["host_max_duplicate_rate"] = host_max_duplicate_rate
+            params["host_min_pages"] = host_min_pages
+        return FetchDecision.from_dict(self._call("GET", "/v1/should-fetch?" + urlencode(params)))
+
+    def rules(self, host: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`Detector.rules` over HTTP (each rule as :meth:`Rule.to_dict`):
+        ``GET /v1/rules`` or ``GET /v1/hosts/{host}/rules``."""
+        path = "/v1/rules" if host is None else f"/v1/hosts/{quote(host, safe='')}/rules"
+        return self._call("GET", path)["rules"]
+
+    def hosts(self, top: int | None = None, *, window: float | None = None, sort: str = "duplicate_rate",
+              trap_members: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """:meth:`Detector.hosts` over HTTP: ``GET /v1/hosts?top=&offset=&window=&sort=``."""
+        params: dict[str, Any] = {"sort": sort}
+        if top is not None:
+            params["top"] = int(top)
+        if offset:
+            params["offset"] = int(offset)
+        if window is not None:
+            params["window"] = window
+        if trap_members is not None:
+            params["trap_members"] = int(trap_members)
+        return self._call("GET", "/v1/hosts?" + urlencode(params))["hosts"]
 
     def close(self) -> None:
         self._http.close()
