@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 
@@ -28,6 +29,25 @@ def _fmt(value: float) -> str:
     if value == int(value) and abs(value) < 1e15:
         return f"{int(value):,}"
     return f"{value:.3g}"
+
+
+def nice_max(value: float, ticks: int = 4) -> float:
+    """The smallest ``ticks x step`` at or above ``value`` with a round step (1, 2 or 5 x 10^n).
+
+    >>> nice_max(3), nice_max(49), nice_max(0.9)
+    (4.0, 60.0, 1.0)
+    """
+    if value <= 0:
+        return 1.0
+    raw = value / ticks
+    exp = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * exp >= raw - 1e-12:
+            step = m * exp
+            break
+    if step < 1 and value >= 1:
+        step = 1.0
+    return float(round(step * ticks, 10))
 
 
 def _open(name: str, title: str, width: int, height: int) -> list[str]:
@@ -69,7 +89,7 @@ def bar_chart(name: str, bars: Sequence[tuple[str, float]], *, title: str, x_lab
     """Vertical bars, one per ``(label, value)``; each bar's ``<title>`` tells its value."""
     if not bars:
         return empty_chart(name, title)
-    top = y_max if y_max is not None else max(max(v for _, v in bars), 1e-12)
+    top = y_max if y_max is not None else nice_max(max(v for _, v in bars))
     bottom = MARGIN_BOTTOM + (40 if rotate_labels else 0)
     out = _open(name, title, width, height + (40 if rotate_labels else 0))
     h = height + (40 if rotate_labels else 0)
@@ -107,7 +127,7 @@ def line_chart(name: str, series: Sequence[tuple[str, Sequence[tuple[float, floa
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
     lo_x, hi_x = x_range if x_range is not None else (min(xs), max(xs))
-    lo_y, hi_y = y_range if y_range is not None else (0.0, max(max(ys), 1e-12))
+    lo_y, hi_y = y_range if y_range is not None else (0.0, nice_max(max(ys)))
     if hi_x == lo_x:
         hi_x = lo_x + 1
     if hi_y == lo_y:
