@@ -32,21 +32,22 @@ def _fmt(value: float) -> str:
 
 
 def nice_max(value: float, ticks: int = 4) -> float:
-    """The smallest ``ticks x step`` at or above ``value`` with a round step (1, 2 or 5 x 10^n).
+    """The smallest ``ticks x step`` at or above ``value`` with a round step (1, 2, 2.5 or 5 x
+    10^n; a whole number for values from 1).
 
     >>> nice_max(3), nice_max(49), nice_max(0.9)
-    (4.0, 60.0, 1.0)
+    (4.0, 80.0, 1.0)
     """
     if value <= 0:
         return 1.0
     raw = value / ticks
     exp = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
+    for m in (1, 2, 2.5, 5, 10):
         if m * exp >= raw - 1e-12:
             step = m * exp
             break
-    if step < 1 and value >= 1:
-        step = 1.0
+    if value >= 1:
+        step = float(math.ceil(step))
     return float(round(step * ticks, 10))
 
 
