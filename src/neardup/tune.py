@@ -47,7 +47,7 @@ host's ``k``/``verify`` (else the top-level ones).
 ...                               score=[0.9, 0.6, 0.1])
 >>> r = tune_facts(facts, min_precision=1.0)
 >>> (r.choice.k, r.choice.verify, r.choice.recall)
-(9, 0.15, 1.0)
+(9, 0.3, 1.0)
 """
 
 from __future__ import annotations
