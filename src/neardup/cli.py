@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 
 from neardup import __version__
+from neardup.cli_tools import report_cmd, tune_cmd
 from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError
 from neardup.features import FeatureConfig
@@ -481,6 +482,10 @@ def stats_cmd(db: str) -> None:
         raise StoreError(f"store {db} does not exist")
     with Detector.open(db, create=False) as det:
         click.echo(json.dumps({**det.stats(), "spec": det.config.spec}))
+
+
+main.add_command(tune_cmd)  # neardup tune (neardup.cli_tools)
+main.add_command(report_cmd)  # neardup report
 
 
 if __name__ == "__main__":  # pragma: no cover
