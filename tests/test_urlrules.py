@@ -125,3 +125,18 @@ def test_random_sites_never_merge_distinct_contents():
         for url, cluster in obs.items():
             m = learner.match(url)
             assert m is None or obs[m.known_url] == cluster
+
+
+def test_parameters_that_come_and_go_together():
+    obs = []
+    for i in range(4):
+        obs += [(f"{H}/n/{i}", i), (f"{H}/n/{i}?utm_source=news&utm_medium=email", i)]
+    assert names(learn(obs)) == ["drop-params:utm_medium,utm_source"]
+    learner = RuleLearner()
+    for url, cluster in obs:
+        learner.observe(url, cluster)
+    m = learner.match(f"{H}/n/2?utm_medium=rss")
+    assert m is not None and m.known_url == f"{H}/n/2" and m.rules == ("drop-params:utm_medium,utm_source",)
+    # but not when one of them changes the content
+    obs.append((f"{H}/n/1?utm_source=x", 77))
+    assert names(learn(obs)) == []

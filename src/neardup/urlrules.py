@@ -14,6 +14,7 @@ contradicts it.
 Rule kinds (``Rule.name``):
 
 - ``drop-param:NAME``: query parameter ``NAME`` never changes the content;
+- ``drop-params:A,B``: nor do parameters that come and go together (``utm_source,utm_medium``);
 - ``sort-params``: the order of the query parameters does not matter;
 - ``index-file:NAME``: ``.../NAME`` (e.g. ``index.html``) is the page of its folder ``.../``;
 - ``trailing-slash``: ``/a/`` and ``/a`` are the same page;
@@ -70,6 +71,7 @@ class Rule:
     def describe(self) -> str:
         what = {
             "drop-param": f"query parameter {self.value!r} never changes the content",
+            "drop-params": f"query parameters {self.value!r} never change the content",
             "sort-params": "the order of query parameters does not matter",
             "index-file": f"'.../{self.value}' is the page of its folder '.../'",
             "trailing-slash": "'/a/' and '/a' are the same page",
@@ -150,9 +152,17 @@ def normalize(url: str, names: frozenset[str] | set[str] = frozenset()) -> tuple
             fired.append(f"any-digits:{pattern}")
     query = parts.query
     if names and query:
-        kept_q = [(k, v) for k, v in query if f"drop-param:{k}" not in names]
+        drop: dict[str, str] = {}  # parameter -> the rule dropping it
+        for n in names:
+            if n.startswith("drop-params:"):
+                for k in n[12:].split(","):
+                    drop.setdefault(k, n)
+        for n in names:
+            if n.startswith("drop-param:"):
+                drop[n[11:]] = n
+        kept_q = [(k, v) for k, v in query if k not in drop]
         if len(kept_q) != len(query):
-            fired.extend(dict.fromkeys(f"drop-param:{k}" for k, _ in query if f"drop-param:{k}" in names))
+            fired.extend(dict.fromkeys(drop[k] for k, _ in query if k in drop))
             query = kept_q
         if "sort-params" in names and query != sorted(query):
             query = sorted(query)
@@ -175,9 +185,10 @@ def _candidates(a: str, b: str) -> set[str]:
             da.setdefault(k, []).append(v)
         for k, v in qb:
             db.setdefault(k, []).append(v)
-        for k in set(da) | set(db):
-            if da.get(k) != db.get(k):
-                out.add(f"drop-param:{k}")
+        differ = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
+        out.update(f"drop-param:{k}" for k in differ)
+        if 1 < len(differ) <= 4:  # parameters that always come and go together (utm_source + utm_medium)
+            out.add("drop-params:" + ",".join(differ))
         if len(qa) > 1 and len(qb) > 1 and da == db:
             out.add("sort-params")
         elif len(qa) > 1 or len(qb) > 1:
@@ -227,6 +238,12 @@ def _evaluate(obs: list[tuple[str, int]], names: frozenset[str],
     return support, counter, example
 
 
+def _rank(support: int, name: str) -> tuple[int, int]:
+    """Order of preference: parameters dropped together, the fewest first; then support."""
+    together = name[12:].count(",") + 1 if name.startswith("drop-params:") else 0
+    return (together, -support)
+
+
 def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
     """The rules of one host from its pages ``obs`` (url, cluster id), greedily: the
     candidate with the most support and no counter-example first, then the next one given
@@ -246,12 +263,18 @@ def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT
     rejected: set[str] = set()
     while True:
         best: tuple[int, str, tuple[str, str] | None] | None = None
-        for cand in sorted(cands - names - rejected):
-            support, counter, example = _evaluate(obs, names, cand)
-            if counter:
-                rejected.add(cand)
-            elif support >= min_support and (best is None or support > best[0]):
-                best = (support, cand, example)
+        # single rules first; parameters dropped together only where no single rule qualifies
+        for joint in (False, True):
+            for cand in sorted(cands - names - rejected):
+                if cand.startswith("drop-params:") != joint:
+                    continue
+                support, counter, example = _evaluate(obs, names, cand)
+                if counter:
+                    rejected.add(cand)
+                elif support >= min_support and (best is None or _rank(support, cand) < _rank(best[0], best[1])):
+                    best = (support, cand, example)
+            if best is not None:
+                break
         if best is None:
             return taken
         support, cand, example = best

@@ -1,0 +1,222 @@
+"""Scrapy integration: decide before the fetch, fingerprint HTML responses, drop or tag duplicates.
+
+Enable it in a project's ``settings.py`` (``pip install 'neardup[scrapy]'``)::
+
+    DOWNLOADER_MIDDLEWARES = {"neardup.scrapy.NeardupDownloaderMiddleware": 950}
+    SPIDER_MIDDLEWARES = {"neardup.scrapy.NeardupSpiderMiddleware": 50}   # for NEARDUP_FOLLOW_DUPLICATES
+    NEARDUP_DB = "crawl.db"              # or "postgresql://..."; or NEARDUP_URL + NEARDUP_TOKEN (the service)
+    NEARDUP_ON_DUPLICATE = "drop"        # or "tag": response.meta["neardup"] holds the verdict
+
+Settings:
+
+- ``NEARDUP_ENABLED`` (default True): False raises ``NotConfigured`` (the middleware is off);
+  so does a configuration with neither ``NEARDUP_DB`` nor ``NEARDUP_URL``.
+- ``NEARDUP_DB``: a SQLite store file or a ``postgresql://`` URL (:meth:`Detector.open`);
+  ``NEARDUP_URL`` / ``NEARDUP_TOKEN``: a ``neardup serve`` service (:class:`neardup.Client`).
+- ``NEARDUP_K``, ``NEARDUP_METHOD`` (``simhash`` | ``minhash`` | ``both``),
+  ``NEARDUP_EXTRACTOR`` (``fast`` | ``accurate`` | ``full``; for a new store): detector settings.
+- ``NEARDUP_ON_DUPLICATE``: ``drop`` (default: ``IgnoreRequest``, the spider never sees the
+  page) or ``tag`` (the page goes on with ``response.meta["neardup"]``, the verdict's dict).
+- ``NEARDUP_FOLLOW_DUPLICATES`` (default False): with ``tag``, whether requests the spider
+  yields from a duplicate page are kept (needs :class:`NeardupSpiderMiddleware`; with ``drop``
+  the spider never sees duplicates, so their links are never followed).
+- ``NEARDUP_SKIP_BEFORE_FETCH`` (default True): ask :meth:`Detector.should_fetch` in
+  ``process_request`` and ignore requests it answers ``skip`` (known duplicates, learned URL
+  rules, host budget); ``NEARDUP_MAX_AGE`` (seconds: skip known URLs fetched more recently),
+  ``NEARDUP_HOST_MAX_DUPLICATE_RATE`` / ``NEARDUP_HOST_MIN_PAGES`` (the host budget, off by
+  default).
+
+Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``html``, or an
+``HtmlResponse`` without one); everything else passes untouched. Requests with
+``meta["neardup_ignore"]`` are left alone. Stats: ``neardup/new``, ``neardup/exact``,
+``neardup/near``, ``neardup/partial``, ``neardup/empty``, ``neardup/error`` (a page the
+detector refused, passed on), ``neardup/dropped``, ``neardup/tagged``,
+``neardup/skipped_before_fetch`` (and ``.../<reason>``), ``neardup/not_html``,
+``neardup/not_200``, ``neardup/links_not_followed``. The detector's work runs in the
+reactor thread (fingerprinting takes milliseconds a page in the ``fast`` extraction mode).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
+
+from neardup.detector import Detector
+from neardup.errors import NeardupError
+from neardup.fingerprint import DEFAULT_CONFIG
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.http import Response
+
+logger = logging.getLogger("neardup.scrapy")
+
+
+def _scrapy() -> Any:
+    """Scrapy, imported when a middleware is built (this module imports without it)."""
+    try:
+        import scrapy
+        import scrapy.exceptions
+        import scrapy.http
+        import scrapy.signals
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ImportError("neardup.scrapy needs Scrapy: pip install 'neardup[scrapy]'") from None
+    return scrapy
+
+ACTIONS = ("drop", "tag")
+
+
+def _is_html(response: Response) -> bool:
+    ctype = response.headers.get(b"Content-Type")
+    if ctype is None:
+        return isinstance(response, _scrapy().http.HtmlResponse)
+    return b"html" in ctype.lower()
+
+
+def open_detector(settings: Any) -> tuple[Any, bool]:
+    """The detector the settings name (a :class:`Detector` or a :class:`neardup.Client`),
+    and whether the middleware opened it (and closes it with the spider)."""
+    url = settings.get("NEARDUP_URL")
+    if url:
+        from neardup.client import Client
+
+        return Client(url, token=settings.get("NEARDUP_TOKEN") or None), True
+    db = settings.get("NEARDUP_DB")
+    k = settings.get("NEARDUP_K")
+    extractor = settings.get("NEARDUP_EXTRACTOR")
+    config = DEFAULT_CONFIG.with_(extractor=extractor) if extractor else None
+    det = Detector.open(db, k=int(k) if k not in (None, "") else None, config=config,
+                        method=settings.get("NEARDUP_METHOD", "simhash"))
+    return det, True
+
+
+class NeardupDownloaderMiddleware:
+    """Downloader middleware: :meth:`process_request` asks ``should_fetch``,
+    :meth:`process_response` adds every HTML page and drops or tags duplicates."""
+
+    def __init__(self, detector: Any, stats: Any, *, on_duplicate: str = "drop", skip_before_fetch: bool = True,
+                 max_age: float | None = None, host_max_duplicate_rate: float | None = None,
+                 host_min_pages: int = 20, owns_detector: bool = False) -> None:
+        if on_duplicate not in ACTIONS:
+            raise _scrapy().exceptions.NotConfigured(
+                f"NEARDUP_ON_DUPLICATE must be one of {', '.join(ACTIONS)}, got {on_duplicate!r}")
+        self.detector = detector
+        self.stats = stats
+        self.on_duplicate = on_duplicate
+        self.skip_before_fetch = skip_before_fetch
+        self.max_age = max_age
+        self.host_max_duplicate_rate = host_max_duplicate_rate
+        self.host_min_pages = host_min_pages
+        self.owns_detector = owns_detector
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> "NeardupDownloaderMiddleware":
+        s = crawler.settings
+        NotConfigured = _scrapy().exceptions.NotConfigured
+        if not s.getbool("NEARDUP_ENABLED", True):
+            raise NotConfigured("NEARDUP_ENABLED is off")
+        if not s.get("NEARDUP_DB") and not s.get("NEARDUP_URL"):
+            raise NotConfigured("set NEARDUP_DB (a store file or postgresql:// URL) or NEARDUP_URL (the service)")
+        detector, owns = open_detector(s)
+        rate = s.get("NEARDUP_HOST_MAX_DUPLICATE_RATE")
+        max_age = s.get("NEARDUP_MAX_AGE")
+        mw = cls(detector, crawler.stats, on_duplicate=s.get("NEARDUP_ON_DUPLICATE", "drop"),
+                 skip_before_fetch=s.getbool("NEARDUP_SKIP_BEFORE_FETCH", True),
+                 max_age=float(max_age) if max_age not in (None, "") else None,
+                 host_max_duplicate_rate=float(rate) if rate not in (None, "") else None,
+                 host_min_pages=s.getint("NEARDUP_HOST_MIN_PAGES", 20), owns_detector=owns)
+        crawler.signals.connect(mw.spider_closed, signal=_scrapy().signals.spider_closed)
+        return mw
+
+    def process_request(self, request: Request, spider: Any = None) -> None:
+        if not self.skip_before_fetch or request.meta.get("neardup_ignore"):
+            return None
+        try:
+            decision = self.detector.should_fetch(
+                request.url, max_age=self.max_age, host_max_duplicate_rate=self.host_max_duplicate_rate,
+                host_min_pages=self.host_min_pages)
+        except NeardupError as exc:
+            logger.warning("neardup: should_fetch failed for %s: %s", request.url, exc)
+            return None
+        if decision.fetch:
+            return None
+        self.stats.inc_value("neardup/skipped_before_fetch")
+        self.stats.inc_value(f"neardup/skipped_before_fetch/{decision.reason}")
+        why = decision.reason + (f" ({', '.join(decision.rules)})" if decision.rules else "")
+        logger.debug("neardup: skipped before the fetch: %s: %s -> %s", request.url, why,
+                     decision.known_url or decision.canonical_url or "")
+        raise _scrapy().exceptions.IgnoreRequest(f"neardup: {why}: {request.url}")
+
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+        if request.meta.get("neardup_ignore"):
+            return response
+        if not _is_html(response):
+            self.stats.inc_value("neardup/not_html")
+            return response
+        if response.status != 200:
+            self.stats.inc_value("neardup/not_200")
+            return response
+        ctype = response.headers.get(b"Content-Type")
+        headers = {"Content-Type": ctype.decode("latin-1")} if ctype else None
+        try:
+            verdict = self.detector.add(response.url, response.body, headers=headers)
+        except NeardupError as exc:
+            self.stats.inc_value("neardup/error")
+            logger.warning("neardup: page not added: %s: %s", response.url, exc)
+            return response
+        self.stats.inc_value(f"neardup/{verdict.status}")
+        request.meta["neardup"] = verdict.to_dict()
+        if not verdict.is_duplicate:
+            return response
+        if self.on_duplicate == "drop":
+            self.stats.inc_value("neardup/dropped")
+            logger.debug("neardup: dropped %s duplicate %s of %s", verdict.status, response.url, verdict.canonical_url)
+            raise _scrapy().exceptions.IgnoreRequest(
+                f"neardup: {verdict.status} duplicate of {verdict.match_url}: {response.url}")
+        self.stats.inc_value("neardup/tagged")
+        return response
+
+    def spider_closed(self, spider: Any = None) -> None:
+        keys = ("new", "exact", "near", "skipped_before_fetch")
+        logger.info("neardup: %s", ", ".join(f"{k} {self.stats.get_value('neardup/' + k, 0)}" for k in keys))
+        if self.owns_detector:
+            self.detector.close()
+
+
+def _from_duplicate(response: Response) -> bool:
+    verdict = response.meta.get("neardup") if response is not None else None
+    return isinstance(verdict, dict) and verdict.get("status") in ("exact", "near")
+
+
+class NeardupSpiderMiddleware:
+    """Spider middleware: with ``NEARDUP_FOLLOW_DUPLICATES`` off (the default), drops the
+    requests a spider yields from a page tagged as a duplicate (items pass)."""
+
+    def __init__(self, stats: Any, follow_duplicates: bool = False) -> None:
+        self.stats = stats
+        self.follow_duplicates = follow_duplicates
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> "NeardupSpiderMiddleware":
+        s = crawler.settings
+        if not s.getbool("NEARDUP_ENABLED", True):
+            raise _scrapy().exceptions.NotConfigured("NEARDUP_ENABLED is off")
+        return cls(crawler.stats, s.getbool("NEARDUP_FOLLOW_DUPLICATES", False))
+
+    def _keep(self, response: Response, obj: Any) -> bool:
+        if isinstance(obj, _scrapy().Request) and not self.follow_duplicates and _from_duplicate(response):
+            self.stats.inc_value("neardup/links_not_followed")
+            return False
+        return True
+
+    def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None) -> Iterable[Any]:
+        for obj in result:
+            if self._keep(response, obj):
+                yield obj
+
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
+                                          spider: Any = None) -> AsyncIterator[Any]:
+        async for obj in result:
+            if self._keep(response, obj):
+                yield obj

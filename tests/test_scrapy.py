@@ -1,0 +1,151 @@
+"""neardup.scrapy: real Scrapy crawls (`scrapy crawl site` of examples/scrapy in a
+subprocess) of a local http.server serving the sample with planted duplicate URLs (session
+ids, utm_* parameters, index.html, print versions, a mirror host) and a calendar trap; and
+the middleware's contract in process (NotConfigured, non-HTML untouched)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+scrapy = pytest.importorskip("scrapy")
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured  # noqa: E402
+from scrapy.http import HtmlResponse, Request, TextResponse  # noqa: E402
+from scrapy.statscollectors import MemoryStatsCollector  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+from neardup import Detector  # noqa: E402
+from neardup.scrapy import NeardupDownloaderMiddleware, NeardupSpiderMiddleware  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scrapy"
+sys.path.insert(0, str(EXAMPLE))
+import serve_sample  # noqa: E402
+
+sys.path.remove(str(EXAMPLE))
+
+ARTICLES = sorted(serve_sample.load_articles())
+KINDS = ("?sessionid=", "?utm_source=", "/index.html", "/print/")
+
+
+@pytest.fixture(scope="module")
+def site():
+    srv = serve_sample.make_server(0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/"
+    srv.shutdown()
+    srv.server_close()
+
+
+def crawl(site, tmp_path, *settings):
+    stats, items = tmp_path / "stats.json", tmp_path / "items.jsonl"
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-s", f"SITE_URL={site}",
+           "-s", f"NEARDUP_DB={tmp_path / 'crawl.db'}", "-s", f"STATS_OUT={stats}", "-O", str(items),
+           "-s", "LOG_LEVEL=WARNING"]
+    for s in settings:
+        cmd += ["-s", s]
+    run = subprocess.run(cmd, cwd=EXAMPLE, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(stats.read_text()), [json.loads(line) for line in items.read_text().splitlines()]
+
+
+def on_main(items, site):
+    host = urlsplit(site).netloc
+    return [i for i in items if urlsplit(i["url"]).netloc == host]
+
+
+def test_tag_and_follow_duplicates_rules_stop_variants_and_the_trap(site, tmp_path):
+    stats, items = crawl(site, tmp_path, "NEARDUP_ON_DUPLICATE=tag", "NEARDUP_FOLLOW_DUPLICATES=True")
+    main = on_main(items, site)
+    by_url = {i["url"]: i["status"] for i in main}
+    # every distinct content fetched, found new: 0 wrongly skipped
+    assert all(by_url.get(f"{site}a/{g}/") == "new" for g in ARTICLES)
+    assert by_url[f"{site}calendar/?date=2021-01-01"] == "new"
+    assert stats["neardup/new"] == len(ARTICLES) + 1
+    # variants: fetched (and found exact) only until their rule had its support (3 merges)
+    variants = [u for u in by_url if any(k in u for k in KINDS)]
+    assert all(by_url[u] == "exact" for u in variants)
+    per_kind = {k: sum(k in u for u in variants) for k in KINDS}
+    assert all(n <= 4 for n in per_kind.values()), per_kind
+    requested = len(ARTICLES) * len(KINDS)
+    assert 1 - len(variants) / requested >= 0.7
+    # the calendar trap stops by rule (drop-param:date) after a few pages
+    calendar = [u for u in by_url if "/calendar/" in u]
+    assert 2 <= len(calendar) <= 5
+    assert stats["neardup/skipped_before_fetch"] == stats["neardup/skipped_before_fetch/rule"] >= 40
+    assert stats["neardup/tagged"] == stats["neardup/exact"] + stats["neardup/near"]
+    assert stats["neardup/not_html"] == 2  # the style sheet, on both host names
+    assert stats.get("neardup/links_not_followed", 0) == 0
+    with Detector.open(tmp_path / "crawl.db") as det:
+        host = urlsplit(site).hostname
+        rules = {r.name for r in det.rules(host)}
+        assert {"index-file:index.html", "drop-segment:print", "drop-param:date"} <= rules
+        assert any("sessionid" in r for r in rules) and any("utm_source" in r for r in rules)
+        d = det.should_fetch(f"{site}print/a/{ARTICLES[-1]}/index.html?utm_source=x&sessionid=5")
+        assert (d.fetch, d.reason, d.known_url) == (False, "rule", f"{site}a/{ARTICLES[-1]}/")
+        top = det.hosts(top=1, sort="pages")[0]
+        assert top["host"] == host and top["distinct_contents"] == len(ARTICLES) + 1
+
+
+def test_drop_duplicates_and_do_not_follow_them(site, tmp_path):
+    stats, items = crawl(site, tmp_path)  # the example's settings: drop, links of duplicates not followed
+    statuses = {i["status"] for i in items}
+    assert statuses <= {"new", "empty"}  # the spider never sees a duplicate
+    main = {i["url"] for i in on_main(items, site)}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= main
+    assert stats["neardup/dropped"] == stats["neardup/exact"] + stats["neardup/near"] > 0
+    assert stats["neardup/skipped_before_fetch"] > 0
+    # the trap: page 2 is a near duplicate, dropped, so its link to page 3 is never seen
+    assert stats["neardup/near"] == 1 and sum("/calendar/" in u for u in main) == 1
+
+
+class _Spider(scrapy.Spider):
+    name = "t"
+
+
+def test_not_configured_and_untouched_responses(tmp_path):
+    with pytest.raises(NotConfigured):
+        NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {}))
+    with pytest.raises(NotConfigured):
+        NeardupDownloaderMiddleware.from_crawler(
+            get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ENABLED": False}))
+    with pytest.raises(NotConfigured):
+        NeardupSpiderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_ENABLED": False}))
+    crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag"})
+    mw = NeardupDownloaderMiddleware.from_crawler(crawler)
+    assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector)
+    mw.detector.close()
+
+    stats = MemoryStatsCollector(crawler)
+    mw = NeardupDownloaderMiddleware(Detector(), stats, on_duplicate="drop")
+    text = "<html><body><article>" + " ".join(f"word{i}" for i in range(400)) + "</article></body></html>"
+    css = TextResponse("https://a.example/s.css", body=b"body{}", headers={"Content-Type": "text/css"})
+    req = Request("https://a.example/s.css")
+    assert mw.process_response(req, css) is css and "neardup" not in req.meta
+    r404 = HtmlResponse("https://a.example/x", status=404, body=text.encode(), headers={"Content-Type": "text/html"})
+    assert mw.process_response(Request(r404.url), r404) is r404
+    page = HtmlResponse("https://a.example/a", body=text.encode(), headers={"Content-Type": "text/html"})
+    req = Request(page.url)
+    assert mw.process_response(req, page) is page and req.meta["neardup"]["status"] == "new"
+    copy = HtmlResponse("https://a.example/b", body=text.encode(), headers={"Content-Type": "text/html"})
+    with pytest.raises(IgnoreRequest):
+        mw.process_response(Request(copy.url), copy)
+    with pytest.raises(IgnoreRequest):  # known duplicate: skipped before the fetch
+        mw.process_request(Request("https://a.example/b"))
+    assert mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True})) is None
+    got = stats.get_stats()
+    assert (got["neardup/not_html"], got["neardup/not_200"], got["neardup/new"], got["neardup/exact"],
+            got["neardup/dropped"], got["neardup/skipped_before_fetch/known-duplicate"]) == (1, 1, 1, 1, 1, 1)
+
+    smw = NeardupSpiderMiddleware(stats, follow_duplicates=False)
+    dup = HtmlResponse("https://a.example/b", body=b"<html></html>", request=Request(
+        "https://a.example/b", meta={"neardup": {"status": "exact"}}))
+    out = list(smw.process_spider_output(dup, [Request("https://a.example/c"), {"item": 1}]))
+    assert out == [{"item": 1}] and stats.get_value("neardup/links_not_followed") == 1
