@@ -19,7 +19,7 @@ import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +90,8 @@ def main() -> None:
         out = dedup(spark.read.parquet(str(Path(tmp) / "fps")))
         out.write.parquet(str(Path(tmp) / "out"))
         t_dd = time.perf_counter() - t
-        got = sorted((r.url, r.digest, r.status, r.cluster, r.canonical) for r in spark.read.parquet(str(Path(tmp) / "out")).collect())
+        written = spark.read.parquet(str(Path(tmp) / "out")).collect()
+        got = sorted((r.url, r.digest, r.status, r.cluster, r.canonical) for r in written)
         spark.stop()
     expected = sorted((v.url, v.digest, v.status, v.cluster, v.canonical) for v in results["batch jobs=1"].verdicts)
     equal = got == expected
@@ -107,7 +108,7 @@ def main() -> None:
     if args.no_write:
         print(json.dumps(summary))
         return
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
     body = [START, "## Batch job: one machine vs Spark local[2]", "",
             f"`benchmarks/spark.py --pages {args.pages}` ({when}; {platform.python_version()}, {os.cpu_count()} CPUs "
             f"shared with other jobs, load {load:.1f} at start): {n} real corpus pages (Postlight recaptures, "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup.batch import (BatchRecord, UnionFind, choose_canonical, dedup_batch, node_id, pair_edges)
+from neardup.batch import BatchRecord, UnionFind, choose_canonical, dedup_batch, node_id, pair_edges
 from neardup.canonical import policy_from_spec
 from neardup.detector import Detector, Page
 from neardup.errors import ConfigError
@@ -213,5 +213,6 @@ def test_bad_arguments() -> None:
 
 
 def test_unreadable_pages_are_reported_not_fatal() -> None:
-    res = dedup_batch([Page("https://a.example/", b"%PDF-1.4 \x00\x01binary"), Page("https://b.example/", body(WORDS[:50]))])
+    res = dedup_batch([Page("https://a.example/", b"%PDF-1.4 \x00\x01binary"),
+                       Page("https://b.example/", body(WORDS[:50]))])
     assert len(res.errors) == 1 and [v.url for v in res.verdicts] == ["https://b.example/"]

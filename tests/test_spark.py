@@ -102,14 +102,15 @@ def test_first_table_finds_every_pair_within_k_once() -> None:
 
 def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
     pytest.importorskip("pandas")
-    from neardup.spark import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
     from neardup.permuted import probes
+    from neardup.spark import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
 
     for n, k in ((100, 12), (10**6, 12), (10**7, 3)):
         best = choose_spark_layout(n, k)
         assert all(probes(best.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(best.radii))
-        assert spark_cost(best, n) <= min(spark_cost(c, n) for c in candidate_layouts(k)
-                                          if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii)))
+        fit = [c for c in candidate_layouts(k)
+               if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii))]
+        assert spark_cost(best, n) <= min(spark_cost(c, n) for c in fit)
 
 
 # -- in Spark ----------------------------------------------------------------------------------
@@ -127,7 +128,8 @@ def test_connected_components_match_union_find(spark) -> None:
     for a, b in edges:
         uf.union(a, b)
     e = spark.createDataFrame(edges, "src long, dst long")
-    got = {r.node: r.label for r in connected_components(e, spark.createDataFrame([(n,) for n in nodes], "node long")).collect()}
+    nodes_df = spark.createDataFrame([(n,) for n in nodes], "node long")
+    got = {r.node: r.label for r in connected_components(e, nodes_df).collect()}
     assert got == {n: uf.find(n) for n in nodes}
 
 
