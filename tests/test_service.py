@@ -227,8 +227,10 @@ def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
             with pytest.raises(SpecMismatchError):
                 client.check_fingerprint("https://x.example/", neardup.fingerprint(
                     "some words", config=neardup.FingerprintConfig(extractor="fast")))
-            with pytest.raises(InputError):
+            with pytest.raises(neardup.URLError):  # what the Detector raises for it
                 client.add("bad url", "text")
+            with pytest.raises(InputError):
+                client.add("https://x.example/png", b"\x89PNG\r\n\x1a\n" + bytes(200))
             assert client.cluster(first.cluster_id)["size"] == 2  # with z.example, added above
             assert client.page(10**9) is None
             acknowledged.append("https://www.politico.com/a")

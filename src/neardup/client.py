@@ -5,10 +5,15 @@
 >>> det.add("https://example.com/a", html).status               # doctest: +SKIP
 'new'
 
-Errors come back as the library's typed exceptions: 400 → :class:`InputError`, 409 →
-:class:`SpecMismatchError`, 401/404/413/422 → :class:`NeardupError` (message from the
-service), 503 → :class:`StoreLockedError` (after ``retries`` waits of the service's
-``Retry-After``, when it is busy), 5xx → :class:`StoreError`.
+Errors come back as the library's typed exceptions: the service names the exception the
+Detector raised (``type`` in the JSON error), and the Client raises that one (``URLError``,
+``ConfigError``, ``InputError``, ``SpecMismatchError``...), so the same input fails the same
+way embedded and over HTTP. Without a name: 400 → :class:`InputError`, 409 →
+:class:`SpecMismatchError`, 404 → :class:`NotFoundError`, 401/413/422 →
+:class:`ServiceError` (a :class:`NeardupError`, with ``status``), 503 →
+:class:`StoreLockedError` (after ``retries`` waits of the service's ``Retry-After``, when it
+is busy), 5xx → :class:`StoreError`. Lookups of what is not there (:meth:`Client.page`,
+:meth:`Client.cluster`, :meth:`Client.cluster_info`) return None, as the Detector's do.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from neardup.detector import FetchDecision, Page, Verdict
+from neardup import errors as _errors
+from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
 from neardup.fingerprint import Fingerprint
 
@@ -29,10 +35,13 @@ from neardup.fingerprint import Fingerprint
 def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None,
                fetched_at: float | datetime | None = None, priority: float | None = None) -> dict[str, Any]:
     if isinstance(content, (bytes, bytearray)):
-        # the service takes JSON strings: decode here exactly as the library would
-        from neardup.extract import decode
+        # the service takes JSON strings: refuse binary bodies and decode here exactly as
+        # the library would (a PNG, a PDF, NUL bytes: InputError, as from the Detector)
+        from neardup.extract import _declared_charset, check_binary, decode, header
 
-        text, _ = decode(bytes(content), headers)
+        data = bytes(content)
+        check_binary(data, header(headers, "content-type"), _declared_charset(headers))
+        text, _ = decode(data, headers)
     else:
         text = content
     body: dict[str, Any] = {"url": url, "html": text}
@@ -51,6 +60,24 @@ def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
             "language": fp.language, **{k: v for k, v in extra.items() if v is not None}}
 
 
+class ServiceError(NeardupError):
+    """The service refused a request for a reason of its own (401, 413, 422...): ``status``."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFoundError(ServiceError):
+    """404: no such page, cluster, host or route."""
+
+
+def _typed(name: object) -> type[NeardupError] | None:
+    """The library exception class the service named, if it is one."""
+    cls = getattr(_errors, name, None) if isinstance(name, str) else None
+    return cls if isinstance(cls, type) and issubclass(cls, NeardupError) else None
+
+
 def _seconds(when: float | datetime | None) -> float | None:
     return when.timestamp() if isinstance(when, datetime) else when
 
@@ -62,8 +89,8 @@ def _verdict(data: dict[str, Any]) -> Verdict:
 
 class Client:
     """HTTP client with the Detector's methods (check, add, add_many, check_fingerprint,
-    add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, stats,
-    should_fetch, rules, hosts)."""
+    add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, cluster_info, stats,
+    expire, should_fetch, rules, hosts); :class:`neardup.api.DetectorAPI` lists what both offer."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None, retries: int = 3) -> None:
@@ -71,7 +98,7 @@ class Client:
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
         self.retries = retries
 
-    def _call(self, method: str, path: str, json: Any = None) -> Any:
+    def _call(self, method: str, path: str, json: Any = None, *, missing_ok: bool = False) -> Any:
         for attempt in range(self.retries + 1):
             try:
                 r = self._http.request(method, path, json=json)
@@ -86,19 +113,28 @@ class Client:
             time.sleep(min(max(wait, 0.05), 5.0) * (attempt + 1))
         if r.status_code < 400:
             return r.json()
+        if r.status_code == 404 and missing_ok:
+            return None
+        kind = None
         try:
-            message = r.json().get("error", r.text)
+            data = r.json()
+            message = data.get("error", r.text) if isinstance(data, dict) else r.text
+            kind = _typed(data.get("type")) if isinstance(data, dict) else None
         except ValueError:
             message = r.text
+        if kind is not None:
+            raise kind(message)
         if r.status_code == 400:
             raise InputError(message)
+        if r.status_code == 404:
+            raise NotFoundError(f"HTTP 404: {message}", 404)
         if r.status_code == 409:
             raise SpecMismatchError(message)
         if r.status_code == 503:
             raise StoreLockedError(message)
         if r.status_code >= 500:
             raise StoreError(message)
-        raise NeardupError(f"HTTP {r.status_code}: {message}")
+        raise ServiceError(f"HTTP {r.status_code}: {message}", r.status_code)
 
     def check(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None) -> Verdict:
         return _verdict(self._call("POST", "/v1/check", _page_body(url, content, headers)))
@@ -131,20 +167,19 @@ class Client:
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]
 
     def page(self, page_id: int) -> dict[str, Any] | None:
-        try:
-            return self._call("GET", f"/v1/pages/{int(page_id)}")
-        except NeardupError as exc:
-            if "HTTP 404" in str(exc):
-                return None
-            raise
+        return self._call("GET", f"/v1/pages/{int(page_id)}", missing_ok=True)
 
     def cluster(self, cluster_id: int) -> dict[str, Any] | None:
-        try:
-            return self._call("GET", f"/v1/clusters/{int(cluster_id)}")
-        except NeardupError as exc:
-            if "HTTP 404" in str(exc):
-                return None
-            raise
+        return self._call("GET", f"/v1/clusters/{int(cluster_id)}", missing_ok=True)
+
+    def cluster_info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None:
+        """:meth:`Detector.cluster_info` over HTTP: ``GET /v1/clusters/{id}/info``."""
+        query = "" if at is None else "?" + urlencode({"at": float(at)})
+        return self._call("GET", f"/v1/clusters/{int(cluster_id)}/info{query}", missing_ok=True)
+
+    def expire(self, older_than: float) -> int:
+        """:meth:`Detector.expire` over HTTP: ``POST /v1/expire``; returns how many pages went."""
+        return int(self._call("POST", "/v1/expire", {"older_than": float(older_than)})["expired"])
 
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "/v1/stats")
@@ -166,8 +201,9 @@ class Client:
         path = "/v1/rules" if host is None else f"/v1/hosts/{quote(host, safe='')}/rules"
         return self._call("GET", path)["rules"]
 
-    def hosts(self, top: int | None = None, *, window: float | None = None, sort: str = "duplicate_rate",
-              trap_members: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
+              sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,
+              offset: int = 0) -> list[dict[str, Any]]:
         """:meth:`Detector.hosts` over HTTP: ``GET /v1/hosts?top=&offset=&window=&sort=``."""
         params: dict[str, Any] = {"sort": sort}
         if top is not None:
@@ -176,7 +212,9 @@ class Client:
             params["offset"] = int(offset)
         if window is not None:
             params["window"] = window
-        if trap_members is not None:
+        if at is not None:
+            params["at"] = float(at)
+        if trap_members != DEFAULT_TRAP_MEMBERS:
             params["trap_members"] = int(trap_members)
         return self._call("GET", "/v1/hosts?" + urlencode(params))["hosts"]
 

@@ -58,7 +58,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from neardup import __version__
-from neardup.detector import DEFAULT_THRESHOLD, Detector, Verdict
+from neardup.detector import DEFAULT_THRESHOLD, DEFAULT_TRAP_MEMBERS, Detector, Verdict
 from neardup.errors import (
     InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError,
 )
@@ -259,6 +259,51 @@ class HostOut(BaseModel):
     duplicate_rate: float
 
 
+class FetchDecisionOut(BaseModel):
+    url: str
+    fetch: bool
+    reason: str
+    known_url: str | None = None
+    canonical_url: str | None = None
+    cluster_id: int | None = None
+    rules: list[str] = []
+    fetched_at: float | None = None
+    host_duplicate_rate: float | None = None
+
+
+class RulesOut(BaseModel):
+    rules: list[dict[str, Any]]
+
+
+class HostRulesOut(RulesOut):
+    host: str
+
+
+class HostsOut(BaseModel):
+    hosts: list[dict[str, Any]]
+    total: int
+    offset: int
+
+
+class ExpireIn(BaseModel):
+    older_than: float = Field(description="seconds: pages last fetched longer ago are forgotten (>= 0)")
+
+
+class ExpiredOut(BaseModel):
+    expired: int
+
+
+class ClusterInfoOut(BaseModel):
+    id: int
+    size: int
+    canonical_id: int | None = None
+    canonical_url: str | None = None
+    created_at: float | None = None
+    joins: int | None = None
+    last_joined_at: float | None = None
+    joins_per_hour: float
+
+
 class StatsOut(BaseModel):
     model_config = {"extra": "allow"}
 
@@ -435,8 +480,13 @@ class _Guard:
             self.metrics.observe(self._route_of(scope), status[0] or 500, time.perf_counter() - start)
 
 
-def _error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": " ".join(message.split())}, status_code=code, headers=headers)
+def _error(code: int, message: str, headers: dict[str, str] | None = None, kind: str | None = None) -> JSONResponse:
+    """A JSON error; ``kind`` names the library exception (``type``), so that
+    :class:`neardup.Client` raises the same one as the Detector would."""
+    body: dict[str, Any] = {"error": " ".join(message.split())}
+    if kind is not None:
+        body["type"] = kind
+    return JSONResponse(body, status_code=code, headers=headers)
 
 
 def _json(data: Any) -> Response:
@@ -599,19 +649,19 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @app.exception_handler(SpecMismatchError)
     async def spec_error(request: Request, exc: SpecMismatchError) -> JSONResponse:
-        return _error(409, str(exc))
+        return _error(409, str(exc), kind=type(exc).__name__)
 
     @app.exception_handler(StoreLockedError)
     async def locked_error(request: Request, exc: StoreLockedError) -> JSONResponse:
-        return _error(503, str(exc), {"retry-after": "1"})
+        return _error(503, str(exc), {"retry-after": "1"}, kind=type(exc).__name__)
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
-        return _error(500, str(exc))
+        return _error(500, str(exc), kind=type(exc).__name__)
 
     @app.exception_handler(NeardupError)
     async def input_error(request: Request, exc: NeardupError) -> JSONResponse:
-        return _error(400, str(exc))
+        return _error(400, str(exc), kind=type(exc).__name__)
 
     def _add(page: PageIn) -> Verdict:
         content, headers = page.content_and_headers()
@@ -739,6 +789,60 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
         return {"host": host.lower(), "pages": pages, "new": counts.get("new", 0), "exact": counts.get("exact", 0),
                 "near": counts.get("near", 0), "empty": counts.get("empty", 0),
                 "duplicate_rate": dups / pages}
+
+    # -- before the fetch, rules, hosts, expiry: the Detector's other operations -----------
+    @app.get("/v1/should-fetch", summary="Should a crawler fetch this URL? (before the fetch)", response_model=None,
+             responses=_answers(FetchDecisionOut))
+    def should_fetch(url: str, max_age: float | None = None, host_max_duplicate_rate: float | None = None,
+                     host_min_pages: int = 20) -> Response:
+        with lock:
+            decision = detector.should_fetch(url, max_age=max_age, host_max_duplicate_rate=host_max_duplicate_rate,
+                                             host_min_pages=host_min_pages)
+        return _json(decision.to_dict())
+
+    @app.get("/v1/rules", summary="Learned URL rules of every host", response_model=None,
+             responses=_answers(RulesOut))
+    def get_rules() -> Response:
+        with lock:
+            rules = [r.to_dict() for r in detector.rules()]
+        return _json({"rules": rules})
+
+    @app.get("/v1/hosts/{host}/rules", summary="Learned URL rules of one host", response_model=None,
+             responses=_answers(HostRulesOut))
+    def get_host_rules(host: str) -> Response:
+        if len(host) > 1024 or _has_surrogates(host):
+            return _error(400, f"bad host {host[:100]!r}", kind="InputError")
+        with lock:
+            rules = [r.to_dict() for r in detector.rules(host.lower())]
+        return _json({"host": host.lower(), "rules": rules})
+
+    @app.get("/v1/hosts", summary="Per-host duplicate signals, sorted and paged", response_model=None,
+             responses=_answers(HostsOut))
+    def get_hosts(top: int | None = None, offset: int = 0, window: float | None = None, at: float | None = None,
+                  sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS) -> Response:
+        if offset < 0 or (top is not None and top < 0):
+            return _error(400, "top and offset must be >= 0", kind="ConfigError")
+        with lock:
+            rows = detector.hosts(window=window, at=at, sort=sort, trap_members=trap_members)
+        end = len(rows) if top is None else offset + top
+        return _json({"hosts": rows[offset:end], "total": len(rows), "offset": offset})
+
+    @app.post("/v1/expire", summary="Forget pages last fetched more than older_than seconds ago",
+              response_model=None, responses=_answers(ExpiredOut))
+    def expire(body: ExpireIn) -> Response:
+        with lock:
+            return _json({"expired": detector.expire(body.older_than)})
+
+    @app.get("/v1/clusters/{cluster_id}/info", summary="A cluster's size, canonical and growth (no members)",
+             response_model=None, responses=_answers(ClusterInfoOut, 404))
+    def get_cluster_info(cluster_id: int, at: float | None = None) -> Any:
+        if not 0 <= cluster_id <= MAX_ID:
+            return _error(404, f"no cluster with id {cluster_id}")
+        with lock:
+            info = detector.cluster_info(cluster_id, at=at)
+        if info is None:
+            return _error(404, f"no cluster with id {cluster_id}")
+        return _json(info)
 
     @app.get("/v1/stats", summary="Store counts and the fingerprint spec", response_model=None,
              responses=_answers(StatsOut))
