@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -22,8 +23,8 @@ import click
 
 from neardup import __version__
 from neardup.cli_tools import report_cmd, tune_cmd
-from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, Detector, Verdict
-from neardup.errors import ConfigError, NeardupError, StoreError
+from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_VERIFY, Detector, Verdict
+from neardup.errors import ConfigError, NeardupError, StoreError, URLError
 from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.inputs import InputItem, TooLargeError, read_file, read_input
@@ -163,9 +164,11 @@ def main() -> None:
     """neardup: find exact and near-duplicate web pages.
 
     Fingerprints the main content of pages (boilerplate removed) with SHA-256 and SimHash,
-    and keeps pages, clusters and canonical copies in a SQLite store. A page is a near
-    duplicate of a stored page when their SimHash distance is <= k (default 7).
+    and keeps pages, clusters and canonical copies in a store (SQLite file or PostgreSQL). A page is a near
+    duplicate of a stored page when their SimHash distance is <= k (default 12).
     """
+    # psycopg_pool logs every failed connection attempt: errors are neardup's one line
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 @main.command("fingerprint")
@@ -195,31 +198,61 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **
 
 
 def _decision(opts: dict[str, Any]) -> dict[str, Any]:
-    return {name: opts.pop(name) for name in ("method", "threshold", "containment")}
+    """The decision options out of ``opts``; ``--threshold`` only means something to MinHash."""
+    decide = {name: opts.pop(name) for name in ("method", "threshold", "containment")}
+    if decide["threshold"] is None:
+        decide["threshold"] = DEFAULT_THRESHOLD
+    elif decide["method"] == "simhash":
+        raise click.UsageError("--threshold is the MinHash Jaccard threshold: it needs --method minhash or both "
+                               "(with simhash, -k decides)")
+    return decide
+
+
+#: seconds to wait for a locked SQLite store or a PostgreSQL connection
+STORE_TIMEOUT = 10.0
+
+
+def is_url(db: str | Path) -> bool:
+    """A ``postgresql://`` URL rather than an SQLite file."""
+    return str(db).startswith(("postgresql://", "postgres://"))
+
+
+def open_detector(db: str, *, create: bool = True, **kwargs: Any) -> Detector:
+    """The one way commands open a store: an SQLite file (created when missing with
+    ``create``, else :class:`StoreError` when it does not exist) or a ``postgresql://`` URL
+    (always connected to: an unreachable server is a store error, never an empty store)."""
+    if not create and not is_url(db) and not Path(db).is_file():
+        raise StoreError(f"store {db} does not exist")
+    return Detector.open(db, create=create, timeout=STORE_TIMEOUT, **kwargs)
 
 
 def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, ...], opts: dict[str, Any]) -> None:
     decide = _decision(opts)
     config = build_config(**opts)
     content = _read_content(file, (config or DEFAULT_CONFIG).max_bytes)
-    # check never writes: against a store that does not exist yet, every page is new
-    opener = (Detector.open(db, k=k, config=config, **decide) if add or Path(db).exists()
+    # check never writes: against a store file that does not exist yet, every page is new;
+    # a postgresql:// URL is always connected to (a server that is down is exit 3)
+    opener = (open_detector(db, k=k, config=config, **decide) if add or is_url(db) or Path(db).exists()
               else Detector(k=k, config=config, **decide))
     with opener as det:
         verdict = det.add(url, content, _headers(header)) if add else det.check(url, content, _headers(header))
     click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
 
 
-_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False), help="SQLite store file (created if missing).")
-_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 128), default=DEFAULT_K, show_default=True,
-                         help="Hamming threshold: distance <= k is a near duplicate.")
+DB_HELP = "Store: SQLite file or postgresql:// URL"
+_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
+                          help=f"{DB_HELP} (a file is created if missing).")
+_existing_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
+                                   help=f"{DB_HELP} (must exist).")
+_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 64), default=DEFAULT_K, show_default=True,
+                         help="Hamming threshold 0..64: distance <= k is a near duplicate.")
 def decision_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How near duplicates are decided: SimHash distance, MinHash Jaccard, or both."""
     options = [
         click.option("--method", type=click.Choice(["simhash", "minhash", "both"]), default="simhash",
                      show_default=True, help="simhash: distance <= k; minhash: estimated Jaccard >= --threshold; both: either."),
-        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=DEFAULT_THRESHOLD, show_default=True,
-                     help="MinHash Jaccard threshold (methods minhash and both)."),
+        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+                     help=f"MinHash Jaccard threshold (methods minhash and both only; default {DEFAULT_THRESHOLD})."),
         click.option("--containment", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
                      help="Also report 'partial' copies: share of a page found in a longer stored page >= this."),
     ]
@@ -314,7 +347,14 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 
 @main.command("dedup")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
-@_db_option
+@click.option("--db", default=None, type=click.Path(dir_okay=False),
+              help=f"{DB_HELP} (a file is created if missing); required unless --batch.")
+@click.option("--batch", is_flag=True,
+              help="Decide on the whole input at once (neardup.batch: order-independent clusters and canonicals; "
+                   "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance.")
+@click.option("--verify", type=click.FloatRange(0.0, 1.0), default=DEFAULT_VERIFY, show_default=True,
+              help="Sketch (word 3-shingle Jaccard) a SimHash candidate needs to be near.")
+@click.option("--canonical", default=None, help="Canonical policy chain, e.g. 'rel-canonical,first-seen' (the default).")
 @click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
@@ -327,7 +367,8 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @decision_options
 @fingerprint_options
 @handle_errors
-def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None, errors_path: str | None, k: int,
+def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: float, canonical: str | None,
+              out: str | None, fmt: str | None, errors_path: str | None, k: int,
               jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
@@ -347,6 +388,14 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
         if not Path(path).is_dir():
             read_input(path)
     decide = _decision(opts)
+    if batch:
+        if db is not None:
+            raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
+        _dedup_batch(inputs, out, fmt, errors_path, k=k, verify=verify, canonical=canonical, jobs=jobs,
+                     config=build_config(**opts), **decide)
+        return
+    if db is None:
+        raise click.UsageError("Missing option '--db' (or use --batch)")
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
     errors_stream: TextIO | None = None
@@ -355,7 +404,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     skipped: dict[str, int] = {}
     clusters_touched: set[int] = set()
     jobs = jobs or default_jobs()
-    with Detector.open(db, k=k, config=build_config(**opts), **decide) as det:
+    with open_detector(db, k=k, config=build_config(**opts), verify=verify, canonical=canonical, **decide) as det:
         if out:
             stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         if errors_path:
@@ -421,6 +470,168 @@ def dedup_cmd(inputs: tuple[str, ...], db: str, out: str | None, fmt: str | None
     click.echo(json.dumps(summary), err=out == "-")
 
 
+BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+
+
+def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *, k: int,
+                 verify: float, canonical: str | None, jobs: int | None, config: FingerprintConfig | None,
+                 method: str, threshold: float, containment: float | None) -> None:
+    """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs."""
+    from neardup.batch import dedup_batch
+    from neardup.parallel import default_jobs
+
+    if containment is not None:
+        raise click.UsageError("--containment is not available with --batch")
+    jobs = jobs or default_jobs()
+    pages, unread = [], []
+    for item in _read_all(inputs, (config or DEFAULT_CONFIG).max_bytes):
+        if item.page is not None:
+            pages.append(item.page)
+        elif item.skip is None:
+            unread.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
+    res = dedup_batch(pages, k=k, verify=verify, canonical=canonical, method=method, threshold=threshold,
+                      config=config, jobs=jobs)
+    fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
+    if out:
+        stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
+        try:
+            writer = csv.DictWriter(stream, fieldnames=BATCH_FIELDS) if fmt == "csv" else None
+            if writer is not None:
+                writer.writeheader()
+            for v in res.verdicts:
+                row = {f: getattr(v, f) for f in BATCH_FIELDS}
+                row["simhash"] = f"{v.simhash:016x}"
+                if writer is not None:
+                    writer.writerow(row)
+                else:
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+    errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
+    for e in errors:
+        click.echo(f"neardup: skipped {_one_line(e['source'] or '', 300)}: [{e['reason']}] "
+                   f"{_one_line(e['error'] or '', 1000)}", err=True)
+    if errors_path:
+        with open(errors_path, "w", encoding="utf-8") as fh:
+            for e in errors:
+                fh.write(json.dumps(e, ensure_ascii=True) + "\n")
+    summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
+    click.echo(json.dumps(summary), err=out == "-")
+
+
+@main.command("should-fetch")
+@click.argument("urls", nargs=-1, required=True)
+@_existing_db_option
+@click.option("--max-age", type=click.FloatRange(0), default=None,
+              help="Seconds: a known page fetched more recently than this is skipped (reason 'fresh').")
+@click.option("--host-max-duplicate-rate", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Skip URLs of hosts whose share of duplicates is at least this (reason 'host-budget').")
+@click.option("--host-min-pages", type=click.IntRange(1), default=20, show_default=True,
+              help="Pages a host needs before --host-max-duplicate-rate applies.")
+@handle_errors
+def should_fetch_cmd(urls: tuple[str, ...], db: str, max_age: float | None, host_max_duplicate_rate: float | None,
+                     host_min_pages: int) -> None:
+    """Before fetching: should a crawler fetch each URL, and why? One JSON line per URL
+    (fetch, reason, known_url, canonical_url, rules...); a bad URL gets a line with an
+    "error" field and the exit code is 1. Nothing is written."""
+    failed = False
+    with open_detector(db, create=False) as det:
+        for url in urls:
+            try:
+                d = det.should_fetch(url, max_age=max_age, host_max_duplicate_rate=host_max_duplicate_rate,
+                                     host_min_pages=host_min_pages)
+            except URLError as exc:
+                failed = True
+                click.echo(json.dumps({"url": url, "error": str(exc)}, ensure_ascii=False))
+                click.echo(f"neardup: error: {_one_line(str(exc))}", err=True)
+                continue
+            click.echo(json.dumps(d.to_dict(), ensure_ascii=False))
+    if failed:
+        sys.exit(EXIT_INPUT)
+
+
+@main.command("rules")
+@_existing_db_option
+@click.option("--host", default=None, help="Only this host's rules.")
+@handle_errors
+def rules_cmd(db: str, host: str | None) -> None:
+    """The learned URL rules (one JSON line per rule: host, rule, support, example,
+    description) that should-fetch uses to skip URL variants of known pages."""
+    with open_detector(db, create=False) as det:
+        for rule in det.rules(host.lower() if host else None):
+            click.echo(json.dumps(rule.to_dict(), ensure_ascii=False))
+
+
+HOST_FIELDS = ("host", "pages", "new", "exact", "near", "partial", "empty", "duplicates", "duplicate_rate",
+               "distinct_contents", "trap", "budget_factor", "largest_cluster_id", "largest_cluster_urls_from_host",
+               "largest_cluster_size", "largest_cluster_joins_per_hour")
+
+
+@main.command("hosts")
+@_existing_db_option
+@click.option("--top", type=click.IntRange(0), default=None, help="Only the first N hosts.")
+@click.option("--sort", type=click.Choice(["duplicate_rate", "duplicates", "pages", "distinct_contents"]),
+              default="duplicate_rate", show_default=True, help="Largest first.")
+@click.option("--window", type=click.FloatRange(0, min_open=True), default=None,
+              help="Only pages fetched in the last S seconds.")
+@click.option("--trap-members", type=click.IntRange(1), default=10, show_default=True,
+              help="URLs of one host in one cluster that make the host a trap.")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
+              help="json: one line per host; csv: a table with a header.")
+@handle_errors
+def hosts_cmd(db: str, top: int | None, sort: str, window: float | None, trap_members: int, fmt: str) -> None:
+    """Per-host duplicate signals, sorted: pages, counts by status, duplicate rate, distinct
+    contents, the largest cluster, trap and a suggested budget factor."""
+    with open_detector(db, create=False) as det:
+        rows = det.hosts(top, window=window, sort=sort, trap_members=trap_members)
+    if fmt == "json":
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    stream = sys.stdout
+    writer = csv.DictWriter(stream, fieldnames=HOST_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        flat = {k: v for k, v in row.items() if k != "largest_cluster"}
+        for key, value in (row.get("largest_cluster") or {}).items():
+            flat[f"largest_cluster_{'id' if key == 'id' else key}"] = value
+        flat["trap"] = "true" if flat.get("trap") else "false"
+        writer.writerow({k: flat.get(k) for k in HOST_FIELDS})
+
+
+@main.command("expire")
+@_existing_db_option
+@click.option("--older-than", type=click.FloatRange(0), required=True,
+              help="Seconds: forget pages last fetched longer ago than this.")
+@handle_errors
+def expire_cmd(db: str, older_than: float) -> None:
+    """Forget pages not fetched for --older-than seconds (clusters and canonicals follow);
+    prints {"expired": n}."""
+    with open_detector(db, create=False) as det:
+        click.echo(json.dumps({"expired": det.expire(older_than)}))
+
+
+@main.command("cluster")
+@_existing_db_option
+@click.argument("cluster_id", metavar="ID", type=click.IntRange(0))
+@handle_errors
+def cluster_cmd(db: str, cluster_id: int) -> None:
+    """A cluster as one JSON line: its size, canonical and growth (cluster_info) and its
+    members (url, status, matched_id, distance, canonical), canonical first. Exit 1 when
+    there is no such cluster."""
+    with open_detector(db, create=False) as det:
+        info = det.cluster_info(cluster_id)
+        if info is None:
+            raise NeardupError(f"no cluster with id {cluster_id}")
+        members = det.cluster(cluster_id)
+    canon = info["canonical_id"]
+    rows = [{"id": m.id, "url": m.url, "status": m.status, "matched_id": m.matched_id, "distance": m.distance,
+             "first_seen": m.first_seen, "fetched_at": m.fetched_at, "canonical": m.id == canon}
+            for m in sorted(members, key=lambda m: (m.id != canon, m.id or 0))]
+    click.echo(json.dumps({**info, "members": rows}, ensure_ascii=False))
+
+
 @main.command("serve")
 @_db_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -455,7 +666,7 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     decide = _decision(opts)
     limits = {"body_timeout": body_timeout, "max_inflight": max_inflight, "max_inflight_bytes": max_inflight_bytes,
               "private": private}
-    det = Detector.open(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
+    det = open_detector(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
     from neardup.parallel import warm_up
 
     warm_up(det.config)  # compile (cold cache: with a notice) before the first request, not during it
@@ -474,13 +685,11 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
 
 
 @main.command("stats")
-@_db_option
+@_existing_db_option
 @handle_errors
 def stats_cmd(db: str) -> None:
     """Print the store's page and cluster counts as JSON."""
-    if not Path(db).exists():
-        raise StoreError(f"store {db} does not exist")
-    with Detector.open(db, create=False) as det:
+    with open_detector(db, create=False) as det:
         click.echo(json.dumps({**det.stats(), "spec": det.config.spec}))
 
 
