@@ -226,7 +226,7 @@ def open_detector(db: str, *, create: bool = True, **kwargs: Any) -> Detector:
     return Detector.open(db, create=create, timeout=STORE_TIMEOUT, **kwargs)
 
 
-def _single(add: bool, db: str, url: str, file: str, k: int, header: tuple[str, ...], opts: dict[str, Any]) -> None:
+def _single(add: bool, db: str, url: str, file: str, k: int | None, header: tuple[str, ...], opts: dict[str, Any]) -> None:
     decide = _decision(opts)
     config = build_config(**opts)
     content = _read_content(file, (config or DEFAULT_CONFIG).max_bytes)
@@ -244,8 +244,9 @@ _db_option = click.option("--db", required=True, type=click.Path(dir_okay=False)
                           help=f"{DB_HELP} (a file is created if missing).")
 _existing_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
                                    help=f"{DB_HELP} (must exist).")
-_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 64), default=DEFAULT_K, show_default=True,
-                         help="Hamming threshold 0..64: distance <= k is a near duplicate.")
+_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 64), default=None,
+                         help="Hamming threshold 0..64: distance <= k is a candidate (then the sketch check). "
+                              f"Default: the store's tuned thresholds ('neardup tune --apply', per host), else {DEFAULT_K}.")
 def decision_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How near duplicates are decided: SimHash distance, MinHash Jaccard, or both."""
     options = [
@@ -273,7 +274,7 @@ _header_option = click.option("-H", "--header", multiple=True, help="HTTP header
 @_header_option
 @fingerprint_options
 @handle_errors
-def add_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opts: Any) -> None:
+def add_cmd(db: str, url: str, file: str, k: int | None, header: tuple[str, ...], **opts: Any) -> None:
     """Decide what FILE (fetched from URL; - for stdin) is, record it, print the JSON verdict."""
     _single(True, db, url, file, k, header, opts)
 
@@ -287,7 +288,7 @@ def add_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opt
 @_header_option
 @fingerprint_options
 @handle_errors
-def check_cmd(db: str, url: str, file: str, k: int, header: tuple[str, ...], **opts: Any) -> None:
+def check_cmd(db: str, url: str, file: str, k: int | None, header: tuple[str, ...], **opts: Any) -> None:
     """Like add, without writing anything to the store."""
     _single(False, db, url, file, k, header, opts)
 
@@ -368,7 +369,7 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @fingerprint_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: float, canonical: str | None,
-              out: str | None, fmt: str | None, errors_path: str | None, k: int,
+              out: str | None, fmt: str | None, errors_path: str | None, k: int | None,
               jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
@@ -473,7 +474,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
 
 
-def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *, k: int,
+def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *, k: int | None,
                  verify: float, canonical: str | None, jobs: int | None, config: FingerprintConfig | None,
                  method: str, threshold: float, containment: float | None) -> None:
     """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs."""
@@ -652,7 +653,7 @@ def cluster_cmd(db: str, cluster_id: int) -> None:
 @fingerprint_options
 @handle_errors
 def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, max_body: int, body_timeout: float,
-              max_inflight: int, max_inflight_bytes: int, workers: int, k: int, **opts: Any) -> None:
+              max_inflight: int, max_inflight_bytes: int, workers: int, k: int | None, **opts: Any) -> None:
     """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
     postgresql:// URL)."""
     try:

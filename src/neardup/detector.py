@@ -236,8 +236,14 @@ class Detector:
 
     store: a :class:`~neardup.store.SQLiteStore` (default: in memory) or a
         :class:`~neardup.postgres.PostgresStore`.
-    k: Hamming threshold, ``distance <= k`` makes a candidate (default: the measured
-        value for the store's spec version, :data:`DEFAULT_K_BY_VERSION`; 12 for new stores).
+    k: Hamming threshold, ``distance <= k`` makes a candidate, for every page. Default: the
+        thresholds ``neardup tune --apply`` stored in the store (meta ``thresholds``,
+        :func:`neardup.tune.apply`): each page is decided with its host's ``k`` and
+        ``verify`` when the settings list the host, else with the stored top-level ones
+        (:func:`neardup.tune.thresholds_for`; :attr:`host_thresholds`); without stored
+        thresholds, the measured value for the store's spec version,
+        :data:`DEFAULT_K_BY_VERSION` (12 for new stores). Giving ``k`` uses ``k`` and
+        ``verify`` for every page.
     verify: a SimHash candidate becomes ``near`` only when the sketches estimate a word
         3-shingle Jaccard similarity of at least this (:mod:`neardup.sketch`; default
         :data:`DEFAULT_VERIFY`); None accepts every candidate within k. Pages without a
@@ -289,11 +295,15 @@ class Detector:
         self.store: Store = store if store is not None else SQLiteStore(":memory:")
         self.config = self._resolve_config(config, needs_minhash=method != "simhash" or containment is not None)
         self.store.bits = self.config.bits  # a stored SimHash of another width is damage
+        #: host -> (k, verify) of the stored tuned thresholds (empty when k was given)
+        self.host_thresholds: dict[str, tuple[int, float | None]] = {}
         if k is None:
-            k = DEFAULT_K_BY_VERSION[self.config.version]
+            k = self._stored_thresholds()
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
             raise ConfigError(f"k must be an integer between 0 and {self.config.bits}, got {k!r}")
         self.k = k
+        # the index answers the widest k in use (a host's k may be above the top-level one)
+        index_k = max([k, *(hk for hk, _ in self.host_thresholds.values())])
         stored_policy = self.store.get_meta("canonical_policy")
         self.policy = policy_from_spec(canonical if canonical is not None else (stored_policy or DEFAULT_POLICY))
         if stored_policy != self.policy.spec:
@@ -307,12 +317,50 @@ class Detector:
         file_store = isinstance(self.store, SQLiteStore) and self.store.path != ":memory:"
         band_threshold = self.threshold if self.containment is None else min(self.threshold, 0.3)
         self.mirror = IndexMirror(
-            self.store, bits=self.config.bits, k=self.k, index=index, minhash=self.config.minhash,
+            self.store, bits=self.config.bits, k=index_k, index=index, minhash=self.config.minhash,
             lsh_threshold=band_threshold, index_dir=Path(self.store.path + ".index") if file_store else None,
             keep_changes=keep_changes)
         #: support a learned URL rule needs before :meth:`should_fetch` uses it
         self.rule_min_support = DEFAULT_MIN_SUPPORT
         self._learner: RuleLearner | None = None  # built from the store at first use
+
+    def _stored_thresholds(self) -> int:
+        """Read the tuned thresholds of the store (meta ``thresholds``): sets :attr:`verify`
+        and :attr:`host_thresholds`, returns the top-level k (the spec version's default
+        when none are stored)."""
+        from neardup.tune import META_KEY, thresholds_for
+
+        default_k = DEFAULT_K_BY_VERSION[self.config.version]
+        settings = self.store.get_meta(META_KEY)
+        if not isinstance(settings, dict):
+            return default_k
+
+        def checked(values: dict[str, Any], where: str) -> tuple[int, float | None]:
+            k, verify = values.get("k"), values.get("verify")
+            k = default_k if k is None else k
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
+                raise StoreError(f"store {self.store.path}: stored thresholds{where} have k {k!r}, "
+                                 f"not an integer between 0 and {self.config.bits}")
+            if verify is not None and (not isinstance(verify, (int, float)) or not 0.0 <= float(verify) <= 1.0):
+                raise StoreError(f"store {self.store.path}: stored thresholds{where} have verify {verify!r}, "
+                                 "not a number in [0, 1]")
+            return k, None if verify is None else float(verify)
+
+        top_k, self.verify = checked(thresholds_for(settings, None), "")
+        hosts = settings.get("hosts") or {}
+        for host in hosts if isinstance(hosts, dict) else ():
+            self.host_thresholds[str(host)] = checked(thresholds_for(settings, host), f" of host {host!r}")
+        return top_k
+
+    def thresholds(self, url: str | None) -> tuple[int, float | None]:
+        """The ``(k, verify)`` a page at ``url`` is decided with: its host's tuned values
+        when the store lists the host (:attr:`host_thresholds`), else :attr:`k` and
+        :attr:`verify`."""
+        if self.host_thresholds and url:
+            found = self.host_thresholds.get(host_of(url))
+            if found is not None:
+                return found
+        return self.k, self.verify
 
     @property
     def index(self) -> HammingIndex:
@@ -787,14 +835,15 @@ class Detector:
         if fp.empty:
             return _Decision("empty")
         side = Side.of(fp, url)
+        k, verify = self.thresholds(url)
         if same is _FETCH:
             same = self.store.page_by_digest(fp.digest, prefer_url=url)
-        if same is not None and match(side, Side.of_record(same), self.k, self.verify).status == "exact":
+        if same is not None and match(side, Side.of_record(same), k, verify).status == "exact":
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
         if self.method in ("simhash", "both"):
-            for page_id, _ in self.mirror.search(fp.simhash, self.k):
+            for page_id, _ in self.mirror.search(fp.simhash, k):
                 found.setdefault(page_id, set()).add("simhash")
         if self.method in ("minhash", "both") and sig is not None:
             for page_id, _ in self.mirror.query(sig, self.threshold):
@@ -805,7 +854,7 @@ class Detector:
             rec = recs.get(page_id)
             if rec is None:
                 continue
-            verdict = match(side, Side.of_record(rec), self.k, self.verify)
+            verdict = match(side, Side.of_record(rec), k, verify)
             if verdict.reason in ("empty", "boilerplate"):
                 continue
             if verdict.status is None:

@@ -553,7 +553,7 @@ def app_from_env() -> FastAPI:
 
     settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
     config = FingerprintConfig.from_dict(settings["config"]) if settings.get("config") else None
-    detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k", 7), config=config,
+    detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k"), config=config,
                              method=settings.get("method", "simhash"), threshold=settings.get("threshold", DEFAULT_THRESHOLD),
                              containment=settings.get("containment"))
     limits = {name: settings[name] for name in ("body_timeout", "max_inflight", "max_inflight_bytes", "private")
