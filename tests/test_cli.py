@@ -732,7 +732,7 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
     from neardup.parallel import warm_up
 
     warm_up()
-    assert not _kernels._cache_is_cold(_kernels._simhash_tf)  # compiled (or loaded) in this process
+    assert not _kernels._cache_is_cold(_kernels._simhash_tokens_tf)  # compiled (or loaded) in this process
 
 
 def test_dedup_progress_bar_has_a_total_for_folders(tmp_path):
