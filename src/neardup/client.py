@@ -153,15 +153,18 @@ class Client:
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         return _verdict(self._call("POST", "/v1/fingerprints/check", _fp_body(url, fp)))
 
-    def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | None = None,
+    def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | datetime | None = None,
                         priority: float | None = None) -> Verdict:
-        return _verdict(self._call("POST", "/v1/fingerprints/add", _fp_body(url, fp, fetched_at=fetched_at, priority=priority)))
+        body = _fp_body(url, fp, fetched_at=_seconds(fetched_at), priority=priority)
+        return _verdict(self._call("POST", "/v1/fingerprints/add", body))
 
     def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
         body = {"fingerprints": [_fp_body(url, fp) for url, fp in items]}
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/check/batch", body)["verdicts"]]
 
-    def add_fingerprints(self, items: Iterable[tuple[Any, ...]]) -> list[Verdict]:
+    def add_fingerprints(
+        self, items: Iterable[tuple[str, Fingerprint] | tuple[str, Fingerprint, float | datetime | None, float | None]],
+    ) -> list[Verdict]:
         body = {"fingerprints": [_fp_body(it[0], it[1], fetched_at=_seconds(it[2]) if len(it) == 4 else None,
                                           priority=it[3] if len(it) == 4 else None) for it in items]}
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]

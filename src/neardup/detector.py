@@ -803,7 +803,7 @@ class Detector:
     def cluster(self, cluster_id: int) -> list[PageRecord]:
         return self.store.cluster_members(cluster_id)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         counts = self.store.status_counts()
         return {"pages": sum(counts.values()), "clusters": self.store.cluster_count(),
                 **{s: counts.get(s, 0) for s in STATUSES if s != "error"}}
