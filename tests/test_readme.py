@@ -152,9 +152,14 @@ def test_readme_shell_blocks(workdir):
                     continue
                 r = run_shell(command, workdir)
                 if command.startswith("curl"):
-                    answer = json.loads(r.stdout)  # a verdict, never an error
+                    answer = json.loads(r.stdout)  # never an error
                     assert "error" not in answer or answer["error"] is None, (command, answer)
-                    assert answer["status"] in ("new", "exact", "near", "empty"), answer
+                    if "/v1/should-fetch" in command:
+                        assert answer["reason"] == "known" and answer["fetch"] is True, answer
+                    elif "/v1/hosts" in command:
+                        assert answer["total"] >= 1 and answer["hosts"][0]["pages"] >= 1, answer
+                    else:  # a verdict
+                        assert answer["status"] in ("new", "exact", "near", "empty"), answer
     finally:
         for server in servers:
             server.terminate()
@@ -163,6 +168,8 @@ def test_readme_shell_blocks(workdir):
     # what ran left what the README says it leaves
     assert (workdir / "sample-verdicts.csv").read_text(encoding="utf-8").count("\n") == 27
     assert (workdir / "verdicts.jsonl").exists()
+    assert (workdir / "batch.csv").read_text(encoding="utf-8").splitlines()[0] == \
+        "url,digest,simhash,status,cluster,canonical,match,distance"
     assert len(skipped) == 3, skipped
 
 
