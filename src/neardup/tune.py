@@ -39,9 +39,10 @@ The choice stored by :func:`apply` (meta key ``thresholds``, JSON)::
      "hosts": {"news.example": {"k": 9, "verify": 0.35, "pairs": 40}}}
 
 ``method`` is ``simhash`` (``k`` and ``verify`` apply) or ``minhash`` (``threshold`` applies);
-``hosts`` maps a host (as :func:`neardup.urls.host_of` writes it) to its own values. The
-Detector does not read it yet: a page of a host listed there should be decided with that
-host's ``k``/``verify`` (else the top-level ones).
+``hosts`` maps a host (as :func:`neardup.urls.host_of` writes it) to its own values. A
+Detector opened without an explicit ``k`` reads it: a page of a host listed there is decided
+with that host's ``k``/``verify``, others with the top-level ones (:func:`thresholds_for`; the
+MinHash ``threshold`` is not applied yet).
 
 >>> facts = PairFacts.from_arrays(same=[True, True, False], distance=[3, 9, 4],
 ...                               score=[0.9, 0.6, 0.1])
