@@ -24,7 +24,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import httpx
+try:
+    import httpx
+except ImportError:  # the 'service' extra is not installed: say so in one line
+    raise ImportError("neardup.Client needs the 'service' extra: pip install 'neardup[service]'") from None
 
 from neardup import errors as _errors
 from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
