@@ -15,13 +15,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
-from functools import wraps
 from pathlib import Path
 from typing import Any, TextIO
 
 import click
 
 from neardup import __version__
+from neardup.cli_errors import EXIT_INPUT, handle_errors
+from neardup.cli_errors import one_line as _one_line
 from neardup.cli_tools import report_cmd, tune_cmd
 from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_VERIFY, Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError, URLError
@@ -29,48 +30,8 @@ from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.inputs import InputItem, TooLargeError, read_file, read_input
 
-EXIT_INPUT = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "method", "score", "distance", "match_url", "match_id",
                   "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash", "error")
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(f"neardup: error: {message}", err=True)
-    sys.exit(code)
-
-
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn library errors into one-line messages and documented exit codes."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            _fail(str(exc), EXIT_STORE)
-        except ConfigError as exc:
-            _fail(str(exc), EXIT_USAGE)
-        except NeardupError as exc:
-            _fail(str(exc), EXIT_INPUT)
-        except OSError as exc:
-            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), EXIT_INPUT)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug: still one line, not a traceback
-            if os.environ.get("NEARDUP_DEBUG"):
-                raise
-            _fail(f"unexpected {type(exc).__name__}: {_one_line(str(exc))} (NEARDUP_DEBUG=1 shows where)", EXIT_INPUT)
-
-    return wrapper
-
-
-def _one_line(message: str, limit: int = 500) -> str:
-    line = " ".join(message.split())
-    return line if len(line) <= limit else line[:limit] + "..."
 
 
 class OneLineGroup(click.Group):

@@ -8,50 +8,12 @@ Same conventions as the rest of the command line: errors are one line on stderr;
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any
 
 import click
 
-from neardup.errors import ConfigError, NeardupError, StoreError
-
-EXIT_INPUT = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(f"neardup: error: {' '.join(message.split())}", err=True)
-    sys.exit(code)
-
-
-def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Library errors as one-line messages with the documented exit codes."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            _fail(str(exc), EXIT_STORE)
-        except ConfigError as exc:
-            _fail(str(exc), EXIT_USAGE)
-        except NeardupError as exc:
-            _fail(str(exc), EXIT_INPUT)
-        except OSError as exc:
-            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "), EXIT_INPUT)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug: still one line
-            if os.environ.get("NEARDUP_DEBUG"):
-                raise
-            _fail(f"unexpected {type(exc).__name__}: {exc} (NEARDUP_DEBUG=1 shows where)", EXIT_INPUT)
-
-    return wrapper
+from neardup.cli_errors import handle_errors as _errors
+from neardup.errors import StoreError
 
 
 @click.command("tune")
