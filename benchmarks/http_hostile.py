@@ -153,7 +153,8 @@ async def mixed(base: str, n: int, concurrency: int, seed: int) -> dict[str, Any
         wall = time.perf_counter() - started
     return {"requests": n, "concurrency": concurrency, "statuses": dict(sorted(statuses.items())),
             "server_errors": sum(v for k, v in statuses.items() if k.startswith("5") and k != "503"),
-            "busy_503": statuses.get("503", 0), "error_bodies_not_json": not_json, "no_answer": no_answer, "unanswered": unanswered,
+            "busy_503": statuses.get("503", 0), "error_bodies_not_json": not_json, "no_answer": no_answer,
+            "unanswered": unanswered,
             "slowest_s": round(slowest, 2), "wall_s": round(wall, 1)}
 
 
@@ -218,6 +219,28 @@ def metrics(base: str, seed: int) -> dict[str, Any]:
             "injected_line_present": "neardup_injected_total" in after}
 
 
+def keep_alive_outlasts(port: int, seconds: float = 6.0) -> bool:
+    """Whether the server still answers on a keep-alive connection left idle ``seconds``
+    (longer than httpx's 5 s pool expiry: the client gives the connection up first)."""
+    def healthz(conn: socket.socket) -> bytes:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b'{"status":"ok"}'):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        healthz(conn)
+        time.sleep(seconds)
+        try:
+            return healthz(conn).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     with contextlib.suppress(OSError):
@@ -243,14 +266,20 @@ def render(res: dict[str, Any], command: str) -> str:
         ["503 busy (Retry-After)", m["busy_503"]],
         ["error bodies that are not JSON", m["error_bodies_not_json"]],
         ["requests without an answer (60 s)", str(m["no_answer"])
-         + (f" ({'; '.join(m['unanswered'])})" if m.get("unanswered") else "")],
+         + (f" ({'; '.join(m['unanswered'])})" if m.get("unanswered") else "")
+         + (". The cause: a client reusing a keep-alive connection idle just under 5 s (httpx's pool "
+            "expiry) as the server's keep-alive timeout closes it, with the request unread (uvicorn's default "
+            "timeout is 5 s; `neardup.service.serve` and `serve_workers` set 75 s, `KEEP_ALIVE_TIMEOUT`)"
+            if m["no_answer"] else "")],
+        ["idle keep-alive connection still open after 6 s (past httpx's 5 s expiry)",
+         "yes" if res["keep_alive_6s"] else "no: the server closes idle connections first (uvicorn's 5 s)"],
         ["slowest answer", f"{m['slowest_s']} s"],
         ["slowloris connections", f"{s['connections']}: {s['answered_408']} answered 408, "
          f"{s['closed_by_server']} closed by the server within {s['within_s']} s, {s['hung']} hung"],
         ["24 x 15 MiB checks at once", ", ".join(f"{k}: {v}" for k, v in b["statuses"].items())
          + f"; server peak RSS {b['rss_peak_mb']} MB (before: {b['rss_peak_before_mb']} MB). A request over "
-         "the in-flight byte cap is refused with 503 before its body is read, and the connection closed: "
-         "a client still uploading sees the connection reset, not the 503"],
+         "the in-flight byte cap is refused with 503 + Retry-After; its body is read and discarded first "
+         "(chunk by chunk, not held), so a client still uploading gets the 503, not a connection reset"],
         ["/metrics after 5,000 random 2 KB paths", f"{x['bytes_before']:,} -> {x['bytes_after']:,} bytes; "
          f"injected line present: {x['injected_line_present']}"],
     ]
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         base = f"http://127.0.0.1:{port}"
         with server(Path(tmp) / "s.db", port) as proc:
             log(f"server pid {proc.pid} on {base}")
+            res["keep_alive_6s"] = keep_alive_outlasts(port)
+            log(f"idle keep-alive connection open after 6 s: {res['keep_alive_6s']}")
             res["mixed"] = asyncio.run(mixed(base, args.n, args.concurrency, args.seed))
             log(f"mixed: {res['mixed']}")
             res["slowloris"] = slowloris(port, args.slowloris)

@@ -243,6 +243,36 @@ def test_work_in_flight_is_capped_with_503():
     assert too_big[0] == 503 and "bodies in flight" in too_big[2]["error"]
 
 
+
+def test_a_refused_body_is_read_and_discarded_before_the_503():
+    """A body over the in-flight byte cap: the 503 comes after the body was read to its end
+    (a client still uploading gets it rather than a reset) and keeps the connection; chunks
+    are dropped as they come. Before: answered at once with ``Connection: close``."""
+    app = create_app(Detector(), max_inflight_bytes=10_000)
+
+    def chunks(n: int, size: int = 4096):
+        pending = [{"type": "http.request", "body": b"x" * size, "more_body": i < n - 1} for i in range(n)]
+
+        async def receive():
+            return pending.pop(0) if pending else {"type": "http.disconnect"}
+        return receive, pending
+
+    declared, left = chunks(10)  # Content-Length 40,960 > 10,000
+    status, headers, body = asyncio.run(_call(app, _scope(length=40_960), declared))
+    assert status == 503 and headers[b"retry-after"] == b"1" and b"connection" not in headers
+    assert not left  # all read
+    chunked, left = chunks(10)  # no Content-Length: passes the cap while arriving
+    status, headers, body = asyncio.run(_call(app, _scope(length=None), chunked))
+    assert status == 503 and b"connection" not in headers and not left
+    gone, _ = chunks(0)  # the client leaves while the body is drained: the answer closes
+    status, headers, _ = asyncio.run(_call(app, _scope(length=40_960), gone))
+    assert status == 503 and headers[b"connection"] == b"close"
+    waiting, left = chunks(10)  # Expect: 100-continue: not asked for the body, answered at once
+    scope = _scope(length=40_960)
+    scope["headers"].append((b"expect", b"100-continue"))
+    status, headers, _ = asyncio.run(_call(app, scope, waiting))
+    assert status == 503 and headers[b"connection"] == b"close" and len(left) == 10
+
 # -- a real server: a slowloris connection is answered and closed --------------------------------
 
 def test_real_server_cuts_a_slowloris_body(tmp_path):

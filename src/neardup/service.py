@@ -30,7 +30,11 @@ Limits against hostile or overloaded clients (``create_app`` arguments, ``neardu
 options): the body limit (``max_body``); the whole body must arrive within
 ``body_timeout`` seconds (a slowloris upload is cut with 408); at most ``max_inflight``
 requests and ``max_inflight_bytes`` of request bodies are worked on at once, beyond which
-requests get 503 with ``Retry-After`` instead of queueing (bounded memory); fields are
+requests get 503 with ``Retry-After`` instead of queueing (bounded memory; the body of a
+refused request is read and discarded, so a client still uploading gets its 503, not a
+reset); :func:`serve` and :func:`serve_workers` keep idle keep-alive connections
+``KEEP_ALIVE_TIMEOUT`` (75 s), longer than clients keep them (httpx: 5 s), so a client does not
+reuse one the server is closing; fields are
 validated strictly (hex of the right width, integers in SQLite's range, finite numbers, no
 lone surrogates). The token is compared in constant time; ``private=True`` requires it for
 ``/metrics`` and the API docs too. ``/metrics`` is labelled by route template, never by the
@@ -69,6 +73,16 @@ DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 MAX_BATCH = 1000
+KEEP_ALIVE_TIMEOUT = 75.0
+"""Seconds an idle keep-alive connection is kept open (uvicorn's ``timeout_keep_alive``).
+uvicorn's default, 5 s, is the idle expiry of httpx's pool (so of :class:`neardup.Client`): a
+client reusing a connection idle just under 5 s races the server's close, and when the event
+loop is late to read the request (under load) uvicorn closes the connection with the request
+unread; the client sees a reset (httpx ``ReadError``) and no answer (7 requests in 10,000 in
+``benchmarks/http_hostile.py``). 75 s outlasts the usual clients' and proxies' idle timeouts
+(httpx 5 s, aiohttp 15 s, AWS ALB 60 s), so they give a connection up before the server does."""
+UVICORN_SETTINGS: dict[str, Any] = {"log_level": "warning", "timeout_keep_alive": KEEP_ALIVE_TIMEOUT}
+"""uvicorn settings ``neardup serve`` runs the app with (:func:`serve`, :func:`serve_workers`)."""
 MAX_ID = (1 << 63) - 1  # SQLite INTEGER
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _PUBLIC = ("/healthz",)
@@ -396,8 +410,12 @@ class _Guard:
                         return None, (413, f"request body is over the {self.limit:,}-byte limit", close)
                     if size > held[0]:
                         if self.inflight_bytes + size - held[0] > self.max_inflight_bytes:
+                            del chunks[:]  # free what was read; discard the rest as it comes
+                            self.inflight_bytes -= held[0]
+                            held[0] = 0
+                            drained = not message.get("more_body") or await self._drain(receive, start, size)
                             return None, (503, "busy: too many request bodies in flight; retry shortly",
-                                          {"retry-after": "1", **close})
+                                          {"retry-after": "1"} if drained else {"retry-after": "1", **close})
                         self.inflight_bytes += size - held[0]
                         held[0] = size
                     chunks.append(chunk)
@@ -405,6 +423,42 @@ class _Guard:
                         return b"".join(chunks), None
         except TimeoutError:
             return None, (408, f"request body not received within {self.body_timeout:g} s", close)
+
+    async def _drain(self, receive: Any, start: float, seen: int = 0) -> bool:
+        """Read and discard the rest of a request body that is refused (503), so that a client
+        still uploading gets the answer instead of a connection reset: chunk by chunk (memory
+        stays bounded whatever the body's size), at most ``max_body`` bytes in all, within the
+        body deadline. True when the body was read to its end (the connection can be kept);
+        False otherwise (the answer then closes it)."""
+        size = seen
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(loop.time() + self.body_timeout - (time.perf_counter() - start)):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return False
+                    size += len(message.get("body", b""))
+                    if size > self.limit:
+                        return False
+                    if not message.get("more_body"):
+                        return True
+        except TimeoutError:
+            return False
+
+    async def _busy(self, scope: Any, receive: Any, start: float, declared: int | None) -> dict[str, str]:
+        """The headers of a 503 that refuses a request before its body is read: the body
+        (when one is coming) is read and discarded first (:meth:`_drain`), so the client gets
+        its 503 and the connection stays open; ``Connection: close`` when that fails, or when
+        the client waits for ``100 Continue`` before sending it (it is then never asked to)."""
+        headers = dict(scope["headers"])
+        expects_body = scope["method"] in ("POST", "PUT", "PATCH") and (
+            declared is None and b"transfer-encoding" in headers or bool(declared))
+        if headers.get(b"expect", b"").lower() == b"100-continue":
+            return {"retry-after": "1", "connection": "close"} if expects_body else {"retry-after": "1"}
+        if not expects_body or await self._drain(receive, start):
+            return {"retry-after": "1"}
+        return {"retry-after": "1", "connection": "close"}
 
     def _protected(self, path: str) -> bool:
         return path.startswith("/v1/") or (self.private and path not in _PUBLIC)
@@ -444,8 +498,8 @@ class _Guard:
                 return
             if path not in _PUBLIC and path != "/metrics":
                 if self.inflight >= self.max_inflight:
-                    await reply(503, f"busy: {self.inflight} requests in flight; retry shortly",
-                                {"retry-after": "1", "connection": "close"})
+                    busy = f"busy: {self.inflight} requests in flight; retry shortly"
+                    await reply(503, busy, await self._busy(scope, receive, start, declared))
                     return
                 self.inflight += 1
                 counted = True
@@ -453,7 +507,7 @@ class _Guard:
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 if declared and self.inflight_bytes + declared > self.max_inflight_bytes:
                     await reply(503, "busy: too many request bodies in flight; retry shortly",
-                                {"retry-after": "1", "connection": "close"})
+                                await self._busy(scope, receive, start, declared))
                     return
                 held[0] = declared or 0
                 self.inflight_bytes += held[0]
@@ -865,6 +919,13 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
     return app
 
 
+def serve(app: Any, host: str, port: int) -> None:
+    """Run ``app`` in this process with uvicorn and :data:`UVICORN_SETTINGS`."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, **UVICORN_SETTINGS)
+
+
 def serve_workers(workers: int, host: str, port: int) -> None:
     """Run ``app_from_env`` in ``workers`` processes sharing one listening socket (what
     ``uvicorn --workers`` does), with the socket created as IPPROTO_TCP: uvicorn's own leaves
@@ -876,7 +937,7 @@ def serve_workers(workers: int, host: str, port: int) -> None:
     from uvicorn.supervisors import Multiprocess
 
     config = uvicorn.Config("neardup.service:app_from_env", factory=True, workers=workers, host=host, port=port,
-                            log_level="warning")
+                            **UVICORN_SETTINGS)
     sock = config.bind_socket()
     if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
         sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
