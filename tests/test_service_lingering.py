@@ -105,17 +105,19 @@ def _get_healthz(conn: socket.socket) -> bytes:
     return data
 
 
-def test_idle_keep_alive_connections_outlast_the_clients_expiry(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_idle_keep_alive_connections_outlast_the_clients_expiry(tmp_path, workers):
     """Before: uvicorn's default keep-alive, 5 s, equal to the idle expiry of httpx's pool
     (neardup.Client's): a client reusing a connection idle just under 5 s raced the server's
     close, and under load got a reset and no answer (7 in 10,000 requests of
     benchmarks/http_hostile.py). The server now keeps an idle connection longer than httpx
-    does, so the client gives it up first. ``--workers 2``: :func:`neardup.service.serve_workers`."""
+    does, so the client gives it up first. One worker: :func:`neardup.service.serve`; two:
+    :func:`neardup.service.serve_workers`."""
     from neardup.service import KEEP_ALIVE_TIMEOUT
 
     expiry = httpx.Limits().keepalive_expiry or 5.0
     assert KEEP_ALIVE_TIMEOUT > expiry
-    with _serve(tmp_path, "--workers", "2") as (base, _):
+    with _serve(tmp_path, "--workers", workers) as (base, _):
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
             assert _get_healthz(conn).startswith(b"HTTP/1.1 200")

@@ -618,9 +618,9 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
     postgresql:// URL)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 (checked here: the extra is installed)
 
-        from neardup.service import create_app, serve_workers
+        from neardup.service import create_app, serve, serve_workers
     except ImportError as exc:
         raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
     if private and not token:
@@ -634,8 +634,8 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     warm_up(det.config)  # compile (cold cache: with a notice) before the first request, not during it
     if workers == 1:
         try:
-            uvicorn.run(create_app(det, token=token, max_body=max_body, **limits), host=host, port=port,
-                        log_level="warning")
+            # keep-alive longer than clients keep idle connections (service.UVICORN_SETTINGS)
+            serve(create_app(det, token=token, max_body=max_body, **limits), host, port)
         finally:
             det.close()
         return
