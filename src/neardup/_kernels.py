@@ -355,7 +355,7 @@ def _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts):
 
 @njit(cache=True)
 def _scan(buf, table):
-    """Whitespace normalisation and token boundaries in one pass (see :func:`tokenize`).
+    """Whitespace normalisation and token boundaries in one pass.
 
     Returns ``(out, o, wstart, wend, widx, nw, hashes, lines, joined, t, line_kinds,
     line_counts, nlines)``: ``out[:o]`` is the normalised text; there are ``t`` tokens.
@@ -595,20 +595,6 @@ def _hash_words(buf, wstart, wend, widx, nw, hashes):
 
 
 @njit(cache=True)
-def tokenize(buf, table):
-    """One pass over NFKC + casefolded UTF-8 bytes: whitespace normalisation and tokens.
-
-    Returns ``(normalized, hashes, lines, joined, line_kinds, line_counts)``: the normalised
-    bytes (``\n``/``\r`` end lines, other whitespace runs become one space, lines trimmed,
-    empty lines dropped); per token its 64-bit hash, its line number and whether it is a
-    class-2 character directly following another one; per line its kind and token count.
-    Line numbers count every input line, empty ones included (they hold no token)."""
-    out, o, wstart, wend, widx, nw, hashes, lines, joined, t, kinds, counts, nl = _scan(buf, table)
-    _hash_words(buf, wstart, wend, widx, nw, hashes)
-    return out[:o], hashes[:t], lines[:t], joined[:t], kinds[:nl], counts[:nl]
-
-
-@njit(cache=True)
 def line_weights(line_kinds, line_counts, w_heading, w_list, w_short, short_tokens):
     """Weight of every line from its kind and length (see FeatureConfig)."""
     m = line_kinds.shape[0]
@@ -625,47 +611,6 @@ def line_weights(line_kinds, line_counts, w_heading, w_list, w_short, short_toke
             w *= w_short
         out[i] = w
     return out
-
-
-@njit(cache=True)
-def emit_features(hashes, lines, joined, lw, scheme, ngram):
-    """Feature hashes with per-occurrence weights for the word-based schemes."""
-    t = hashes.shape[0]
-    feats = np.empty(t + 1, dtype=np.uint64)
-    weights = np.empty(t + 1, dtype=np.float64)
-    m = 0
-    if scheme == SCHEME_WORDS:
-        i = 0
-        while i < t:
-            if joined[i]:
-                # class-2 run: bigram of this character with the previous one
-                feats[m] = combine(hashes[i - 1], hashes[i])
-                weights[m] = lw[lines[i]]
-                m += 1
-            elif not (i + 1 < t and joined[i + 1]):
-                # a word, or a class-2 character standing alone
-                feats[m] = hashes[i]
-                weights[m] = lw[lines[i]]
-                m += 1
-            i += 1
-    else:
-        if t < ngram:
-            if t > 0:
-                h = hashes[0]
-                for j in range(1, t):
-                    h = combine(h, hashes[j])
-                feats[0] = h
-                weights[0] = lw[lines[t - 1]]
-                m = 1
-        else:
-            for i in range(t - ngram + 1):
-                h = hashes[i]
-                for j in range(1, ngram):
-                    h = combine(h, hashes[i + j])
-                feats[m] = h
-                weights[m] = lw[lines[i + ngram - 1]]
-                m += 1
-    return feats[:m], weights[:m]
 
 
 @njit(cache=True)
@@ -699,33 +644,6 @@ def _char_hashes(buf, table, w_heading, w_list):
             c += 1
         i += ln
     return cps, cw, c
-
-
-@njit(cache=True)
-def char_features(buf, table, ngram, w_heading, w_list):
-    """Code-point n-grams over word and class-2 characters (separators dropped)."""
-    cps, cw, c = _char_hashes(buf, table, w_heading, w_list)
-    if c == 0:
-        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
-    if c < ngram:
-        h = cps[0]
-        for j in range(1, c):
-            h = combine(h, cps[j])
-        out = np.empty(1, dtype=np.uint64)
-        out[0] = h
-        ow = np.empty(1, dtype=np.float64)
-        ow[0] = cw[c - 1]
-        return out, ow
-    m = c - ngram + 1
-    feats = np.empty(m, dtype=np.uint64)
-    weights = np.empty(m, dtype=np.float64)
-    for i in range(m):
-        h = cps[i]
-        for j in range(1, ngram):
-            h = combine(h, cps[i + j])
-        feats[i] = h
-        weights[i] = cw[i + ngram - 1]
-    return feats, weights
 
 
 WEIGHT_SCALE = 65536.0
@@ -869,28 +787,6 @@ def _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ientries, idir, idef
             uw[i] = np.int64(np.round((wsum[s] / c) * lg * idf[i]
                                       * WEIGHT_SCALE))
     return uf, uw
-
-
-@njit(cache=True)
-def aggregate(feats, weights, tf_mode, ientries, idir, idefault):
-    """Merge repeated features: one integer weight per distinct feature hash.
-
-    raw: sum of occurrence weights; log: mean weight * (1 + ln count); binary: max weight.
-    Weights are returned as fixed-point int64 (x 65536) so that SimHash sums are exact and
-    independent of feature order. Distinct features keep their first-occurrence order."""
-    if tf_mode == TF_BINARY:
-        return _aggregate(feats, weights, tf_mode, True, ientries, idir, idefault)
-    return _aggregate(feats, weights, tf_mode, False, ientries, idir, idefault)
-
-
-@njit(cache=True, inline="always")
-def _aggregate(feats, weights, tf_mode, track_max, ientries, idir, idefault):
-    m = feats.shape[0]
-    keys, cnt, wsum, wmax, order, mask, tm = _table_new(m, track_max)
-    u = 0
-    for i in range(m):
-        u = _table_add(keys, cnt, wsum, wmax, order, mask, tm, u, feats[i], weights[i])
-    return _table_result(keys, cnt, wsum, wmax, order, u, tf_mode, ientries, idir, idefault)
 
 
 @njit(cache=True)
@@ -1217,6 +1113,6 @@ def features_from_bytes(buf, table, scheme, ngram, w_heading, w_list, w_short, s
 
 @njit(cache=True)
 def collapse_whitespace(buf, table):
-    """Whitespace normalisation only (see :func:`tokenize`)."""
+    """Whitespace normalisation only (see :func:`_scan`)."""
     r = _scan(buf, table)
     return r[0][: r[1]]
