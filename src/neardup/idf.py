@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import pathlib
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 
 import numpy as np
 
@@ -60,19 +60,21 @@ class IdfTable:
     def kernel_args(self) -> tuple[np.ndarray, np.ndarray, float]:
         return self.entries, self.directory, self.default
 
-    @property
+    @cached_property
     def weights(self) -> np.ndarray:
         return (self.entries & np.uint32((1 << IDF_WEIGHT_BITS) - 1)).astype(np.float64) / IDF_WEIGHT_SCALE
 
+    @cached_property
+    def keys(self) -> np.ndarray:
+        """Each entry's 32-bit key (directory bits above entry key bits), sorted."""
+        return ((np.repeat(np.arange(len(self.directory) - 1, dtype=np.uint64), np.diff(self.directory))
+                 << np.uint64(IDF_KEY_BITS)) | (self.entries >> np.uint32(IDF_WEIGHT_BITS)).astype(np.uint64))
+
     def lookup(self, feature_hashes: np.ndarray) -> np.ndarray:
         """The IDF weight of each 64-bit feature hash (vectorised, for tests and tools)."""
-        h = np.asarray(feature_hashes, dtype=np.uint64)
-        # the table's 32-bit key: directory bits above entry key bits, as the entries sort
-        key32 = (h >> np.uint64(64 - DIRECTORY_BITS - IDF_KEY_BITS)).astype(np.uint64)
-        table = ((np.repeat(np.arange(len(self.directory) - 1, dtype=np.uint64), np.diff(self.directory))
-                  << np.uint64(IDF_KEY_BITS)) | (self.entries >> np.uint32(IDF_WEIGHT_BITS)).astype(np.uint64))
-        i = np.minimum(np.searchsorted(table, key32), len(table) - 1)
-        return np.where(table[i] == key32, self.weights[i], self.default)
+        key32 = np.asarray(feature_hashes, dtype=np.uint64) >> np.uint64(64 - DIRECTORY_BITS - IDF_KEY_BITS)
+        i = np.minimum(np.searchsorted(self.keys, key32), len(self.keys) - 1)
+        return np.where(self.keys[i] == key32, self.weights[i], self.default)
 
 
 def idf_of_zipf(zipf: np.ndarray | float, doc_len: float) -> np.ndarray:
