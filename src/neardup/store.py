@@ -457,7 +457,7 @@ class SQLiteStore(SQLStore):
                                        check_same_thread=False)
             self._db.execute("PRAGMA foreign_keys=ON")
             if self.path != ":memory:":
-                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                mode = self._wal(timeout)
                 if str(mode).lower() != "wal":
                     raise StoreError(f"store {self.path}: cannot switch to WAL mode (got {mode})")
                 # FULL: a commit is on disk before add() returns (NORMAL could lose the last
@@ -471,6 +471,18 @@ class SQLiteStore(SQLStore):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path} is not a valid neardup database ({exc})") from None
         self._in_tx = False
+
+    def _wal(self, timeout: float) -> str:
+        """Switch to WAL mode. SQLite answers "locked" at once, without waiting, while another
+        process creates or switches the same file: retry until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return str(self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     # -- schema -----------------------------------------------------------------------
     def _migrate(self) -> None:
