@@ -285,3 +285,23 @@ def test_export_and_history_errors_are_one_line(tmp_path):
     assert r.exit_code == 2 and "format" in r.stderr
     r = run("history", "--db", db, "https://a.example/unknown")
     assert r.exit_code == 1 and "not stored" in r.stderr
+
+
+# -- numbers checked at the door --------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda d: d.page(2**63), lambda d: d.page(-1), lambda d: d.page("3"), lambda d: d.cluster_info(2**63),
+    lambda d: d.cluster(2**64), lambda d: d.expire(float("nan")), lambda d: d.expire(float("inf")),
+    lambda d: d.should_fetch("https://a.example/", max_age=float("nan")),
+    lambda d: d.should_fetch("https://a.example/", host_max_duplicate_rate=float("nan")),
+    lambda d: d.hosts(window=float("nan")), lambda d: d.hosts(window=-1.0), lambda d: d.hosts(at=float("inf")),
+    lambda d: d.cluster_info(1, at=float("nan")),
+])
+def test_ids_times_and_numbers_are_checked_at_the_door(call):
+    from neardup.errors import ConfigError
+
+    det = Detector()
+    det.add("https://a.example/1", words("one"))
+    with pytest.raises(ConfigError):
+        call(det)
+    assert det.page(2**63 - 1) is None and det.cluster_info(2**63 - 1) is None

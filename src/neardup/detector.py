@@ -161,6 +161,35 @@ def _priority(value: float | None) -> float | None:
     return out
 
 
+#: the largest id a store hands out (a signed 64-bit integer)
+MAX_ID = 2**63 - 1
+
+
+def _checked_id(value: object, what: str) -> int:
+    """An id given to the library, checked at the door: an integer in ``[0, MAX_ID]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer, got {_short(value)}")
+    if not 0 <= value <= MAX_ID:
+        raise ConfigError(f"{what} must be between 0 and {MAX_ID}, got {_short(value)}")
+    return value
+
+
+def _seconds(value: object, what: str, *, optional: bool = False) -> float | None:
+    """A duration or time given to the library: a finite number (``>= 0`` for durations);
+    NaN and infinities are refused."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be a number of seconds, got {value!r}")
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what} must be a number of seconds, got {_short(value)}") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{what} must be a finite number of seconds, got {value!r}")
+    return out
+
+
 def _short(value: object) -> str:
     """``repr(value)`` cut to 80 characters (a message stays one short line)."""
     if isinstance(value, int) and value.bit_length() > 200:  # (repr fails past 4,300 digits)
@@ -681,6 +710,7 @@ class Detector:
         In batches of :data:`EXPIRE_BATCH` pages (one read and one delete statement each);
         each cluster that lost members is updated once at the end, re-choosing its canonical
         from scratch only when the canonical itself left (or lost the link naming it)."""
+        older_than = _seconds(older_than, "older_than") or 0.0
         if older_than < 0:
             raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
         total = 0
@@ -717,7 +747,8 @@ class Detector:
         rate, an exponentially decayed count of joins (half-life
         :data:`~neardup.store.GROWTH_HALF_LIFE` seconds) seen at time ``at`` (default now).
         A trap (one page under endless URLs) shows as a large size and a high rate."""
-        row = self.store.cluster_row(cluster_id)
+        row = self.store.cluster_row(_checked_id(cluster_id, "cluster id"))
+        at = _seconds(at, "at", optional=True)
         if row is None:
             return None
         canon = self.store.member(row.canonical_id) if row.canonical_id is not None else None
@@ -790,6 +821,11 @@ class Detector:
         'unknown'
         """
         url = validate_url(url)
+        max_age = _seconds(max_age, "max_age", optional=True)
+        if host_max_duplicate_rate is not None:
+            rate = _seconds(host_max_duplicate_rate, "host_max_duplicate_rate")
+            if rate is None or not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"host_max_duplicate_rate must be in [0, 1], got {host_max_duplicate_rate!r}")
         learner = self._rule_learner()
         with self.store.reading():
             own = self.store.page_by_url(url)
@@ -845,6 +881,9 @@ class Detector:
         duplicate of itself. One pass over the stored pages."""
         if sort not in ("duplicate_rate", "duplicates", "pages", "distinct_contents"):
             raise ConfigError(f"unknown sort {sort!r}; choose duplicate_rate, duplicates, pages or distinct_contents")
+        at, window = _seconds(at, "at", optional=True), _seconds(window, "window", optional=True)
+        if window is not None and window < 0:
+            raise ConfigError(f"window must be >= 0 seconds, got {window}")
         now = time.time() if at is None else float(at)
         since = None if window is None else now - float(window)
         wanted = host.lower() if host is not None else None
@@ -933,10 +972,12 @@ class Detector:
                           versions=tuple(v.to_dict(self.config.bits) for v in versions))
 
     def page(self, page_id: int) -> PageRecord | None:
-        return self.store.page_by_id(page_id)
+        """The stored page with this id (None when there is none)."""
+        return self.store.page_by_id(_checked_id(page_id, "page id"))
 
     def cluster(self, cluster_id: int) -> list[PageRecord]:
-        return self.store.cluster_members(cluster_id)
+        """The members of a cluster (empty when there is no such cluster)."""
+        return self.store.cluster_members(_checked_id(cluster_id, "cluster id"))
 
     def stats(self) -> dict[str, Any]:
         """Stored URLs, clusters, the URLs by status (each URL's decision against the other
