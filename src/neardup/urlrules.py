@@ -22,6 +22,16 @@ Rule kinds (``Rule.name``):
 - ``any-digits:PATTERN``: the digits of paths of this pattern (digit runs as ``N``) never
   change the content (a calendar trap: ``/calendar/N-N-N``).
 
+Alias rules relate two origins rather than two URLs of one host: the same path and query
+keeps landing in one cluster on both (support: paths merged, counter-example: a path whose
+two pages are in different clusters). Only URLs on their scheme's default port count.
+
+- ``scheme-alias:http=https``: ``http://HOST/x`` and ``https://HOST/x`` are one page;
+- ``host-alias:A=B``: hosts ``A`` and ``B`` serve the same page at every path, over either
+  scheme (``www.example.com``/``example.com``, ``m.example.com``, a mirror host). ``A`` is
+  the longer name (``host-alias:www.example.com=example.com``); the rule is listed under
+  both hosts.
+
 >>> obs = [(f"https://a.example/p?id=1&sid={i}", 1) for i in range(4)]
 >>> obs += [(f"https://a.example/p?id=2&sid={i}", 2) for i in range(4, 8)]
 >>> [r.name for r in learn(obs)]
@@ -32,6 +42,11 @@ Rule kinds (``Rule.name``):
 >>> m = rules.match("https://a.example/p?sid=99&id=2")
 >>> m.known_url, m.rules
 ('https://a.example/p?id=2&sid=4', ('drop-param:sid',))
+>>> for i in range(3):
+...     rules.observe(f"https://www.b.example/n/{i}", 10 + i)
+...     rules.observe(f"https://b.example/n/{i}", 10 + i)
+>>> rules.match("http://b.example/n/2").rules
+('host-alias:www.b.example=b.example',)
 """
 
 from __future__ import annotations
@@ -66,9 +81,28 @@ class Rule:
 
     @property
     def name(self) -> str:
+        """The rule as :attr:`RuleMatch.rules` and ``should_fetch`` name it.
+
+        >>> Rule("www.a.example", "host-alias", "www.a.example=a.example").name
+        'host-alias:www.a.example=a.example'
+        """
         return f"{self.kind}:{self.value}" if self.value else self.kind
 
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts the rule applies to: both of a ``host-alias``, else its own."""
+        if self.kind == "host-alias":
+            a, _, b = self.value.partition("=")
+            return (a, b)
+        return (self.host,)
+
     def describe(self) -> str:
+        """One line saying what the rule means and on what evidence.
+
+        >>> Rule("a.example", "scheme-alias", "http=https", 4).describe()
+        'a.example: http:// and https:// serve the same page at every path (4 merges, no counter-example)'
+        """
+        a, b = (*self.hosts, "")[:2]
         what = {
             "drop-param": f"query parameter {self.value!r} never changes the content",
             "drop-params": f"query parameters {self.value!r} never change the content",
@@ -77,12 +111,14 @@ class Rule:
             "trailing-slash": "'/a/' and '/a' are the same page",
             "drop-segment": f"path segment {self.value!r} is an alias of its parent ('/{self.value}/a' = '/a')",
             "any-digits": f"the digits of paths like {self.value!r} never change the content",
+            "scheme-alias": "http:// and https:// serve the same page at every path",
+            "host-alias": f"hosts {a!r} and {b!r} serve the same page at every path (either scheme)",
         }.get(self.kind, self.name)
         return f"{self.host}: {what} ({self.support} merges, no counter-example)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "rule": self.name, "kind": self.kind, "value": self.value,
-                "support": self.support, "example": list(self.example) if self.example else None,
+        return {"host": self.host, "hosts": list(self.hosts), "rule": self.name, "kind": self.kind,
+                "value": self.value, "support": self.support, "example": list(self.example) if self.example else None,
                 "description": self.describe()}
 
 
@@ -283,16 +319,111 @@ def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT
         names = names | {cand}
 
 
+def _origin(url: str) -> tuple[str, str, str] | None:
+    """(scheme, host, path and query) of an http(s) URL on its scheme's default port, the
+    unit alias rules compare; None for any other URL."""
+    try:
+        p = urlsplit(url.strip())
+        port = p.port
+    except ValueError:
+        return None
+    scheme = p.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or port not in (None, _DEFAULT_PORTS[scheme]) or not p.hostname:
+        return None
+    return scheme, p.hostname.lower(), (p.path or "/") + ("?" + p.query if p.query else "")
+
+
+def _alias_pair(a: str, b: str) -> tuple[str, str]:
+    """The two hosts of a ``host-alias`` in the order its name writes them: the longer name
+    first (``www.example.com=example.com``), then alphabetical."""
+    return (a, b) if (-len(a), a) <= (-len(b), b) else (b, a)
+
+
+def learn_aliases(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
+    """The ``scheme-alias`` and ``host-alias`` rules from ``(url, cluster id)`` pairs: an
+    origin pair whose same paths landed in one cluster at least ``min_support`` times and
+    never in different clusters, sorted by host then support.
+
+    >>> obs = [(f"{s}://{h}/n/{i}", i) for s in ("http", "https") for h in ("www.a.example", "a.example")
+    ...        for i in range(3)]
+    >>> [(r.host, r.name, r.support) for r in learn_aliases(obs)]
+    [('a.example', 'scheme-alias:http=https', 3),
+     ('www.a.example', 'host-alias:www.a.example=a.example', 3),
+     ('www.a.example', 'scheme-alias:http=https', 3)]
+    >>> obs += [("https://a.example/n/9", 9), ("https://www.a.example/n/9", 8)]
+    >>> [(r.host, r.name) for r in learn_aliases(obs)]            # one counter-example is enough
+    [('a.example', 'scheme-alias:http=https'), ('www.a.example', 'scheme-alias:http=https')]
+    """
+    pages: dict[str, dict[str, dict[str, tuple[int, str]]]] = {}   # host -> rest -> scheme -> (cluster, url)
+    for url, cluster in obs:
+        o = _origin(url) if cluster is not None else None
+        if o is not None:
+            pages.setdefault(o[1], {}).setdefault(o[2], {})[o[0]] = (int(cluster or 0), url)
+    out: list[Rule] = []
+    # one host over both schemes
+    for host, rests in pages.items():
+        support = counter = 0
+        example: tuple[str, str] | None = None
+        for by_scheme in rests.values():
+            if len(by_scheme) == 2:
+                (c_http, u_http), (c_https, u_https) = by_scheme["http"], by_scheme["https"]
+                if c_http == c_https:
+                    support += 1
+                    example = example or (u_http, u_https)
+                else:
+                    counter += 1
+        if support >= min_support and not counter:
+            out.append(Rule(host, "scheme-alias", "http=https", support, example))
+    # two hosts: candidate pairs from the paths they share in one cluster
+    by_rest: dict[tuple[str, int], list[str]] = {}
+    for host, rests in pages.items():
+        for rest, by_scheme in rests.items():
+            for cluster in {c for c, _ in by_scheme.values()}:
+                by_rest.setdefault((rest, cluster), []).append(host)
+    pairs: set[tuple[str, str]] = set()
+    for hosts in by_rest.values():
+        if len(hosts) > 1:
+            hosts.sort()
+            for i, a in enumerate(hosts):
+                for b in hosts[max(0, i - MAX_PAIRS_PER_MEMBER):i]:
+                    pairs.add(_alias_pair(a, b))
+    for a, b in sorted(pairs):
+        pa, pb = pages[a], pages[b]
+        small, large = (pa, pb) if len(pa) <= len(pb) else (pb, pa)
+        support = counter = 0
+        example = None
+        for rest, by_scheme in small.items():
+            other = large.get(rest)
+            if other is None:
+                continue
+            if len({c for c, _ in by_scheme.values()} | {c for c, _ in other.values()}) == 1:
+                support += 1
+                if example is None:
+                    ua, ub = sorted((next(iter(by_scheme.values()))[1], next(iter(other.values()))[1]))
+                    example = (ua, ub)
+            else:
+                counter += 1
+        if support >= min_support and not counter:
+            out.append(Rule(a, "host-alias", f"{a}={b}", support, example))
+    out.sort(key=lambda r: (r.host, -r.support, r.name))
+    return out
+
+
 def learn(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
     """The rules of every host from ``(url, cluster id)`` pairs (pages without a cluster,
-    e.g. empty ones, carry no evidence), sorted by host then support."""
+    e.g. empty ones, carry no evidence), sorted by host then support: each host's own URL
+    rules (:func:`learn_host`), then its alias rules (:func:`learn_aliases`)."""
     hosts: dict[str, list[tuple[str, int]]] = {}
     for url, cluster in obs:
         if cluster is not None:
             hosts.setdefault(host_of(url), []).append((url, int(cluster)))
+    aliases: dict[str, list[Rule]] = {}
+    for rule in learn_aliases(((u, c) for pages in hosts.values() for u, c in pages), min_support):
+        aliases.setdefault(rule.host, []).append(rule)
     out: list[Rule] = []
     for host in sorted(hosts):
         out.extend(learn_host(host, hosts[host], min_support))
+        out.extend(aliases.get(host, []))
     return out
 
 
@@ -300,7 +431,8 @@ class RuleLearner:
     """Rules kept up to date as pages are observed, and the lookup a crawler asks before a
     fetch (:meth:`match`). A host's rules are re-learned when its pages changed by a tenth
     since the last time (every change while it has fewer than ten pages), so learning costs
-    O(n log n) over a crawl of a host, not O(n^2)."""
+    O(n log n) over a crawl of a host, not O(n^2); the alias rules likewise when all pages
+    changed by a tenth. A rule that a new page contradicts is dropped at once."""
 
     def __init__(self, min_support: int = DEFAULT_MIN_SUPPORT) -> None:
         self.min_support = min_support
@@ -309,31 +441,48 @@ class RuleLearner:
         self._keys: dict[str, dict[str, str]] = {}       # host -> key -> url
         self._learned_at: dict[str, int] = {}
         self._changes: dict[str, int] = {}
+        self._aliases: list[Rule] = []
+        # host -> (the URL's own scheme too (else only the other), target host, rule name)
+        self._alias_targets: dict[str, list[tuple[bool, str, str]]] = {}
+        self._alias_learned_at: int | None = None        # pages at the last alias learning; -1: contradicted
+        self._alias_changes = 0
 
     def observe(self, url: str, cluster_id: int | None) -> None:
         """Record that ``url`` holds content of cluster ``cluster_id`` (None: no evidence;
         an earlier observation of the URL is forgotten). A new page that contradicts a rule
-        (its key is a known page of another cluster) drops the host's rules at once."""
+        (its key is a known page of another cluster) drops the host's rules at once, and one
+        that contradicts an alias rule (the same path on the alias holds another cluster)
+        drops the alias rules."""
         host = host_of(url)
         pages = self._obs.setdefault(host, {})
         if cluster_id is None:
             if pages.pop(url, None) is not None:
                 self._changes[host] = self._changes.get(host, 0) + 1
+                self._alias_changes += 1
             return
         if pages.get(url) == cluster_id:
             return
         pages[url] = cluster_id
         self._changes[host] = self._changes.get(host, 0) + 1
-        rules = self._rules.get(host)
-        if rules:
+        self._alias_changes += 1
+        keys = self._keys.get(host)
+        if keys is not None:
+            rules = self._rules.get(host) or []
             key, fired = normalize(url, frozenset(r.name for r in rules))
-            known = self._keys[host].get(key)
+            known = keys.get(key)
             if known is not None and known != url and pages.get(known) != cluster_id and fired:
                 self._learned_at[host] = -1  # contradicted: re-learn before the next use
             else:
-                self._keys[host].setdefault(key, url)
+                keys.setdefault(key, url)
+        if self._alias_targets.get(host):
+            for variant, _ in self._alias_variants(url):
+                other = self._obs.get(host_of(variant), {}).get(variant)
+                if other is not None and other != cluster_id:
+                    self._alias_learned_at = -1  # contradicted
+                    break
 
     def forget(self, url: str) -> None:
+        """Forget the observation of ``url`` (its page was deleted or is empty now)."""
         self.observe(url, None)
 
     def _fresh(self, host: str) -> None:
@@ -353,27 +502,73 @@ class RuleLearner:
         self._rules[host], self._keys[host] = rules, keys
         self._learned_at[host], self._changes[host] = len(obs), 0
 
+    def _fresh_aliases(self) -> None:
+        at = self._alias_learned_at
+        if at is not None and at >= 0 and self._alias_changes < max(1, at // 10):
+            return
+        obs = [(u, c) for pages in self._obs.values() for u, c in pages.items()]
+        self._aliases = learn_aliases(obs, self.min_support)
+        targets: dict[str, list[tuple[bool, str, str]]] = {}
+        for r in self._aliases:
+            if r.kind == "scheme-alias":
+                targets.setdefault(r.host, []).append((False, r.host, r.name))
+            else:
+                a, b = r.hosts
+                targets.setdefault(a, []).append((True, b, r.name))
+                targets.setdefault(b, []).append((True, a, r.name))
+        self._alias_targets = targets
+        self._alias_learned_at, self._alias_changes = len(obs), 0
+
+    def _alias_variants(self, url: str) -> list[tuple[str, str]]:
+        """The URLs the alias rules make equal to ``url`` (same scheme first), each with the
+        name of the rule."""
+        o = _origin(url)
+        if o is None:
+            return []
+        scheme, host, rest = o
+        flip = "https" if scheme == "http" else "http"
+        out: list[tuple[str, str]] = []
+        for same_too, target, name in self._alias_targets.get(host, ()):
+            if same_too:
+                out.append((f"{scheme}://{target}{rest}", name))
+            out.append((f"{flip}://{target}{rest}", name))
+        return out
+
     def rules(self, host: str | None = None) -> list[Rule]:
-        """The rules of ``host`` (every host when None), strongest first."""
+        """The rules of ``host`` (every host when None), strongest first; an alias rule is
+        listed under both of its hosts (once, under its :attr:`Rule.host`, for every host)."""
         hosts = [host.lower()] if host is not None else sorted(self._obs)
+        self._fresh_aliases()
         out: list[Rule] = []
         for h in hosts:
             self._fresh(h)
             out.extend(self._rules.get(h, []))
+            out.extend(r for r in self._aliases if (h in r.hosts if host is not None else r.host == h))
         return out
 
     def match(self, url: str) -> RuleMatch | None:
-        """The known page the rules of ``url``'s host map it to (None when no rule applies,
-        or the rewritten URL is not known, or it is ``url`` itself)."""
+        """The known page the rules map ``url`` to (None when no rule applies, or the
+        rewritten URL is not known, or it is ``url`` itself): first the URL rules of its
+        host, then its alias rules, each followed by the URL rules of the alias host."""
         host = host_of(url)
         if host not in self._obs:
             return None
         self._fresh(host)
         rules = self._rules.get(host)
-        if not rules:
-            return None
-        key, fired = normalize(url, frozenset(r.name for r in rules))
-        known = self._keys[host].get(key)
-        if known is None or known == url or not fired:
-            return None
-        return RuleMatch(url, known, self._obs[host][known], fired)
+        if rules:
+            key, fired = normalize(url, frozenset(r.name for r in rules))
+            known = self._keys[host].get(key)
+            if known is not None and known != url and fired and known in self._obs[host]:
+                return RuleMatch(url, known, self._obs[host][known], fired)
+        self._fresh_aliases()
+        for variant, name in self._alias_variants(url):
+            target = host_of(variant)
+            pages = self._obs.get(target)
+            if not pages:
+                continue
+            self._fresh(target)
+            key, fired = normalize(variant, frozenset(r.name for r in self._rules.get(target, [])))
+            known = self._keys[target].get(key)
+            if known is not None and known != url and known in pages:
+                return RuleMatch(url, known, pages[known], (name, *fired))
+        return None
