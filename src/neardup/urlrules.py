@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -339,10 +340,52 @@ def _alias_pair(a: str, b: str) -> tuple[str, str]:
     return (a, b) if (-len(a), a) <= (-len(b), b) else (b, a)
 
 
+#: host -> path and query -> scheme -> (cluster, url): the evidence of alias rules
+_AliasPages = dict[str, dict[str, dict[str, tuple[int, str]]]]
+#: a host's alias partners are looked for among at most this many hosts per (path, cluster)
+MAX_ALIAS_PARTNERS = 64
+
+
+def _scheme_rule(host: str, rests: dict[str, dict[str, tuple[int, str]]], min_support: int) -> Rule | None:
+    """The ``scheme-alias`` rule of ``host`` if its pages support it."""
+    support = 0
+    example: tuple[str, str] | None = None
+    for by_scheme in rests.values():
+        if len(by_scheme) == 2:
+            (c_http, u_http), (c_https, u_https) = by_scheme["http"], by_scheme["https"]
+            if c_http != c_https:
+                return None  # a counter-example
+            support += 1
+            example = example or (u_http, u_https)
+    return Rule(host, "scheme-alias", "http=https", support, example) if support >= min_support else None
+
+
+def _pair_rule(pages: _AliasPages, a: str, b: str, min_support: int) -> Rule | None:
+    """The ``host-alias`` rule of hosts ``a`` and ``b`` (in :func:`_alias_pair` order) if
+    their pages support it: every path known on both in one cluster, at least
+    ``min_support`` of them."""
+    pa, pb = pages.get(a, {}), pages.get(b, {})
+    small, large = (pa, pb) if len(pa) <= len(pb) else (pb, pa)
+    support = 0
+    example: tuple[str, str] | None = None
+    for rest, by_scheme in small.items():
+        other = large.get(rest)
+        if other is None:
+            continue
+        if len({c for c, _ in by_scheme.values()} | {c for c, _ in other.values()}) > 1:
+            return None  # a counter-example
+        support += 1
+        if example is None:
+            u1, u2 = sorted((next(iter(by_scheme.values()))[1], next(iter(other.values()))[1]))
+            example = (u1, u2)
+    return Rule(a, "host-alias", f"{a}={b}", support, example) if support >= min_support else None
+
+
 def learn_aliases(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
     """The ``scheme-alias`` and ``host-alias`` rules from ``(url, cluster id)`` pairs: an
     origin pair whose same paths landed in one cluster at least ``min_support`` times and
-    never in different clusters, sorted by host then support.
+    never in different clusters, sorted by host then support (what a :class:`RuleLearner`
+    that observed the pairs answers).
 
     >>> obs = [(f"{s}://{h}/n/{i}", i) for s in ("http", "https") for h in ("www.a.example", "a.example")
     ...        for i in range(3)]
@@ -354,59 +397,11 @@ def learn_aliases(obs: Iterable[tuple[str, int | None]], min_support: int = DEFA
     >>> [(r.host, r.name) for r in learn_aliases(obs)]            # one counter-example is enough
     [('a.example', 'scheme-alias:http=https'), ('www.a.example', 'scheme-alias:http=https')]
     """
-    pages: dict[str, dict[str, dict[str, tuple[int, str]]]] = {}   # host -> rest -> scheme -> (cluster, url)
+    learner = RuleLearner(min_support)
     for url, cluster in obs:
-        o = _origin(url) if cluster is not None else None
-        if o is not None:
-            pages.setdefault(o[1], {}).setdefault(o[2], {})[o[0]] = (int(cluster or 0), url)
-    out: list[Rule] = []
-    # one host over both schemes
-    for host, rests in pages.items():
-        support = counter = 0
-        example: tuple[str, str] | None = None
-        for by_scheme in rests.values():
-            if len(by_scheme) == 2:
-                (c_http, u_http), (c_https, u_https) = by_scheme["http"], by_scheme["https"]
-                if c_http == c_https:
-                    support += 1
-                    example = example or (u_http, u_https)
-                else:
-                    counter += 1
-        if support >= min_support and not counter:
-            out.append(Rule(host, "scheme-alias", "http=https", support, example))
-    # two hosts: candidate pairs from the paths they share in one cluster
-    by_rest: dict[tuple[str, int], list[str]] = {}
-    for host, rests in pages.items():
-        for rest, by_scheme in rests.items():
-            for cluster in {c for c, _ in by_scheme.values()}:
-                by_rest.setdefault((rest, cluster), []).append(host)
-    pairs: set[tuple[str, str]] = set()
-    for hosts in by_rest.values():
-        if len(hosts) > 1:
-            hosts.sort()
-            for i, a in enumerate(hosts):
-                for b in hosts[max(0, i - MAX_PAIRS_PER_MEMBER):i]:
-                    pairs.add(_alias_pair(a, b))
-    for a, b in sorted(pairs):
-        pa, pb = pages[a], pages[b]
-        small, large = (pa, pb) if len(pa) <= len(pb) else (pb, pa)
-        support = counter = 0
-        example = None
-        for rest, by_scheme in small.items():
-            other = large.get(rest)
-            if other is None:
-                continue
-            if len({c for c, _ in by_scheme.values()} | {c for c, _ in other.values()}) == 1:
-                support += 1
-                if example is None:
-                    ua, ub = sorted((next(iter(by_scheme.values()))[1], next(iter(other.values()))[1]))
-                    example = (ua, ub)
-            else:
-                counter += 1
-        if support >= min_support and not counter:
-            out.append(Rule(a, "host-alias", f"{a}={b}", support, example))
-    out.sort(key=lambda r: (r.host, -r.support, r.name))
-    return out
+        if cluster is not None:
+            learner.observe(url, int(cluster))
+    return learner.alias_rules()
 
 
 def learn(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
@@ -429,10 +424,11 @@ def learn(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_
 
 class RuleLearner:
     """Rules kept up to date as pages are observed, and the lookup a crawler asks before a
-    fetch (:meth:`match`). A host's rules are re-learned when its pages changed by a tenth
-    since the last time (every change while it has fewer than ten pages), so learning costs
-    O(n log n) over a crawl of a host, not O(n^2); the alias rules likewise when all pages
-    changed by a tenth. A rule that a new page contradicts is dropped at once."""
+    fetch (:meth:`match`). A host's rules, and the alias rules of the host, are re-learned
+    when its pages changed by a tenth since the last time (every change while it has fewer
+    than ten pages), so learning costs O(n log n) over a crawl of a host, not O(n^2), and no
+    lookup waits on more than one host's pages (and its partners'). A rule that a new page
+    contradicts is dropped at once."""
 
     def __init__(self, min_support: int = DEFAULT_MIN_SUPPORT) -> None:
         self.min_support = min_support
@@ -441,30 +437,32 @@ class RuleLearner:
         self._keys: dict[str, dict[str, str]] = {}       # host -> key -> url
         self._learned_at: dict[str, int] = {}
         self._changes: dict[str, int] = {}
-        self._aliases: list[Rule] = []
-        # host -> (the URL's own scheme too (else only the other), target host, rule name)
-        self._alias_targets: dict[str, list[tuple[bool, str, str]]] = {}
-        self._alias_learned_at: int | None = None        # pages at the last alias learning; -1: contradicted
-        self._alias_changes = 0
+        # alias rules: the evidence, (path, cluster) -> hosts, the rules, per-host freshness
+        self._alias_pages: _AliasPages = {}
+        self._rest_hosts: dict[tuple[str, int], set[str]] = {}
+        self._scheme_rules: dict[str, Rule] = {}
+        self._pair_rules: dict[tuple[str, str], Rule] = {}
+        self._partners: dict[str, set[str]] = {}         # host -> hosts it has a host-alias with
+        self._alias_at: dict[str, int] = {}              # pages at the last learning; -1: contradicted
+        self._alias_changes: dict[str, int] = {}
 
     def observe(self, url: str, cluster_id: int | None) -> None:
         """Record that ``url`` holds content of cluster ``cluster_id`` (None: no evidence;
         an earlier observation of the URL is forgotten). A new page that contradicts a rule
         (its key is a known page of another cluster) drops the host's rules at once, and one
-        that contradicts an alias rule (the same path on the alias holds another cluster)
-        drops the alias rules."""
+        that contradicts an alias rule (the same path holds another cluster on the other
+        scheme or the alias host) drops the alias rules of both hosts."""
         host = host_of(url)
         pages = self._obs.setdefault(host, {})
         if cluster_id is None:
             if pages.pop(url, None) is not None:
                 self._changes[host] = self._changes.get(host, 0) + 1
-                self._alias_changes += 1
+                self._alias_observe(url, None)
             return
         if pages.get(url) == cluster_id:
             return
         pages[url] = cluster_id
         self._changes[host] = self._changes.get(host, 0) + 1
-        self._alias_changes += 1
         keys = self._keys.get(host)
         if keys is not None:
             rules = self._rules.get(host) or []
@@ -474,12 +472,44 @@ class RuleLearner:
                 self._learned_at[host] = -1  # contradicted: re-learn before the next use
             else:
                 keys.setdefault(key, url)
-        if self._alias_targets.get(host):
-            for variant, _ in self._alias_variants(url):
-                other = self._obs.get(host_of(variant), {}).get(variant)
-                if other is not None and other != cluster_id:
-                    self._alias_learned_at = -1  # contradicted
-                    break
+        self._alias_observe(url, cluster_id)
+
+    def _alias_observe(self, url: str, cluster: int | None) -> None:
+        o = _origin(url)
+        if o is None:
+            return
+        scheme, host, rest = o
+        rests = self._alias_pages.setdefault(host, {})
+        by_scheme = rests.get(rest, {})
+        before = {c for c, _ in by_scheme.values()}
+        if cluster is None:
+            if by_scheme.get(scheme, (0, ""))[1] != url:
+                return
+            by_scheme = {k: v for k, v in by_scheme.items() if k != scheme}
+        else:
+            by_scheme = {**by_scheme, scheme: (cluster, url)}
+        if by_scheme:
+            rests[rest] = by_scheme
+        else:
+            rests.pop(rest, None)
+        after = {c for c, _ in by_scheme.values()}
+        for c in before - after:
+            hosts = self._rest_hosts.get((rest, c))
+            if hosts is not None:
+                hosts.discard(host)
+                if not hosts:
+                    del self._rest_hosts[(rest, c)]
+        for c in after - before:
+            self._rest_hosts.setdefault((rest, c), set()).add(host)
+        self._alias_changes[host] = self._alias_changes.get(host, 0) + 1
+        if cluster is None:
+            return
+        if host in self._scheme_rules and len(after) > 1:
+            self._alias_at[host] = -1  # contradicted: re-learn before the next use
+        for partner in self._partners.get(host, ()):
+            other = self._alias_pages.get(partner, {}).get(rest)
+            if other is not None and len(after | {c for c, _ in other.values()}) > 1:
+                self._alias_at[host] = self._alias_at[partner] = -1
 
     def forget(self, url: str) -> None:
         """Forget the observation of ``url`` (its page was deleted or is empty now)."""
@@ -502,22 +532,52 @@ class RuleLearner:
         self._rules[host], self._keys[host] = rules, keys
         self._learned_at[host], self._changes[host] = len(obs), 0
 
-    def _fresh_aliases(self) -> None:
-        at = self._alias_learned_at
-        if at is not None and at >= 0 and self._alias_changes < max(1, at // 10):
+    def _fresh_alias(self, host: str) -> None:
+        at = self._alias_at.get(host)
+        if at is not None and at >= 0 and self._alias_changes.get(host, 0) < max(1, at // 10):
             return
-        obs = [(u, c) for pages in self._obs.values() for u, c in pages.items()]
-        self._aliases = learn_aliases(obs, self.min_support)
-        targets: dict[str, list[tuple[bool, str, str]]] = {}
-        for r in self._aliases:
-            if r.kind == "scheme-alias":
-                targets.setdefault(r.host, []).append((False, r.host, r.name))
+        rests = self._alias_pages.get(host, {})
+        rule = _scheme_rule(host, rests, self.min_support)
+        if rule is not None:
+            self._scheme_rules[host] = rule
+        else:
+            self._scheme_rules.pop(host, None)
+        shared: dict[str, int] = {}   # partner -> paths in one cluster with this host (a bound)
+        for rest, by_scheme in rests.items():
+            for c in {c for c, _ in by_scheme.values()}:
+                for other in islice(self._rest_hosts.get((rest, c), ()), MAX_ALIAS_PARTNERS):
+                    if other != host:
+                        shared[other] = shared.get(other, 0) + 1
+        candidates = {h for h, n in shared.items() if n >= self.min_support} | self._partners.get(host, set())
+        for other in candidates:
+            pair = _alias_pair(host, other)
+            rule = _pair_rule(self._alias_pages, *pair, self.min_support)
+            if rule is not None:
+                self._pair_rules[pair] = rule
+                self._partners.setdefault(host, set()).add(other)
+                self._partners.setdefault(other, set()).add(host)
             else:
-                a, b = r.hosts
-                targets.setdefault(a, []).append((True, b, r.name))
-                targets.setdefault(b, []).append((True, a, r.name))
-        self._alias_targets = targets
-        self._alias_learned_at, self._alias_changes = len(obs), 0
+                self._pair_rules.pop(pair, None)
+                self._partners.get(host, set()).discard(other)
+                self._partners.get(other, set()).discard(host)
+        self._alias_at[host], self._alias_changes[host] = len(rests), 0
+
+    def _host_alias_rules(self, host: str) -> list[Rule]:
+        out = [self._pair_rules[_alias_pair(host, other)] for other in sorted(self._partners.get(host, ()))]
+        if host in self._scheme_rules:
+            out.append(self._scheme_rules[host])
+        return sorted(out, key=lambda r: (-r.support, r.name))
+
+    def alias_rules(self, host: str | None = None) -> list[Rule]:
+        """The ``scheme-alias`` and ``host-alias`` rules of ``host`` (every host when None;
+        each once, sorted by :attr:`Rule.host` then support)."""
+        hosts = [host.lower()] if host is not None else sorted(self._alias_pages)
+        for h in hosts:
+            self._fresh_alias(h)
+        out: list[Rule] = []
+        for h in hosts:
+            out.extend(r for r in self._host_alias_rules(h) if host is not None or r.host == h)
+        return out
 
     def _alias_variants(self, url: str) -> list[tuple[str, str]]:
         """The URLs the alias rules make equal to ``url`` (same scheme first), each with the
@@ -526,24 +586,31 @@ class RuleLearner:
         if o is None:
             return []
         scheme, host, rest = o
+        self._fresh_alias(host)
         flip = "https" if scheme == "http" else "http"
         out: list[tuple[str, str]] = []
-        for same_too, target, name in self._alias_targets.get(host, ()):
-            if same_too:
-                out.append((f"{scheme}://{target}{rest}", name))
-            out.append((f"{flip}://{target}{rest}", name))
+        for rule in self._host_alias_rules(host):
+            if rule.kind == "scheme-alias":
+                out.append((f"{flip}://{host}{rest}", rule.name))
+            else:
+                a, b = rule.hosts
+                target = b if a == host else a
+                out.append((f"{scheme}://{target}{rest}", rule.name))
+                out.append((f"{flip}://{target}{rest}", rule.name))
         return out
 
     def rules(self, host: str | None = None) -> list[Rule]:
-        """The rules of ``host`` (every host when None), strongest first; an alias rule is
-        listed under both of its hosts (once, under its :attr:`Rule.host`, for every host)."""
-        hosts = [host.lower()] if host is not None else sorted(self._obs)
-        self._fresh_aliases()
-        out: list[Rule] = []
+        """The rules of ``host`` (every host when None), strongest first: its URL rules,
+        then its alias rules (an alias rule of two hosts is listed under both; once, under
+        its :attr:`Rule.host`, in the list of every host)."""
+        hosts = [host.lower()] if host is not None else sorted(set(self._obs) | set(self._alias_pages))
         for h in hosts:
             self._fresh(h)
+            self._fresh_alias(h)
+        out: list[Rule] = []
+        for h in hosts:
             out.extend(self._rules.get(h, []))
-            out.extend(r for r in self._aliases if (h in r.hosts if host is not None else r.host == h))
+            out.extend(r for r in self._host_alias_rules(h) if host is not None or r.host == h)
         return out
 
     def match(self, url: str) -> RuleMatch | None:
@@ -560,7 +627,6 @@ class RuleLearner:
             known = self._keys[host].get(key)
             if known is not None and known != url and fired and known in self._obs[host]:
                 return RuleMatch(url, known, self._obs[host][known], fired)
-        self._fresh_aliases()
         for variant, name in self._alias_variants(url):
             target = host_of(variant)
             pages = self._obs.get(target)
