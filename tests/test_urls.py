@@ -265,8 +265,12 @@ def test_the_key_is_url_normalize_plus_tracking():
 _chars = st.sampled_from(list("aZ09-._~!$&'()*+,;=:@/?%[]\"<>^`{|}\\") + ["%2e", "%2E", "%7e", "%41", "%C3%A4",
                                                                         "%FC", "%zz", "ä", "€", "..", ".", "//"])
 _text = st.lists(_chars, max_size=12).map("".join)
-_hosts = st.sampled_from(["a.example", "A.Example", "www.a.example", "bücher.de", "xn--bcher-kva.de",
-                          "127.0.0.1", "[2001:DB8::1]", "faß.de", "exa_mple.com", "a.example."])
+_labels = st.one_of(st.sampled_from(["a", "Www", "xn--bcher-kva", "xn--zz", "-a", "a-", "a--b", "ß", "bücher", "_x",
+                                     "a" * 63, "a" * 64, "", "0", "ＥＸ"]),
+                    st.text(alphabet="abcXYZ019-_.", min_size=1, max_size=8))
+_hosts = st.one_of(st.sampled_from(["a.example", "A.Example", "www.a.example", "bücher.de", "xn--bcher-kva.de",
+                                    "127.0.0.1", "[2001:DB8::1]", "faß.de", "exa_mple.com", "a.example."]),
+                   st.lists(_labels, min_size=1, max_size=4).map(".".join))
 _ports = st.sampled_from(["", ":80", ":443", ":8080", ":0443", ":"])
 _params = st.lists(st.tuples(st.sampled_from(["a", "B", "utm_source", "gclid", "q", "Ç", "%61", "amp;utm_x",
                                               "utm%5Fmedium", "x%3D"]), _text,

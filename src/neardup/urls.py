@@ -175,10 +175,16 @@ def validate_url(url: str) -> str:
     return _checked(url)[0]
 
 
+_LDH_HOST = re.compile(r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*")
+
+
 @lru_cache(maxsize=1 << 16)
 def _host(host: str) -> str | None:
-    """The IDNA (punycode) lower-case form of a host name, None when it is not one. Cached:
-    a crawl meets few hosts per URL, and IDNA is half the cost of a key."""
+    """The IDNA (punycode) lower-case form of a host name, None when it is not one. Cached
+    (a crawl meets few hosts per URL, and IDNA is half the cost of a key); a lower-case
+    ASCII name of non-empty labels is its own form (url-normalize returns it unchanged)."""
+    if _LDH_HOST.fullmatch(host):
+        return host
     try:
         out = _lib_normalize_host(host)
     except (UnicodeError, ValueError):
@@ -232,7 +238,7 @@ def normalize_url(url: str, config: UrlConfig | None = None) -> str:
     else:
         host, _, port = hostport.partition(":")
     if host:
-        name = _host(host)
+        name = _host(host.lower() if host.isascii() else host)
         if not name:
             raise URLError(f"URL {url[:200]!r} has an invalid host {host[:100]!r}")
         host = name
