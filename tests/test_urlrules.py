@@ -315,3 +315,37 @@ def test_detector_should_fetch_skips_an_alias_host_url():
     assert (d.fetch, d.reason, d.known_url) == (False, "rule", "https://example.com/only-here")
     assert d.rules == ("host-alias:www.example.com=example.com",)
     assert det.should_fetch("https://www.example.com/elsewhere").reason == "unknown"
+
+
+def test_alias_rules_beside_the_url_rules():
+    obs = articles() + pages_on(["www.shop.example", "shop.example"])
+    got = learn(obs)
+    assert names(got) == ["drop-param:sid", "drop-param:utm_source", "drop-segment:print",
+                          "host-alias:www.shop.example=shop.example"]
+    assert [r.host for r in got][-1] == "www.shop.example"      # sorted by host: shop.example's own first
+    learner = RuleLearner()
+    for url, cluster in obs:
+        learner.observe(url, cluster)
+    assert names(learner.alias_rules()) == names(learner.alias_rules("shop.example")) == [
+        "host-alias:www.shop.example=shop.example"]
+    assert learner.alias_rules("other.example") == []
+    assert names(learner.rules("www.shop.example")) == ["host-alias:www.shop.example=shop.example"]
+    assert len(learner.rules("shop.example")) == 4 and names(learner.rules()) == names(got)
+
+
+def test_alias_evidence_follows_forgetting_and_moves():
+    learner = RuleLearner(min_support=2)
+    obs = pages_on(["www.example.com", "example.com"], n=2)
+    for url, cluster in obs:
+        learner.observe(url, cluster)
+    assert len(learner.alias_rules()) == 1
+    for url, _ in obs:
+        learner.forget(url)
+    assert learner.alias_rules() == [] and learner._alias_pages == {} and learner._rest_hosts == {}
+    # a page that moves to the cluster of its alias creates the support
+    for url, cluster in [("https://a.example/x", 1), ("https://b.example/x", 2),
+                         ("https://a.example/y", 3), ("https://b.example/y", 3)]:
+        learner.observe(url, cluster)
+    assert learner.alias_rules() == []                            # /x disagrees
+    learner.observe("https://b.example/x", 1)
+    assert names(learner.alias_rules()) == ["host-alias:a.example=b.example"]

@@ -492,6 +492,8 @@ class RuleLearner:
             rests[rest] = by_scheme
         else:
             rests.pop(rest, None)
+            if not rests:
+                del self._alias_pages[host]
         after = {c for c, _ in by_scheme.values()}
         for c in before - after:
             hosts = self._rest_hosts.get((rest, c))
