@@ -255,7 +255,10 @@ def normalize_url(url: str, config: UrlConfig | None = None) -> str:
     if not (_CLEAN_PATH.fullmatch(path) and "//" not in path and "/." not in path):
         path = _lib_normalize_path(path, scheme)
     query = _query(parts.query, cfg) if parts.query else ""
-    return urlunsplit((scheme, netloc, path, query, ""))
+    key = urlunsplit((scheme, netloc, path, query, ""))
+    if len(key) > MAX_URL_LENGTH:  # escaping lengthens: a key is always a valid URL
+        raise URLError(f"URL is {len(key)} characters long once normalised, over the {MAX_URL_LENGTH} limit")
+    return key
 
 
 def host_of(url: str) -> str:
