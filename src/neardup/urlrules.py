@@ -72,7 +72,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 @dataclass(frozen=True)
 class Rule:
     """A learned rule of ``host``: ``kind`` (with ``value``), ``support`` (URL merges with one
-    content that it explains) and an ``example`` pair of URLs it merged."""
+    content that it explains) and an ``example`` pair of URLs it merged. An alias rule
+    (``scheme-alias``, ``host-alias``) relates two origins; :attr:`hosts` names the hosts it
+    applies to."""
 
     host: str
     kind: str
@@ -91,7 +93,11 @@ class Rule:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        """The hosts the rule applies to: both of a ``host-alias``, else its own."""
+        """The hosts the rule applies to: both of a ``host-alias``, else its own.
+
+        >>> Rule("www.a.example", "host-alias", "www.a.example=a.example").hosts
+        ('www.a.example', 'a.example')
+        """
         if self.kind == "host-alias":
             a, _, b = self.value.partition("=")
             return (a, b)
@@ -118,6 +124,12 @@ class Rule:
         return f"{self.host}: {what} ({self.support} merges, no counter-example)"
 
     def to_dict(self) -> dict[str, Any]:
+        """The rule as JSON-ready values (``neardup rules``, ``GET /v1/rules``).
+
+        >>> d = Rule("a.example", "scheme-alias", "http=https", 3).to_dict()
+        >>> d["rule"], d["hosts"], d["support"]
+        ('scheme-alias:http=https', ['a.example'], 3)
+        """
         return {"host": self.host, "hosts": list(self.hosts), "rule": self.name, "kind": self.kind,
                 "value": self.value, "support": self.support, "example": list(self.example) if self.example else None,
                 "description": self.describe()}
@@ -125,8 +137,9 @@ class Rule:
 
 @dataclass(frozen=True)
 class RuleMatch:
-    """A URL that the rules of its host map to a known page: ``known_url`` (its cluster
-    ``cluster_id``), through ``rules`` (the names of the rules that rewrote it)."""
+    """A URL that the rules of its host, or its alias rules, map to a known page:
+    ``known_url`` (its cluster ``cluster_id``), through ``rules`` (the names of the rules that
+    rewrote it, in order)."""
 
     url: str
     known_url: str
@@ -572,7 +585,15 @@ class RuleLearner:
 
     def alias_rules(self, host: str | None = None) -> list[Rule]:
         """The ``scheme-alias`` and ``host-alias`` rules of ``host`` (every host when None;
-        each once, sorted by :attr:`Rule.host` then support)."""
+        each once, sorted by :attr:`Rule.host` then support).
+
+        >>> learner = RuleLearner(min_support=2)
+        >>> for i in range(2):
+        ...     learner.observe(f"http://a.example/{i}", i)
+        ...     learner.observe(f"https://a.example/{i}", i)
+        >>> [r.name for r in learner.alias_rules("a.example")]
+        ['scheme-alias:http=https']
+        """
         hosts = [host.lower()] if host is not None else sorted(self._alias_pages)
         for h in hosts:
             self._fresh_alias(h)

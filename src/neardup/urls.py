@@ -127,7 +127,11 @@ class UrlConfig:
         return name in self._exact or (bool(self._prefixes) and name.startswith(self._prefixes))
 
     def to_dict(self) -> dict[str, object]:
-        """The settings as JSON-ready values (the inverse of ``UrlConfig(**d)``)."""
+        """The settings as JSON-ready values (the inverse of ``UrlConfig(**d)``).
+
+        >>> UrlConfig(tracking_params=(), drop_params=["SID"]).to_dict()
+        {'tracking_params': [], 'drop_params': ['sid'], 'sort_query': False}
+        """
         return {"tracking_params": list(self.tracking_params), "drop_params": list(self.drop_params),
                 "sort_query": self.sort_query}
 
