@@ -349,3 +349,15 @@ def test_alias_evidence_follows_forgetting_and_moves():
     assert learner.alias_rules() == []                            # /x disagrees
     learner.observe("https://b.example/x", 1)
     assert names(learner.alias_rules()) == ["host-alias:a.example=b.example"]
+
+
+def test_alias_learned_from_either_side():
+    """The support completed by a page of one host makes the rule usable from the other."""
+    learner = RuleLearner()
+    for url, cluster in pages_on(["www.example.com"], n=3) + pages_on(["example.com"], n=2):
+        learner.observe(url, cluster)
+    learner.observe("https://example.com/only-here", 40)
+    assert learner.match("https://www.example.com/only-here") is None   # 2 merges: not yet
+    learner.observe("https://example.com/n/2", 2)                        # the third, on the bare host
+    m = learner.match("https://www.example.com/only-here")
+    assert m is not None and m.rules == ("host-alias:www.example.com=example.com",)

@@ -519,6 +519,9 @@ class RuleLearner:
         self._alias_changes[host] = self._alias_changes.get(host, 0) + 1
         if cluster is None:
             return
+        for sharing in islice(self._rest_hosts.get((rest, cluster), ()), MAX_ALIAS_PARTNERS):
+            if sharing != host:  # new evidence for the other host's pairs too
+                self._alias_changes[sharing] = self._alias_changes.get(sharing, 0) + 1
         if host in self._scheme_rules and len(after) > 1:
             self._alias_at[host] = -1  # contradicted: re-learn before the next use
         for partner in self._partners.get(host, ()):
