@@ -2,6 +2,7 @@
 
     python benchmarks/urls.py --table     # the edge-case table of docs/urls.md (Markdown)
     python benchmarks/urls.py             # microseconds per URL on real URLs and variants
+    python benchmarks/urls.py --learner   # RuleLearner.observe (+ a match every 3rd URL) per URL
 
 The URLs: every http(s) URL named in the manifests and metadata of ``shared/corpus``
 (``../shared/corpus`` from the repository, or ``--corpus DIR``; 4,731 distinct URLs of
@@ -144,10 +145,36 @@ def timed(fn: Callable[[str], object], urls: list[str], repeat: int) -> tuple[fl
     return passes[0], min(passes), rejected
 
 
+def learner_cost(real: list[str], rng: random.Random) -> dict[str, object]:
+    """Microseconds per observed page of a RuleLearner fed the keys of the real URLs (each its
+    own cluster) and, for 2,000 of them, the same page on the ``www.``-toggled host, with a
+    ``match`` of the http:// form every third page (the learned rules' count too)."""
+    from neardup.urlrules import RuleLearner
+
+    keys = [normalize_url(u) for u in real]
+    obs = [(k, i) for i, k in enumerate(keys)]
+    for i, k in enumerate(keys[:2000]):
+        scheme, _, rest = k.partition("://")
+        obs.append((f"{scheme}://{rest[4:] if rest.startswith('www.') else 'www.' + rest}", i))
+    rng.shuffle(obs)
+    learner = RuleLearner()
+    t = time.perf_counter()
+    for n, (url, cluster) in enumerate(obs):
+        learner.observe(url, cluster)
+        if n % 3 == 0:
+            learner.match(url.replace("https://", "http://", 1))
+    us = (time.perf_counter() - t) / len(obs) * 1e6
+    rules = learner.rules()
+    return {"pages": len(obs), "us_per_page": round(us, 1), "rules": len(rules),
+            "alias_rules": sum(r.kind in ("host-alias", "scheme-alias") for r in rules)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table", action="store_true", help="print the edge-case table (Markdown) and stop")
     ap.add_argument("--corpus", type=Path, default=None, help="shared/corpus (default: found beside the repository)")
+    ap.add_argument("--learner", action="store_true",
+                    help="time RuleLearner.observe and match on the keys of the real URLs and their www. aliases")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
@@ -158,6 +185,9 @@ def main() -> None:
                                   if p.is_dir()), None)
     real = corpus_urls(corpus)
     rng = random.Random(args.seed)
+    if args.learner:
+        print(json.dumps(learner_cost(real, rng), indent=1))
+        return
     urls = real + [v for u in real for v in variants(u, rng)]
     rng.shuffle(urls)
     keys = {normalize_url(u) for u in real}
