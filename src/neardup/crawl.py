@@ -45,7 +45,7 @@ from neardup.errors import ConfigError
 from neardup.model import DEFAULT_TRAP_MEMBERS, MIN_BUDGET_FACTOR, STATUSES, FetchDecision, seconds
 from neardup.storeapi import Store
 from neardup.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
-from neardup.urls import host_of, validate_url
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url
 
 #: the shortest wait :func:`next_fetch` plans (seconds)
 MIN_REVISIT = 60.0
@@ -154,9 +154,10 @@ class CrawlSignals:
     URL (:meth:`should_fetch`). The Detector keeps it current as it writes
     (:meth:`observe`, :meth:`forget`)."""
 
-    def __init__(self, store: Store, clusters: Clusters) -> None:
+    def __init__(self, store: Store, clusters: Clusters, urls: UrlConfig = DEFAULT_URL_CONFIG) -> None:
         self.store = store
         self.clusters = clusters
+        self.urls = urls
         #: support a learned URL rule needs before :meth:`should_fetch` uses it
         self.rule_min_support = DEFAULT_MIN_SUPPORT
         self._learner: RuleLearner | None = None  # built from the store at first use
@@ -208,7 +209,7 @@ class CrawlSignals:
     def should_fetch(self, url: str, *, max_age: float | None = None,
                      host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
         """Whether to fetch ``url``, and why: :meth:`neardup.Detector.should_fetch`."""
-        url = validate_url(url)
+        url = normalize_url(url, self.urls)
         max_age = seconds(max_age, "max_age", optional=True)
         if host_max_duplicate_rate is not None:
             rate = seconds(host_max_duplicate_rate, "host_max_duplicate_rate")

@@ -62,7 +62,7 @@ from neardup.store import PageRecord, SQLiteStore
 from neardup.storeapi import Store, VersionRow
 from neardup.thresholds import read as read_thresholds
 from neardup.urlrules import Rule
-from neardup.urls import host_of, validate_url
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url, validate_url
 from neardup.versions import compare_versions, counters, url_history, version_fields
 
 #: the value types and defaults live in :mod:`neardup.model`; importing them from here keeps working
@@ -115,6 +115,11 @@ class Detector:
         :meth:`close` and memory-mapped at the next open when it still matches the store;
         otherwise it is rebuilt from the store. The index (and the MinHash LSH) are kept in
         step with the store by :class:`~neardup.mirror.IndexMirror` (:attr:`mirror`).
+    urls: how a URL becomes its key in the store (:class:`~neardup.urls.UrlConfig`: tracking
+        parameters dropped, query order; default :data:`~neardup.urls.DEFAULT_URL_CONFIG`):
+        every URL is normalised (:func:`~neardup.urls.normalize_url`) before it is stored or
+        looked up, the URL as fetched kept beside it. Kept in the store: a store whose keys
+        were made with other settings refuses different ones (:class:`ConfigError`).
     keep_changes: how many entries of the store's change log writers keep (older ones are
         pruned; a process further behind rebuilds its index from the pages); None: never
         prune.
@@ -133,6 +138,7 @@ class Detector:
         containment: float | None = None,
         verify: float | None = DEFAULT_VERIFY,
         keep_changes: int | None = DEFAULT_KEEP_CHANGES,
+        urls: UrlConfig | None = None,
     ) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -150,6 +156,8 @@ class Detector:
         self.config = resolve_config(self.store, config, method=method,
                                      needs_minhash=method != "simhash" or containment is not None)
         self.store.bits = self.config.bits  # a stored SimHash of another width is damage
+        #: how URLs become store keys (:func:`neardup.urls.normalize_url`), kept in the store
+        self.urls = self._resolve_urls(urls)
         #: host -> (k, verify) of the stored tuned thresholds (empty when k was given)
         self.host_thresholds: dict[str, tuple[int, float | None]] = {}
         if k is None:
@@ -184,7 +192,28 @@ class Detector:
         #: bounds of the recrawl wait :func:`neardup.crawl.next_fetch` plans (seconds)
         self.revisit_min, self.revisit_max = MIN_REVISIT, MAX_REVISIT
         #: learned URL rules and per-host signals (:mod:`neardup.crawl`)
-        self.signals = CrawlSignals(self.store, self.clusters)
+        self.signals = CrawlSignals(self.store, self.clusters, self.urls)
+
+    def _resolve_urls(self, urls: UrlConfig | None) -> UrlConfig:
+        stored = self.store.get_meta("url_config")
+        try:
+            found = UrlConfig(**stored) if isinstance(stored, dict) else None
+        except (TypeError, NeardupError) as exc:
+            raise StoreError(f"store {self.store.path} has unreadable URL settings ({exc})") from None
+        if urls is None:
+            return found if found is not None else DEFAULT_URL_CONFIG
+        if found is not None and found != urls and self.store.page_count() > 0:
+            raise ConfigError(f"store {self.store.path} keys its URLs with other settings ({found.to_dict()}); "
+                              "use the same URL settings or a new store")
+        if found != urls:
+            self.store.set_meta("url_config", urls.to_dict())
+        return urls
+
+    def _key(self, url: str) -> tuple[str, str | None]:
+        """A URL's store key (:func:`normalize_url`) and the URL as fetched when it differs."""
+        key = normalize_url(url, self.urls)
+        given = validate_url(url)
+        return key, (given if given != key else None)
 
     def thresholds(self, url: str | None) -> tuple[int, float | None]:
         """The ``(k, verify)`` a page at ``url`` is decided with: its host's tuned values
@@ -226,6 +255,7 @@ class Detector:
         verify: float | None = DEFAULT_VERIFY,
         keep_changes: int | None = DEFAULT_KEEP_CHANGES,
         index: HammingIndex | None = None,
+        urls: UrlConfig | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
@@ -240,7 +270,7 @@ class Detector:
             store = SQLiteStore(path, timeout=timeout, create=create)
         try:
             return cls(store, k=k, config=config, canonical=canonical, method=method, threshold=threshold,
-                       containment=containment, verify=verify, keep_changes=keep_changes, index=index)
+                       containment=containment, verify=verify, keep_changes=keep_changes, index=index, urls=urls)
         except BaseException:
             store.close()
             raise
@@ -296,11 +326,11 @@ class Detector:
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         """:meth:`check` for a fingerprint computed elsewhere (same spec required)."""
         self._check_spec(fp)
-        url = validate_url(url)
+        url, fetched = self._key(url)
         with self.store.reading():
             found = self.store.lookup(url, None if fp.empty else fp.digest)
             self.mirror.sync((found.first, found.last))
-            return self._check_synced(url, fp, found.own, found.same)
+            return self._check_synced(url, fp, found.own, found.same, fetched)
 
     def _check_synced(self, url: str, fp: Fingerprint, own: PageRecord | None, same: PageRecord | None,
                       fetched_url: str | None = None) -> Verdict:
@@ -366,11 +396,11 @@ class Detector:
     ) -> Verdict:
         """:meth:`add` for a fingerprint computed elsewhere (same spec required)."""
         self._check_spec(fp)
-        url = validate_url(url)
+        url, fetched = self._key(url)
         now = timestamp(fetched_at)
         priority = priority_value(priority)
         with self.signals.learning(), self._writing():
-            return self._record(url, fp, now, priority)
+            return self._record(url, fp, now, priority, fetched)
 
     def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
         """:meth:`check_fingerprint` for many (url, fingerprint) pairs; a pair that cannot be
@@ -387,9 +417,9 @@ class Detector:
             for url, fp in items:
                 try:
                     self._check_spec(fp)
-                    url = validate_url(url)
+                    url, fetched = self._key(url)
                     found = self.store.lookup(url, None if fp.empty else fp.digest)
-                    out.append(self._check_synced(url, fp, found.own, found.same))
+                    out.append(self._check_synced(url, fp, found.own, found.same, fetched))
                 except NeardupError as exc:
                     if isinstance(exc, StoreError) and not isinstance(exc, SpecMismatchError):
                         raise
@@ -409,12 +439,12 @@ class Detector:
                 fetched_at, priority = (item[2], item[3]) if len(item) == 4 else (None, None)
                 try:
                     self._check_spec(fp)
-                    checked = validate_url(url)
+                    checked, fetched = self._key(url)
                     when, prio = timestamp(fetched_at), priority_value(priority)
                 except NeardupError as exc:
                     out.append(Verdict(status="error", url=str(url), error=str(exc)))
                     continue
-                out.append(self._record(checked, fp, when, prio))
+                out.append(self._record(checked, fp, when, prio, fetched))
         return out
 
     def expire(self, older_than: float) -> int:
@@ -543,7 +573,7 @@ class Detector:
         >>> h.fetches, h.change_count, [v["changed"] for v in h.versions]
         (3, 1, [None, False, True])
         """
-        return url_history(self.store, validate_url(url), self.config.bits)
+        return url_history(self.store, self._key(url)[0], self.config.bits)
 
     def page(self, page_id: int) -> PageRecord | None:
         """The stored page with this id (None when there is none)."""

@@ -26,7 +26,8 @@ from functools import lru_cache
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from url_normalize.normalize_host import normalize_host as _lib_normalize_host
-from url_normalize.normalize_path import normalize_path as _lib_normalize_path
+from url_normalize.tools import RESERVED_CHARACTERS as _RESERVED
+from url_normalize.tools import normalize_component as _lib_normalize_component
 from url_normalize.normalize_port import normalize_port as _lib_normalize_port
 from url_normalize.normalize_query import process_query_param as _lib_query_param
 from url_normalize.normalize_userinfo import normalize_userinfo as _lib_normalize_userinfo
@@ -256,13 +257,43 @@ def normalize_url(url: str, config: UrlConfig | None = None) -> str:
         if port:
             netloc += ":" + port
     path = parts.path
-    if not (_CLEAN_PATH.fullmatch(path) and "//" not in path and "/." not in path):
-        path = _lib_normalize_path(path, scheme)
+    if not (_CLEAN_PATH.fullmatch(path) and "/." not in path):
+        path = _normalize_path(path)
     query = _query(parts.query, cfg) if parts.query else ""
     key = urlunsplit((scheme, netloc, path, query, ""))
     if len(key) > MAX_URL_LENGTH:  # escaping lengthens: a key is always a valid URL
         raise URLError(f"URL is {len(key)} characters long once normalised, over the {MAX_URL_LENGTH} limit")
     return key
+
+
+def _normalize_path(path: str) -> str:
+    """A path's canonical form: percent-encoding normalised by url-normalize's component
+    rule (reserved escapes such as ``%2F`` kept, hex upper-cased, UTF-8 NFC), then dot
+    segments removed as RFC 3986 section 5.2.4 says. Empty segments are kept: ``/a//b`` and
+    ``/a/b`` may be different resources (an archive's ``/web/2019/https://host/...``), so
+    collapsing them, as url-normalize does, would merge URLs a server tells apart.
+
+    >>> _normalize_path("/web/2019/https://a.example/./x/../y%7e")
+    '/web/2019/https://a.example/y~'
+    >>> _normalize_path("")
+    '/'
+    """
+    path = _lib_normalize_component(path, "~:/[]@!$&'()*+,;=", _RESERVED)
+    out: list[str] = []
+    segments = path.split("/")
+    for i, part in enumerate(segments):
+        if part == ".":
+            if i == len(segments) - 1:
+                out.append("")
+        elif part == "..":
+            if len(out) > 1:
+                out.pop()
+            if i == len(segments) - 1:
+                out.append("")
+        else:
+            out.append(part)
+    path = "/".join(out)
+    return path if path.startswith("/") else "/" + path
 
 
 def host_of(url: str) -> str:
