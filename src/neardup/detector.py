@@ -57,7 +57,7 @@ from neardup.model import (
     text_fields_encodable,
     timestamp,
 )
-from neardup.settings import resolve_config
+from neardup.settings import DEFAULT_SETTINGS, DetectorSettings, resolve_config
 from neardup.store import PageRecord, SQLiteStore
 from neardup.storeapi import Store, VersionRow
 from neardup.thresholds import read as read_thresholds
@@ -120,6 +120,9 @@ class Detector:
         every URL is normalised (:func:`~neardup.urls.normalize_url`) before it is stored or
         looked up, the URL as fetched kept beside it. Kept in the store: a store whose keys
         were made with other settings refuses different ones (:class:`ConfigError`).
+    settings: all of the decision settings above in one validated value
+        (:class:`~neardup.settings.DetectorSettings`, what the CLI, the service and the Scrapy
+        middleware build), instead of the keyword arguments.
     keep_changes: how many entries of the store's change log writers keep (older ones are
         pruned; a process further behind rebuilds its index from the pages); None: never
         prune.
@@ -139,15 +142,24 @@ class Detector:
         verify: float | None = DEFAULT_VERIFY,
         keep_changes: int | None = DEFAULT_KEEP_CHANGES,
         urls: UrlConfig | None = None,
+        settings: DetectorSettings | None = None,
     ) -> None:
-        if method not in METHODS:
-            raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-        if not 0.0 < float(threshold) <= 1.0:
-            raise ConfigError(f"threshold must be in (0, 1], got {threshold}")
-        if containment is not None and not 0.0 < float(containment) <= 1.0:
-            raise ConfigError(f"containment must be in (0, 1], got {containment}")
-        if verify is not None and not 0.0 <= float(verify) <= 1.0:
-            raise ConfigError(f"verify must be in [0, 1] or None, got {verify}")
+        policy_spec = canonical.spec if isinstance(canonical, CanonicalPolicy) else canonical
+        given = (k, verify, method, threshold, containment, policy_spec, keep_changes)
+        if settings is None:  # validated in one place
+            settings = DetectorSettings(k=k, verify=verify, method=method, threshold=threshold,
+                                        containment=containment, canonical=policy_spec, keep_changes=keep_changes)
+        else:
+            defaults = DEFAULT_SETTINGS
+            if given != (defaults.k, defaults.verify, defaults.method, defaults.threshold, defaults.containment,
+                         defaults.canonical, defaults.keep_changes):
+                raise ConfigError("give the decision settings either as settings=DetectorSettings(...) or as "
+                                  "keyword arguments, not both")
+            config = settings.fingerprint_config(config)
+        #: every setting this detector decides with (:class:`neardup.settings.DetectorSettings`)
+        self.settings = settings
+        k, verify, method, threshold = settings.k, settings.verify, settings.method, settings.threshold
+        containment, canonical, keep_changes = settings.containment, settings.canonical, settings.keep_changes
         self.verify = None if verify is None else float(verify)
         self.method = method
         self.threshold = float(threshold)
@@ -256,6 +268,7 @@ class Detector:
         keep_changes: int | None = DEFAULT_KEEP_CHANGES,
         index: HammingIndex | None = None,
         urls: UrlConfig | None = None,
+        settings: DetectorSettings | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
         ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
@@ -270,7 +283,8 @@ class Detector:
             store = SQLiteStore(path, timeout=timeout, create=create)
         try:
             return cls(store, k=k, config=config, canonical=canonical, method=method, threshold=threshold,
-                       containment=containment, verify=verify, keep_changes=keep_changes, index=index, urls=urls)
+                       containment=containment, verify=verify, keep_changes=keep_changes, index=index, urls=urls,
+                       settings=settings)
         except BaseException:
             store.close()
             raise

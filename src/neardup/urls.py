@@ -26,11 +26,11 @@ from functools import lru_cache
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from url_normalize.normalize_host import normalize_host as _lib_normalize_host
-from url_normalize.tools import RESERVED_CHARACTERS as _RESERVED
-from url_normalize.tools import normalize_component as _lib_normalize_component
 from url_normalize.normalize_port import normalize_port as _lib_normalize_port
 from url_normalize.normalize_query import process_query_param as _lib_query_param
 from url_normalize.normalize_userinfo import normalize_userinfo as _lib_normalize_userinfo
+from url_normalize.tools import RESERVED_CHARACTERS as _RESERVED
+from url_normalize.tools import normalize_component as _lib_normalize_component
 
 from neardup.errors import ConfigError, URLError
 
