@@ -147,3 +147,40 @@ def test_a_fingerprint_without_its_sketch_is_never_near(sample_pages):
     # the same content is still exact without a sketch: the digest decides
     same = dataclasses.replace(det.fingerprint(a.content), sketch=None)
     assert det.check_fingerprint("https://d.example/haley", same).status == "exact"
+
+
+# -- errors that teach, one name per concept ------------------------------------------------------
+
+def test_dedup_of_inputs_that_all_fail_exits_1(tmp_path):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(300))
+    (folder / "b.html").write_bytes(b"%PDF-1.4\n" + bytes(300))
+    r = run("dedup", folder, "--db", tmp_path / "s.db", "--no-progress", "--jobs", "1")
+    assert r.exit_code == 1 and "none of the 2 input items could be read" in r.stderr
+    (folder / "c.html").write_text("<html><body><article><p>" + " ".join(f"w{i}" for i in range(50))
+                                   + "</p></article></body></html>", encoding="utf-8")
+    r = run("dedup", folder, "--db", tmp_path / "s.db", "--no-progress", "--jobs", "1")
+    assert r.exit_code == 0 and json.loads(r.output.strip().splitlines()[-1])["error"] == 2
+
+
+def test_hosts_formats_share_the_names_of_dedup(tmp_path):
+    db = tmp_path / "s.db"
+    text = tmp_path / "p.txt"
+    text.write_text(" ".join(f"w{i}" for i in range(50)), encoding="utf-8")
+    assert run("add", "--db", db, "https://a.example/1", text).exit_code == 0
+    lines = run("hosts", "--db", db, "--format", "jsonl").output.strip().splitlines()
+    assert [json.loads(x)["host"] for x in lines] == ["a.example"]
+    assert [h["host"] for h in json.loads(run("hosts", "--db", db, "--format", "json").output)] == ["a.example"]
+    assert run("hosts", "--db", db, "--format", "csv").output.startswith("host,pages,")
+
+
+def test_the_version_is_one_number():
+    import tomllib
+    from pathlib import Path
+
+    import neardup
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert neardup.__version__ == project["project"]["version"]
+    assert run("--version").output.strip().endswith(project["project"]["version"])

@@ -282,7 +282,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
     never its own duplicate: 'unchanged' or 'changed' (the 'version' column), keeping its
     first decision while it stays a near copy of it. Items that cannot be read or fingerprinted are
     skipped and counted by reason; WARC records that are not pages (other content types,
-    statuses other than 200, revisits) are counted by reason under 'skipped'."""
+    statuses other than 200, revisits) are counted by reason under 'skipped'. Exit 0 when
+    at least one page was read (failed items are counted, and listed with --errors); exit 1
+    when none of the input items could be read."""
     from tqdm import tqdm
 
     from neardup.inputs import count_items
@@ -374,6 +376,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
     )
     # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
     click.echo(json.dumps(summary), err=out == "-")
+    if counts["pages"] and counts["error"] == counts["pages"]:
+        click.echo(f"neardup: error: none of the {counts['pages']} input items could be read", err=True)
+        sys.exit(EXIT_INPUT)
 
 
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
@@ -483,17 +488,20 @@ HOST_FIELDS = ("host", "pages", "new", "exact", "near", "partial", "empty", "dup
               help="Only pages fetched in the last S seconds.")
 @click.option("--trap-members", type=click.IntRange(1), default=10, show_default=True,
               help="URLs of one host in one cluster that make the host a trap.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
-              help="json: one line per host; csv: a table with a header.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "json"]), default="jsonl", show_default=True,
+              help="jsonl: one JSON line per host; csv: a table with a header; json: one JSON array.")
 @handle_errors
 def hosts_cmd(db: str, top: int | None, sort: str, window: float | None, trap_members: int, fmt: str) -> None:
     """Per-host duplicate signals, sorted: pages, counts by status, duplicate rate, distinct
     contents, the largest cluster, trap and a suggested budget factor."""
     with open_detector(db, create=False) as det:
         rows = det.hosts(top, window=window, sort=sort, trap_members=trap_members)
-    if fmt == "json":
+    if fmt == "jsonl":
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if fmt == "json":
+        click.echo(json.dumps(rows, ensure_ascii=False))
         return
     stream = sys.stdout
     writer = csv.DictWriter(stream, fieldnames=HOST_FIELDS, lineterminator="\n")
