@@ -260,44 +260,25 @@ class CrawlSignals:
         now = time.time() if at is None else float(at)
         since = None if window is None else now - float(window)
         wanted = host.lower() if host is not None else None
-        per: dict[str, dict[str, Any]] = {}
         with self.store.reading():
-            for rec in self.store.iter_pages():
-                if (wanted is not None and rec.host != wanted) or (since is not None and rec.fetched_at < since):
-                    continue
-                h = per.get(rec.host)
-                if h is None:
-                    h = per[rec.host] = {"counts": {}, "clusters": {}, "refetched": 0, "changed": 0,
-                                         "changes": 0, "span": 0.0}
-                h["counts"][rec.status] = h["counts"].get(rec.status, 0) + 1
-                if rec.fetches > 1:
-                    h["refetched"] += 1
-                    h["changed"] += rec.change_count > 0
-                    h["changes"] += rec.change_count
-                    h["span"] += max(0.0, rec.fetched_at - rec.first_seen)
-                if rec.cluster_id is not None and rec.status != "empty":
-                    h["clusters"][rec.cluster_id] = h["clusters"].get(rec.cluster_id, 0) + 1
-            rows = []
-            for name, h in per.items():
-                counts = h["counts"]
-                pages = sum(counts.values())
+            rows: list[dict[str, Any]] = []
+            for h in self.store.host_figures(wanted, since):
+                pages, counts = h.pages, h.counts
                 dups = counts.get("exact", 0) + counts.get("near", 0)
-                distinct = len(h["clusters"])
-                rows.append({"host": name, "pages": pages,
+                rows.append({"host": h.host, "pages": pages,
                              **{s: counts.get(s, 0) for s in STATUSES if s != "error"},
                              "duplicates": dups, "duplicate_rate": round(dups / pages, 4) if pages else 0.0,
-                             "distinct_contents": distinct, "refetched": h["refetched"],
-                             "changed_pages": h["changed"],
-                             "changes_per_day": round(h["changes"] * 86400.0 / h["span"], 4) if h["span"] else None,
-                             "_clusters": h["clusters"]})
+                             "distinct_contents": h.distinct_contents, "refetched": h.refetched,
+                             "changed_pages": h.changed_pages,
+                             "changes_per_day": round(h.changes * 86400.0 / h.watched, 4) if h.watched else None})
             rows.sort(key=lambda r: (-r[sort], r["host"]))
             if top is not None:
                 rows = rows[:max(0, int(top))]
+            largest_of = self.store.largest_host_clusters([r["host"] for r in rows], since)
             for r in rows:
-                clusters = r.pop("_clusters")
-                largest = None
-                if clusters:
-                    cid, n = min(clusters.items(), key=lambda kv: (-kv[1], kv[0]))
+                largest: dict[str, Any] | None = None
+                if r["host"] in largest_of:
+                    cid, n = largest_of[r["host"]]
                     info = self.clusters.info(cid, at=now) or {}
                     largest = {"id": cid, "urls_from_host": n, "size": info.get("size"),
                                "joins_per_hour": info.get("joins_per_hour")}
