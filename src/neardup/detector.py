@@ -842,9 +842,13 @@ class Detector:
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
+        anywhere: set[int] = set()  # sketch-band candidates: the sketch decides at any distance
         if self.method in ("simhash", "both"):
             for page_id, _ in self.mirror.search(fp.simhash, k):
                 found.setdefault(page_id, set()).add("simhash")
+            for page_id, _ in self.mirror.sketch_candidates(fp.sketch, verify):
+                found.setdefault(page_id, set()).add("simhash")
+                anywhere.add(page_id)
         if self.method in ("minhash", "both") and sig is not None:
             for page_id, _ in self.mirror.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
@@ -854,7 +858,7 @@ class Detector:
             rec = recs.get(page_id)
             if rec is None:
                 continue
-            verdict = match(side, Side.of_record(rec), k, verify)
+            verdict = match(side, Side.of_record(rec), self.config.bits if page_id in anywhere else k, verify)
             if verdict.reason in ("empty", "boilerplate"):
                 continue
             if verdict.status is None:

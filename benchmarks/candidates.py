@@ -1,0 +1,616 @@
+"""Candidate stages compared on realistic edits, hard negatives and all corpus pairs (issue 21).
+
+The sketch (``neardup.matching.match``, verify 0.3) is the definition of *near*: a candidate
+stage has to bring every stored page the sketch would accept, and as few others as possible.
+This harness builds realistic edits of corpus articles (their main text extracted by the
+``accurate`` extractor, through neardup's pipeline), keeps a held-out part (by host, fixed
+seed) that no parameter is chosen on, and measures for each candidate option:
+
+* recall on the edit pairs the sketch accepts (tuning part and held-out part, per edit kind);
+* candidates and false matches among all pairs of corpus pages (one store of every page), and
+  on same-site hard negatives;
+* bit balance of the SimHash per bit (all pages, and per source);
+* with ``--scale``: bytes of index per page, CPU per query (p50 / p99) and build cost of the
+  real indexes at 10^6 and 10^7 stored fingerprints (synthetic values; candidates per query
+  from random collisions plus the corpus's measured collision rate).
+
+Usage::
+
+    python benchmarks/candidates.py --cache out/cache [--corpus PATH] [--scale 1e6,1e7] [--out FILE.json]
+
+Extracted texts and fingerprints are cached in ``--cache`` so reruns take seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import re
+import resource
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import quality as Q  # noqa: E402
+
+from neardup.extract import extract_main_content  # noqa: E402
+from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, fingerprint_text  # noqa: E402
+from neardup.matching import Side, match  # noqa: E402
+
+VERIFY = 0.3
+SEED = 21
+HELD_OUT_SHARE = 5  # one host in five (by a hash of the host) is held out
+ARTICLES = 700  # articles edited (before the held-out split)
+MIN_WORDS = 120
+MIN_PARAGRAPHS = 4
+EDIT_KINDS = ("date", "sidebar", "para_add", "para_remove", "comments", "combined", "template", "excerpt")
+SIMHASH_K = tuple(range(3, 13))
+BINS = 60
+HEADER = 4
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = Q.DEFAULT_CORPUS if Q.DEFAULT_CORPUS.is_dir() else Path("/work/shared/corpus")
+WORD = re.compile(r"\w+")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def held_out(host: str | None) -> bool:
+    """The held-out part: a fixed hash of the host (never used for choosing parameters)."""
+    h = hashlib.sha256(f"{SEED}:{host or ''}".encode()).digest()
+    return h[0] % HELD_OUT_SHARE == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Pages, fingerprints
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Corpus:
+    pages: list[str]
+    texts: dict[str, str]
+    titles: dict[str, str | None]
+    hosts: dict[str, str | None]
+    sources: dict[str, str]
+    fps: dict[str, Fingerprint]
+
+
+def load_corpus(corpus: Path, cache: Path | None) -> Corpus:
+    locations = Q.page_locations(corpus)
+    pages = sorted(p for p, (source, _) in locations.items()
+                   if source in Q.ALL_PAIRS_SOURCES and (corpus / p).is_file())
+    ext = Q.extract_pages(corpus, pages, "accurate", cache, log)
+    fps = {p: fingerprint_text(ext.texts[p], DEFAULT_CONFIG) for p in pages}
+    return Corpus(pages, ext.texts, ext.titles, {p: locations[p][1] for p in pages},
+                  {p: locations[p][0] for p in pages}, fps)
+
+
+# --------------------------------------------------------------------------------------------
+# Realistic edits
+# --------------------------------------------------------------------------------------------
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+DATE_LINE = re.compile(r"^.{0,60}\b(19|20)\d\d\b.{0,60}$")
+USERS = ("jsmith", "Maria K.", "anon", "Reader from Ohio", "peterb", "lucy_w", "Dan", "observer77")
+
+
+def paragraphs(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def words(text: str) -> int:
+    return len(WORD.findall(text))
+
+
+def date_line(rng: random.Random) -> str:
+    return (f"Updated {rng.choice(MONTHS)} {rng.randint(1, 28)}, {rng.randint(2005, 2024)} "
+            f"{rng.randint(1, 12)}:{rng.randint(0, 59):02d} {rng.choice(('AM', 'PM'))}")
+
+
+def with_date(paras: list[str], rng: random.Random) -> list[str]:
+    """Change the date line (the first line that looks like one), or add one under the title."""
+    out = list(paras)
+    for i, p in enumerate(out[:6]):
+        if DATE_LINE.match(p) and words(p) <= 14:
+            out[i] = date_line(rng)
+            return out
+    out.insert(min(1, len(out)), date_line(rng))
+    return out
+
+
+@dataclass
+class Donors:
+    """Other articles' titles and paragraphs (sidebars, added paragraphs, comments)."""
+
+    titles: list[str]
+    paragraphs: list[str]
+    sentences: list[str]
+
+    def related(self, rng: random.Random, n: int = 6) -> list[str]:
+        return ["Related:"] + [f"- {t}" for t in rng.sample(self.titles, n)]
+
+    def comments(self, rng: random.Random, n: int) -> list[str]:
+        out = [f"{n} Comments"]
+        for _ in range(n):
+            out += [f"{rng.choice(USERS)} says:", rng.choice(self.sentences)]
+        return out
+
+
+def edit(kind: str, paras: list[str], donors: Donors, rng: random.Random) -> tuple[list[str], list[str]]:
+    """(version a, version b) of one article's paragraphs for an edit kind (text edits)."""
+    a = list(paras)
+    if kind == "date":
+        return with_date(a, random.Random(rng.random())), with_date(a, rng)
+    if kind == "sidebar":
+        return a + donors.related(rng), a + donors.related(rng)
+    if kind == "para_add":
+        b = list(a)
+        b.insert(rng.randint(1, len(b)), rng.choice(donors.paragraphs))
+        return a, b
+    if kind == "para_remove":
+        body = [i for i, p in enumerate(a) if words(p) >= 15] or list(range(len(a)))
+        b = list(a)
+        del b[rng.choice(body)]
+        return a, b
+    if kind == "comments":
+        return a, a + donors.comments(rng, rng.randint(3, 6))
+    if kind == "combined":
+        b = with_date(a, rng)
+        b.insert(rng.randint(1, len(b)), rng.choice(donors.paragraphs))
+        body = [i for i, p in enumerate(b) if words(p) >= 15] or list(range(len(b)))
+        del b[rng.choice(body)]
+        return a + donors.related(rng), b + donors.related(rng) + donors.comments(rng, rng.randint(3, 6))
+    if kind == "excerpt":
+        total = sum(words(p) for p in a)
+        # drop paragraphs from the end, then the start, while >= 80% of the words remain
+        lo, hi = 0, len(a)
+        while hi - lo > 1:
+            drop_end = rng.random() < 0.6
+            cand = (lo, hi - 1) if drop_end else (lo + 1, hi)
+            if sum(words(p) for p in a[cand[0]:cand[1]]) < 0.8 * total:
+                break
+            lo, hi = cand
+        return a, a[lo:hi]
+    raise ValueError(kind)
+
+
+TEMPLATE = """<!DOCTYPE html><html><head><title>{title} | {site}</title></head><body>
+<header><div class="logo">{site}</div><nav><ul>{nav}</ul></nav></header>
+<div class="wrap"><main><article><h1>{title}</h1>{body}</article></main>
+<aside class="sidebar"><h3>Most read</h3><ul>{aside}</ul></aside></div>
+<footer><p>Copyright {year} {site}. All rights reserved.</p><p>{footer}</p></footer></body></html>"""
+
+
+def in_template(title: str, paras: list[str], site: str, donors: Donors, rng: random.Random) -> bytes:
+    from html import escape
+
+    nav = "".join(f'<li><a href="/s{i}">{escape(w)}</a></li>' for i, w in
+                  enumerate(rng.sample(["News", "Sport", "Business", "Opinion", "Culture", "Science", "Travel",
+                                        "Video", "Tech", "Health", "World", "Local"], 8)))
+    aside = "".join(f'<li><a href="/a{i}">{escape(t)}</a></li>' for i, t in enumerate(rng.sample(donors.titles, 5)))
+    body = "".join(f"<p>{escape(p)}</p>" for p in paras)
+    return TEMPLATE.format(title=escape(title), site=escape(site), nav=nav, aside=aside, body=body,
+                           year=rng.randint(2008, 2024), footer=escape(rng.choice(donors.sentences))).encode()
+
+
+@dataclass
+class EditPair:
+    page: str
+    host: str | None
+    kind: str
+    held_out: bool
+    a: Side
+    b: Side
+    words_a: int
+    words_b: int
+
+
+def build_edits(c: Corpus, n_articles: int, seed: int = SEED) -> list[EditPair]:
+    rng = random.Random(seed)
+    eligible = [p for p in c.pages if not c.fps[p].empty and words(c.texts[p]) >= MIN_WORDS
+                and len(paragraphs(c.texts[p])) >= MIN_PARAGRAPHS]
+    rng.shuffle(eligible)
+    articles = eligible[:n_articles]
+    donor_pages = eligible[n_articles:] or eligible
+    donor_paras = [p for page in donor_pages for p in paragraphs(c.texts[page]) if 25 <= words(p) <= 120]
+    donors = Donors(titles=[t for t in (c.titles.get(p) for p in donor_pages) if t and 3 <= words(t) <= 16],
+                    paragraphs=donor_paras,
+                    sentences=[s for p in donor_paras for s in re.split(r"(?<=[.!?])\s+", p) if 6 <= words(s) <= 30])
+    sites = sorted({h for h in c.hosts.values() if h})
+    out: list[EditPair] = []
+    for page in articles:
+        paras = paragraphs(c.texts[page])
+        host = c.hosts.get(page)
+        ho = held_out(host)
+        for kind in EDIT_KINDS:
+            prng = random.Random(f"{seed}:{page}:{kind}")
+            if kind == "template":
+                title = c.titles.get(page) or paras[0]
+                s1, s2 = prng.sample(sites, 2)
+                ea = extract_main_content(in_template(title, paras, s1, donors, prng), extractor="accurate")
+                eb = extract_main_content(in_template(title, paras, s2, donors, prng), extractor="accurate")
+                fa, fb = fingerprint_text(ea.text, DEFAULT_CONFIG, ea), fingerprint_text(eb.text, DEFAULT_CONFIG, eb)
+                ta, tb = ea.text, eb.text
+            else:
+                pa, pb = edit(kind, paras, donors, prng)
+                ta, tb = "\n".join(pa), "\n".join(pb)
+                fa = c.fps[page] if pa == paras else fingerprint_text(ta, DEFAULT_CONFIG)
+                fb = fingerprint_text(tb, DEFAULT_CONFIG)
+            out.append(EditPair(page, host, kind, ho, Side.of(fa), Side.of(fb), words(ta), words(tb)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Candidate options, evaluated on pairs
+# --------------------------------------------------------------------------------------------
+
+def bins_of(sides: list[Side]) -> np.ndarray:
+    """(n, 60) uint8 sketch bins (zeros for a page without a sketch)."""
+    out = np.zeros((len(sides), BINS), dtype=np.uint8)
+    for i, s in enumerate(sides):
+        if s.sketch is not None and len(s.sketch) == HEADER + BINS:
+            out[i] = np.frombuffer(s.sketch, np.uint8, offset=HEADER)
+    return out
+
+
+def band_keys(bins: np.ndarray, r: int, b: int) -> np.ndarray:
+    """(n, b) band keys: bins [j*r, (j+1)*r) of band j (the first b*r bins), mixed to 32 bits
+    exactly as :mod:`neardup.bands` does."""
+    from neardup.bands import band_keys as lib_keys
+
+    return lib_keys(bins, r, b)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    k: int | None = None  # SimHash tables at this k (None: none)
+    r: int = 0  # sketch bands of r bins
+    b: int = 0  # ... b of them
+    long_k: int | None = None  # length-aware: k for texts of >= long_words words
+    long_words: int = 0
+
+    def flags(self, dist: np.ndarray, same_band: np.ndarray | None, short: np.ndarray) -> np.ndarray:
+        hit = np.zeros(dist.shape[0], dtype=bool)
+        if self.k is not None:
+            k = np.full(dist.shape[0], self.k)
+            if self.long_k is not None:
+                k = np.where(short, self.k, self.long_k)
+            hit |= dist <= k
+        if self.b and same_band is not None:
+            hit |= same_band
+        return hit
+
+
+def options() -> list[Option]:
+    out = [Option(f"simhash k={k}", k=k) for k in SIMHASH_K]
+    for r, b in ((2, 8), (3, 6), (3, 7), (3, 8), (3, 10), (3, 20), (4, 7), (4, 15), (5, 12), (2, 30)):
+        out.append(Option(f"bands r={r} b={b}", r=r, b=b))
+    for k in (3, 4, 5, 7):
+        for r, b in ((3, 6), (3, 7), (3, 8), (4, 7)):
+            out.append(Option(f"simhash k={k} + bands r={r} b={b}", k=k, r=r, b=b))
+    out.append(Option("length-aware k=12 (<600 words) / k=7", k=12, long_k=7, long_words=600))
+    out.append(Option("length-aware k=12 (<600 words) / k=5", k=12, long_k=5, long_words=600))
+    return out
+
+
+def pair_arrays(a: list[Side], b: list[Side], words_a: np.ndarray, words_b: np.ndarray):
+    dist = np.array([(x.simhash ^ y.simhash).bit_count() for x, y in zip(a, b)], dtype=np.int64)
+    same_digest = np.array([x.digest == y.digest for x, y in zip(a, b)], dtype=bool)
+    ba, bb = bins_of(a), bins_of(b)
+    short = np.minimum(words_a, words_b) < 600
+    return dist, same_digest, ba, bb, short
+
+
+def same_band(ba: np.ndarray, bb: np.ndarray, r: int, b: int) -> np.ndarray:
+    return np.any(band_keys(ba, r, b) == band_keys(bb, r, b), axis=1)
+
+
+def accepted(a: Side, b: Side) -> bool:
+    """What the sketch would accept (the definition of near): the match rule at any distance."""
+    return match(a, b, 64, VERIFY).status is not None
+
+
+# --------------------------------------------------------------------------------------------
+# All pairs of corpus pages
+# --------------------------------------------------------------------------------------------
+
+def all_pairs(c: Corpus, opts: list[Option], shingles: Q.Shingles) -> dict[str, Any]:
+    """Every pair of non-empty corpus pages: per option, candidates, and candidates the match
+    rule (any distance, verify 0.3) accepts split by the texts' 5-shingle Jaccard (different
+    < 0.2, same >= 0.5). Blockwise numpy."""
+    keep = [p for p in c.pages if not c.fps[p].empty]
+    sides = [Side.of(c.fps[p], None) for p in keep]
+    sides = [Side(s.simhash, s.digest, s.empty, s.sketch, c.titles.get(p), c.hosts.get(p) or None, s.length)
+             for s, p in zip(sides, keep)]
+    n = len(keep)
+    vals = np.array([s.simhash for s in sides], dtype=np.uint64)
+    bins = bins_of(sides)
+    nwords = np.array([c.fps[p].tokens for p in keep])
+    keys = {(o.r, o.b): band_keys(bins, o.r, o.b) for o in opts if o.b}
+    agree_min = math.ceil(BINS * (VERIFY * (1 - 1 / 256) + 1 / 256) - 1e-9)
+    counts: dict[str, dict[str, int]] = {o.name: defaultdict(int) for o in opts}
+    accepted_pairs: list[tuple[int, int]] = []
+    for i in range(n - 1):
+        j = np.arange(i + 1, n)
+        dist = np.bitwise_count(vals[i] ^ vals[j]).astype(np.int64)
+        agree = np.count_nonzero(bins[j] == bins[i], axis=1)
+        short = np.minimum(nwords[i], nwords[j]) < 600
+        sb = {rb: np.any(kk[j] == kk[i], axis=1) for rb, kk in keys.items()}
+        acc = agree >= agree_min
+        for jj in np.flatnonzero(acc).tolist():
+            accepted_pairs.append((i, int(j[jj])))
+        for o in opts:
+            hit = o.flags(dist, sb.get((o.r, o.b)), short)
+            counts[o.name]["candidates"] += int(hit.sum())
+            counts[o.name]["cand_accepted"] += int((hit & acc).sum())
+    # classify the pairs the sketch accepts by their texts, and apply the full rule
+    kinds = {}
+    declared_different = []
+    for i, jdx in accepted_pairs:
+        m = match(sides[i], sides[jdx], 64, VERIFY)
+        j5 = shingles.jaccard(keep[i], keep[jdx], 5)
+        kind = "different" if j5 < Q.DIFFERENT_JACCARD else "same" if j5 >= Q.SAME_JACCARD else "middle"
+        kinds[(i, jdx)] = (kind, m.status is not None, j5, m.score)
+        if kind == "different" and m.status is not None:
+            declared_different.append({"a": keep[i], "b": keep[jdx], "j5": round(j5, 3),
+                                       "score": m.score, "distance": m.distance})
+    dist_all = {(i, jdx): int(np.bitwise_count(vals[i] ^ vals[jdx])) for i, jdx in accepted_pairs}
+    short_all = {(i, jdx): bool(min(nwords[i], nwords[jdx]) < 600) for i, jdx in accepted_pairs}
+    per_option = {}
+    for o in opts:
+        declared = {"different": 0, "middle": 0, "same": 0}
+        for (i, jdx), (kind, ok, _, _) in kinds.items():
+            if not ok:
+                continue
+            d = np.array([dist_all[(i, jdx)]])
+            sb = None
+            if o.b:
+                kk = keys[(o.r, o.b)]
+                sb = np.array([bool(np.any(kk[i] == kk[jdx]))])
+            if o.flags(d, sb, np.array([short_all[(i, jdx)]]))[0]:
+                declared[kind] += 1
+        per_option[o.name] = {**counts[o.name], **{f"declared_{k}": v for k, v in declared.items()}}
+    share = ((vals[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
+    by_source = {}
+    for source in sorted({c.sources[p] for p in keep}):
+        idx = [i for i, p in enumerate(keep) if c.sources[p] == source]
+        s = ((vals[idx, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
+        by_source[source] = (float(s.min()), float(s.max()), len(idx))
+    return {"pages": n, "pairs": n * (n - 1) // 2, "options": per_option,
+            "accepted": {k: sum(1 for v in kinds.values() if v[0] == k and v[1]) for k in ("different", "middle", "same")},
+            "declared_different": declared_different,
+            "bit_share": (float(share.min()), float(share.max())), "bit_share_by_source": by_source}
+
+
+def hard_negatives(c: Corpus, corpus: Path, opts: list[Option]) -> dict[str, Any]:
+    labelled = Q.load_labelled_pairs(corpus)
+    pairs, _ = Q.build_hard_negatives(corpus, labelled)
+    pairs = [p for p in pairs if p.a in c.fps and p.b in c.fps]
+    a = [Side.of(c.fps[p.a], None) for p in pairs]
+    b = [Side.of(c.fps[p.b], None) for p in pairs]
+    a = [Side(s.simhash, s.digest, s.empty, s.sketch, c.titles.get(p.a), p.group, s.length) for s, p in zip(a, pairs)]
+    b = [Side(s.simhash, s.digest, s.empty, s.sketch, c.titles.get(p.b), p.group, s.length) for s, p in zip(b, pairs)]
+    wa = np.array([c.fps[p.a].tokens for p in pairs])
+    wb = np.array([c.fps[p.b].tokens for p in pairs])
+    dist, same_digest, ba, bb, short = pair_arrays(a, b, wa, wb)
+    acc = np.array([accepted(x, y) for x, y in zip(a, b)], dtype=bool)
+    out = {"pairs": len(pairs), "accepted_any_distance": int(acc.sum()),
+           "accepted_pairs": [(p.a, p.b) for p, f in zip(pairs, acc) if f], "options": {}}
+    for o in opts:
+        sb = same_band(ba, bb, o.r, o.b) if o.b else None
+        hit = o.flags(dist, sb, short) | same_digest
+        out["options"][o.name] = {"candidates": int(hit.sum()), "false_positives": int((hit & acc).sum())}
+    return out
+
+
+def edit_recall(edits: list[EditPair], opts: list[Option]) -> dict[str, Any]:
+    a = [e.a for e in edits]
+    b = [e.b for e in edits]
+    dist, same_digest, ba, bb, short = pair_arrays(a, b, np.array([e.words_a for e in edits]),
+                                                   np.array([e.words_b for e in edits]))
+    acc = np.array([accepted(x, y) for x, y in zip(a, b)], dtype=bool)
+    ho = np.array([e.held_out for e in edits], dtype=bool)
+    kinds = np.array([e.kind for e in edits])
+    out: dict[str, Any] = {
+        "pairs": len(edits), "held_out_pairs": int(ho.sum()), "accepted": int(acc.sum()),
+        "accepted_held_out": int((acc & ho).sum()),
+        "articles": len({e.page for e in edits}), "hosts": len({e.host for e in edits}),
+        "held_out_articles": len({e.page for e in edits if e.held_out}),
+        "held_out_hosts": len({e.host for e in edits if e.held_out}),
+        "rejected_by_sketch": {k: int(((kinds == k) & ~acc).sum()) for k in EDIT_KINDS},
+        "options": {}}
+    for o in opts:
+        sb = same_band(ba, bb, o.r, o.b) if o.b else None
+        hit = o.flags(dist, sb, short) | same_digest
+        row: dict[str, Any] = {}
+        for part, mask in (("tune", acc & ~ho), ("held_out", acc & ho)):
+            row[part] = [int((hit & mask).sum()), int(mask.sum())]
+            row[f"{part}_by_kind"] = {k: [int((hit & mask & (kinds == k)).sum()), int((mask & (kinds == k)).sum())]
+                                      for k in EDIT_KINDS}
+        miss = np.flatnonzero(acc & ~hit)
+        row["missed"] = [{"page": edits[i].page, "kind": edits[i].kind, "distance": int(dist[i]),
+                          "score": round(match(a[i], b[i], 64, VERIFY).score or 0, 3),
+                          "words": [edits[i].words_a, edits[i].words_b], "held_out": edits[i].held_out}
+                         for i in miss.tolist()[:40]]
+        out["options"][o.name] = row
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Scale: bytes per page, CPU per query, build cost
+# --------------------------------------------------------------------------------------------
+
+def cpu_ns() -> int:
+    return time.thread_time_ns()
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile_us(ns: list[int], q: float) -> float:
+    return float(np.percentile(np.array(ns, dtype=np.float64), q)) / 1000.0
+
+
+def scale_simhash(n: int, k: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
+    from neardup.permuted import PermutedIndex
+
+    vals = rng.integers(0, 2**63, size=n, dtype=np.int64).view(np.uint64) ^ (
+        rng.integers(0, 2, size=n, dtype=np.int64).astype(np.uint64) << np.uint64(63))
+    ids = np.arange(n, dtype=np.int64)
+    t0 = time.process_time()
+    idx = PermutedIndex(k=k, expected_n=n)
+    idx.add_many(ids, vals)
+    idx.compact() if hasattr(idx, "compact") else None
+    build = time.process_time() - t0
+    nbytes = idx.nbytes() if hasattr(idx, "nbytes") else None
+    # queries: half stored values with k random bits flipped (a hit), half random
+    q = rng.integers(0, n, size=queries)
+    flips = np.zeros(queries, dtype=np.uint64)
+    for i in range(queries):
+        for bit in rng.choice(64, size=k, replace=False):
+            flips[i] |= np.uint64(1) << np.uint64(int(bit))
+    qs = np.where(np.arange(queries) % 2 == 0, vals[q] ^ flips, rng.integers(0, 2**63, size=queries).astype(np.uint64))
+    for v in qs[:20].tolist():
+        idx.search(v, k)
+    times, found = [], 0
+    for v in qs.tolist():
+        t = cpu_ns()
+        res = idx.search(v, k)
+        times.append(cpu_ns() - t)
+        found += len(res)
+    out = {"n": n, "k": k, "build_s": round(build, 2), "bytes_per_page": None if nbytes is None else round(nbytes / n, 1),
+           "p50_us": round(percentile_us(times, 50), 1), "p99_us": round(percentile_us(times, 99), 1),
+           "candidates_per_query": round(found / queries, 3), "layout": idx.layout.describe()}
+    del idx
+    gc.collect()
+    return out
+
+
+def scale_bands(n: int, r: int, b: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
+    """:class:`neardup.bands.BandIndex` (r = 2) over ``n`` random sketches: build (one level),
+    bytes, CPU per query; half the queries are a stored sketch with 40% of its bins changed
+    (a sketch Jaccard of about 0.6), half unrelated."""
+    from neardup.bands import BandIndex
+
+    if r != 2:
+        raise ValueError("BandIndex has bands of 2 bins")
+    idx = BandIndex(bands=b)
+    build = 0.0
+    sample_rows, sample_bins = [], []
+    chunk = 1 << 21
+    for lo in range(0, n, chunk):  # one level per chunk, merged as the index does online
+        bins = rng.integers(0, 256, size=(min(chunk, n - lo), BINS), dtype=np.uint8)
+        pick = rng.integers(0, bins.shape[0], size=max(1, queries * bins.shape[0] // n))
+        sample_rows.append(pick + lo)
+        sample_bins.append(bins[pick])
+        t0 = time.process_time()
+        idx.add_many(np.arange(lo, lo + bins.shape[0], dtype=np.int64), bins)
+        build += time.process_time() - t0
+        del bins
+    t0 = time.process_time()
+    idx.compact()
+    build += time.process_time() - t0
+    nbytes = idx.nbytes()
+    stored = np.concatenate(sample_bins)[:queries]
+    qb = rng.integers(0, 256, size=(stored.shape[0], BINS), dtype=np.uint8)
+    near = np.arange(stored.shape[0]) % 2 == 0
+    keep = near[:, None] & (rng.random(qb.shape) < 0.6)
+    qb = np.where(keep, stored, qb)
+    sketches = [bytes(4) + row.tobytes() for row in qb]
+    for s in sketches[:20]:
+        idx.search(s)
+    times, found, found_near = [], 0, 0
+    for i, s in enumerate(sketches):
+        t = cpu_ns()
+        res = idx.search(s)
+        times.append(cpu_ns() - t)
+        found += len(res)
+        found_near += bool(near[i] and res)
+    out = {"n": n, "r": r, "b": b, "build_s": round(build, 2), "bytes_per_page": round(nbytes / n, 1),
+           "p50_us": round(percentile_us(times, 50), 1), "p99_us": round(percentile_us(times, 99), 1),
+           "candidates_per_query": round(found / len(sketches), 3),
+           "near_found": round(found_near / max(1, int(near.sum())), 4), "levels": len(idx.levels)}
+    del idx
+    gc.collect()
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+def machine() -> dict[str, str]:
+    return {"python": platform.python_version(), "cpus": str(os.cpu_count()), "platform": platform.platform(),
+            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "numpy": np.__version__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--articles", type=int, default=ARTICLES)
+    ap.add_argument("--scale", default="", help="comma-separated store sizes for the index timings, e.g. 1e6,1e7")
+    ap.add_argument("--scale-simhash-k", default="3,7,12")
+    ap.add_argument("--scale-bands", default="2x8")
+    ap.add_argument("--queries", type=int, default=2000)
+    ap.add_argument("--skip-pairs", action="store_true", help="only the scale timings")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    args = ap.parse_args(argv)
+    result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+    started = time.process_time()
+    if not args.skip_pairs:
+        c = load_corpus(args.corpus, args.cache)
+        log(f"{len(c.pages)} pages fingerprinted")
+        opts = options()
+        edits = build_edits(c, args.articles)
+        log(f"{len(edits)} edit pairs")
+        result["edits"] = edit_recall(edits, opts)
+        log("edit recall done")
+        result["hard"] = hard_negatives(c, args.corpus, opts)
+        log("hard negatives done")
+        result["all_pairs"] = all_pairs(c, opts, Q.Shingles(c.texts))
+        log("all pairs done")
+    rng = np.random.default_rng(SEED)
+    scale = []
+    for size in [int(float(s)) for s in args.scale.split(",") if s]:
+        for k in [int(x) for x in args.scale_simhash_k.split(",") if x]:
+            row = scale_simhash(size, k, args.queries, rng)
+            log(f"simhash {row}")
+            scale.append({"option": f"simhash k={k}", **row})
+        for rb in [x for x in args.scale_bands.split(",") if x]:
+            r, b = (int(v) for v in rb.split("x"))
+            row = scale_bands(size, r, b, args.queries, rng)
+            log(f"bands {row}")
+            scale.append({"option": f"bands r={r} b={b}", **row})
+    result["scale"] = scale
+    result["cpu_s"] = round(time.process_time() - started, 1)
+    result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = json.dumps(result, indent=1, default=str)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
