@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import hashlib
 import json
 import math
@@ -37,9 +36,9 @@ import resource
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -300,10 +299,10 @@ class Option:
 
 def options() -> list[Option]:
     out = [Option(f"simhash k={k}", k=k) for k in SIMHASH_K]
-    for r, b in ((2, 8), (3, 6), (3, 7), (3, 8), (3, 10), (3, 20), (4, 7), (4, 15), (5, 12), (2, 30)):
+    for r, b in ((2, 5), (2, 6), (2, 7), (2, 8), (2, 10), (2, 12), (3, 7), (3, 10), (3, 20), (4, 7), (4, 15), (5, 12)):
         out.append(Option(f"bands r={r} b={b}", r=r, b=b))
-    for k in (3, 4, 5, 7):
-        for r, b in ((3, 6), (3, 7), (3, 8), (4, 7)):
+    for k in (3, 7, 12):
+        for r, b in ((2, 6), (2, 8), (3, 7), (4, 7)):
             out.append(Option(f"simhash k={k} + bands r={r} b={b}", k=k, r=r, b=b))
     out.append(Option("length-aware k=12 (<600 words) / k=7", k=12, long_k=7, long_words=600))
     out.append(Option("length-aware k=12 (<600 words) / k=5", k=12, long_k=5, long_words=600))
@@ -387,14 +386,27 @@ def all_pairs(c: Corpus, opts: list[Option], shingles: Q.Shingles) -> dict[str, 
             if o.flags(d, sb, np.array([short_all[(i, jdx)]]))[0]:
                 declared[kind] += 1
         per_option[o.name] = {**counts[o.name], **{f"declared_{k}": v for k, v in declared.items()}}
+    kk = keys[(2, 8)]
+    rule = {}
+    for kind in ("different", "middle", "same"):
+        sel = [(i, jdx) for (i, jdx), v in kinds.items() if v[0] == kind and v[1]]
+        if not sel:
+            none = np.zeros(0, bool)
+            rule[kind] = rule_rows(np.zeros(0, np.int64), np.zeros(0), none, none, none)
+            continue
+        rule[kind] = rule_rows(np.array([dist_all[p] for p in sel]), np.array([kinds[p][3] or 0.0 for p in sel]),
+                               np.array([bool(np.any(kk[i] == kk[jdx])) for i, jdx in sel]),
+                               np.array([sides[i].digest == sides[jdx].digest for i, jdx in sel]),
+                               np.ones(len(sel), dtype=bool))
     share = ((vals[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
     by_source = {}
     for source in sorted({c.sources[p] for p in keep}):
         idx = [i for i, p in enumerate(keep) if c.sources[p] == source]
         s = ((vals[idx, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).mean(axis=0)
         by_source[source] = (float(s.min()), float(s.max()), len(idx))
-    return {"pages": n, "pairs": n * (n - 1) // 2, "options": per_option,
-            "accepted": {k: sum(1 for v in kinds.values() if v[0] == k and v[1]) for k in ("different", "middle", "same")},
+    return {"pages": n, "pairs": n * (n - 1) // 2, "options": per_option, "rule": rule,
+            "accepted": {k: sum(1 for v in kinds.values() if v[0] == k and v[1])
+                         for k in ("different", "middle", "same")},
             "declared_different": declared_different,
             "bit_share": (float(share.min()), float(share.max())), "bit_share_by_source": by_source}
 
@@ -411,12 +423,34 @@ def hard_negatives(c: Corpus, corpus: Path, opts: list[Option]) -> dict[str, Any
     wb = np.array([c.fps[p.b].tokens for p in pairs])
     dist, same_digest, ba, bb, short = pair_arrays(a, b, wa, wb)
     acc = np.array([accepted(x, y) for x, y in zip(a, b)], dtype=bool)
+    score = np.array([match(x, y, 64, VERIFY).score or 0.0 for x, y in zip(a, b)])
     out = {"pairs": len(pairs), "accepted_any_distance": int(acc.sum()),
+           "rule": rule_rows(dist, score, same_band(ba, bb, 2, 8), same_digest, acc),
            "accepted_pairs": [(p.a, p.b) for p, f in zip(pairs, acc) if f], "options": {}}
     for o in opts:
         sb = same_band(ba, bb, o.r, o.b) if o.b else None
         hit = o.flags(dist, sb, short) | same_digest
         out["options"][o.name] = {"candidates": int(hit.sum()), "false_positives": int((hit & acc).sum())}
+    return out
+
+
+CHOSEN = "bands r=2 b=8"
+RULE_K = (0, 3, 7, 12)
+RULE_FAR = (0.3, 0.35, 0.4, 0.5)
+
+
+def rule_rows(dist: np.ndarray, score: np.ndarray, band: np.ndarray | None, same_digest: np.ndarray,
+              acc: np.ndarray, ho: np.ndarray | None = None) -> dict[str, list[int]]:
+    """The Detector's rule with the chosen bands beside SimHash tables at k: declared when
+    (distance <= k or an equal digest) and the sketch accepts at 0.3, or when a band is
+    shared and the sketch reaches ``far``. Per (k, far): declared among ``acc`` (all, held-out)."""
+    out = {}
+    band = np.zeros(dist.shape[0], dtype=bool) if band is None else band
+    for k in RULE_K:
+        for far in RULE_FAR:
+            d = acc & (((dist <= k) | same_digest) | (band & (score >= far - 1e-12)))
+            out[f"{k}/{far}"] = [int(d.sum()), int(acc.sum())] + ([int((d & ho).sum()), int((acc & ho).sum())]
+                                                                  if ho is not None else [])
     return out
 
 
@@ -444,6 +478,9 @@ def edit_recall(edits: list[EditPair], opts: list[Option]) -> dict[str, Any]:
             row[part] = [int((hit & mask).sum()), int(mask.sum())]
             row[f"{part}_by_kind"] = {k: [int((hit & mask & (kinds == k)).sum()), int((mask & (kinds == k)).sum())]
                                       for k in EDIT_KINDS}
+        if o.name == CHOSEN:
+            score = np.array([match(x, y, 64, VERIFY).score or 0.0 for x, y in zip(a, b)])
+            out["rule"] = rule_rows(dist, score, sb, same_digest, acc, ho)
         miss = np.flatnonzero(acc & ~hit)
         row["missed"] = [{"page": edits[i].page, "kind": edits[i].kind, "distance": int(dist[i]),
                           "score": round(match(a[i], b[i], 64, VERIFY).score or 0, 3),
@@ -496,7 +533,8 @@ def scale_simhash(n: int, k: int, queries: int, rng: np.random.Generator) -> dic
         res = idx.search(v, k)
         times.append(cpu_ns() - t)
         found += len(res)
-    out = {"n": n, "k": k, "build_s": round(build, 2), "bytes_per_page": None if nbytes is None else round(nbytes / n, 1),
+    out = {"n": n, "k": k, "build_s": round(build, 2),
+           "bytes_per_page": None if nbytes is None else round(nbytes / n, 1),
            "p50_us": round(percentile_us(times, 50), 1), "p99_us": round(percentile_us(times, 99), 1),
            "candidates_per_query": round(found / queries, 3), "layout": idx.layout.describe()}
     del idx

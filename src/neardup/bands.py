@@ -44,6 +44,7 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -78,6 +79,18 @@ def need(verify: float, bins: int = BINS) -> int:
     return bins + 1
 
 
+#: sketch estimate a band candidate beyond the SimHash k needs (20 of 60 bins): the smallest
+#: at which no pair of different corpus pages is declared (benchmarks/candidates.py; at 0.3,
+#: 19 bins, one pair with 17% of its word 5-shingles in common is)
+FAR_VERIFY = 0.33
+
+
+def far_verify(verify: float | None) -> float | None:
+    """The threshold for candidates only the bands bring: ``max(verify, FAR_VERIFY)``; None
+    (no verification) brings none."""
+    return None if verify is None else max(float(verify), FAR_VERIFY)
+
+
 def nibble_threshold(verify: float) -> int:
     """Agreeing nibbles (of bins 0..55) a page the sketch accepts at ``verify`` has at least."""
     return max(0, need(verify) - (BINS - NIBBLE_BINS))
@@ -97,7 +110,8 @@ def sketch_bins(sketches: Iterable[bytes] | np.ndarray) -> np.ndarray:
         raise ConfigError(f"sketches must be {HEADER + BINS} bytes (spec version 2)")
     if not blobs:
         return np.zeros((0, BINS), dtype=np.uint8)
-    return np.frombuffer(b"".join(bytes(s) for s in blobs), dtype=np.uint8).reshape(-1, HEADER + BINS)[:, HEADER:].copy()
+    flat = np.frombuffer(b"".join(bytes(s) for s in blobs), dtype=np.uint8)
+    return flat.reshape(-1, HEADER + BINS)[:, HEADER:].copy()
 
 
 def keys_of(bins: np.ndarray, bands: int = DEFAULT_BANDS) -> np.ndarray:
@@ -200,7 +214,8 @@ class _Level:
             if self.d < 16:
                 sk = np.asarray(self.keys[j])
             else:
-                sk = np.repeat(np.arange(1 << 16, dtype=np.uint16), np.diff(np.asarray(self.dirs[j], dtype=np.int64)))
+                counts = np.diff(np.asarray(self.dirs[j], dtype=np.int64)).astype(np.int64)
+                sk = np.repeat(np.arange(1 << 16, dtype=np.uint16), counts)
             out[np.asarray(self.rows[j], dtype=np.int64), j] = sk
         return out
 
@@ -370,7 +385,8 @@ class BandIndex:
         return self._search(keys_of(bins, self.bands)[0], nibbles_of(bins)[0],
                             nibble_threshold(self.verify if verify is None else verify))
 
-    def search_batch(self, sketches: Iterable[bytes] | np.ndarray, verify: float | None = None) -> list[list[tuple[int, int]]]:
+    def search_batch(self, sketches: Iterable[bytes] | np.ndarray,
+                     verify: float | None = None) -> list[list[tuple[int, int]]]:
         bins = sketch_bins(sketches)
         keys, nib = keys_of(bins, self.bands), nibbles_of(bins)
         thr = nibble_threshold(self.verify if verify is None else verify)
@@ -382,7 +398,8 @@ class BandIndex:
         for lv in self._levels:
             dead = lv.dead if lv.dead is not None else _NO_DEAD
             while True:
-                c = K.band_probe(qkeys, qnib, lv.rows, lv.dirs, lv.keys, lv.d, lv.nib, dead, thr, self._buf, self._agree)
+                c = K.band_probe(qkeys, qnib, lv.rows, lv.dirs, lv.keys, lv.d, lv.nib, dead, thr,
+                                 self._buf, self._agree)
                 if c <= self._buf.shape[0]:
                     break
                 self._buf = np.empty(2 * c, dtype=np.int64)
@@ -447,13 +464,15 @@ class BandIndex:
         try:
             manifest = json.loads((root / "manifest.json").read_text())
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-                raise StoreError(f"band index {root} has format {manifest.get('format') if isinstance(manifest, dict) else None}, expected {FORMAT}")
+                found = manifest.get("format") if isinstance(manifest, dict) else None
+                raise StoreError(f"band index {root} has format {found}, expected {FORMAT}")
             idx = cls(float(manifest["verify"]), int(manifest["bands"]), delta_limit=int(manifest["delta_limit"]),
                       merge_ratio=int(manifest["merge_ratio"]))
-            mode = "r" if mmap else None
+            mode: Literal["r"] | None = "r" if mmap else None
             for name, d in zip(manifest["levels"], manifest["d"]):
-                parts = [np.load(root / f"{name}.{part}.npy", mmap_mode=mode) for part in cls._PARTS]
-                lv = _Level(*parts, int(d), name)
+                ids, nib, rows, dirs, keys = (np.load(root / f"{name}.{part}.npy", mmap_mode=mode)
+                                              for part in cls._PARTS)
+                lv = _Level(ids, nib, rows, dirs, keys, int(d), name)
                 if lv.rows.shape[0] != idx.bands or lv.nib.shape[1:] != (WORDS,) or lv.dirs.shape[1] != (1 << lv.d) + 1:
                     raise ValueError(f"level {name} does not match the manifest")
                 dead = root / f"{name}.dead.npy"

@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from neardup.bands import far_verify
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec, url_key
 from neardup.errors import ConfigError, InputError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
@@ -842,13 +843,14 @@ class Detector:
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
-        anywhere: set[int] = set()  # sketch-band candidates: the sketch decides at any distance
+        anywhere: set[int] = set()  # only the sketch bands brought them: the sketch decides at any distance
         if self.method in ("simhash", "both"):
             for page_id, _ in self.mirror.search(fp.simhash, k):
                 found.setdefault(page_id, set()).add("simhash")
-            for page_id, _ in self.mirror.sketch_candidates(fp.sketch, verify):
-                found.setdefault(page_id, set()).add("simhash")
-                anywhere.add(page_id)
+            for page_id, _ in self.mirror.sketch_candidates(fp.sketch, far_verify(verify)):
+                if page_id not in found:
+                    found[page_id] = {"simhash"}
+                    anywhere.add(page_id)
         if self.method in ("minhash", "both") and sig is not None:
             for page_id, _ in self.mirror.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
@@ -858,7 +860,8 @@ class Detector:
             rec = recs.get(page_id)
             if rec is None:
                 continue
-            verdict = match(side, Side.of_record(rec), self.config.bits if page_id in anywhere else k, verify)
+            verdict = (match(side, Side.of_record(rec), self.config.bits, far_verify(verify)) if page_id in anywhere
+                       else match(side, Side.of_record(rec), k, verify))
             if verdict.reason in ("empty", "boilerplate"):
                 continue
             if verdict.status is None:

@@ -41,10 +41,10 @@ import numpy as np
 from neardup.bands import BINS as SKETCH_BINS
 from neardup.bands import BandIndex
 from neardup.errors import ConfigError, NeardupError, StoreError
-from neardup.sketch import HEADER as SKETCH_HEADER
 from neardup.index import BruteForceIndex, HammingIndex, Match, empty_like
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, signatures_from_bytes
 from neardup.permuted import PermutedIndex
+from neardup.sketch import HEADER as SKETCH_HEADER
 from neardup.storeapi import PageRecord, Store
 
 log = logging.getLogger("neardup")
@@ -131,7 +131,8 @@ class IndexMirror:
             try:
                 saved_bands = BandIndex.open(self.index_dir / "bands")
             except NeardupError as exc:
-                log.info("neardup: saved band index in %s is unusable, rebuilding the indexes (%s)", self.index_dir, exc)
+                log.info("neardup: saved band index in %s is unusable, rebuilding the indexes (%s)",
+                         self.index_dir, exc)
                 return None
             if saved_bands.token != self.token:
                 log.info("neardup: saved band index in %s is stale, rebuilding the indexes", self.index_dir)
