@@ -411,3 +411,45 @@ def band_probe(qkeys, qnib, rows, dirs, keys, d, nib, dead, thr, out, agree):
                     agree[c] = z
                 c += 1
     return c
+
+
+@njit(cache=True)
+def band_scan(keys, nib, qkeys, qnib, thr, out, agree):
+    """:func:`band_probe` for the unsorted delta: every row with a band key equal to the
+    query's (``keys`` (m, bands) uint16) and at least ``thr`` agreeing nibbles; each row once."""
+    c = 0
+    cap = out.shape[0]
+    words = nib.shape[1]
+    for row in range(keys.shape[0]):
+        hit = False
+        for j in range(qkeys.shape[0]):
+            if np.int64(keys[row, j]) == qkeys[j]:
+                hit = True
+                break
+        if not hit:
+            continue
+        z = 0
+        for w in range(words):
+            x = U64(nib[row, w] ^ qnib[w])
+            t = (x | (x >> U64(1)) | (x >> U64(2)) | (x >> U64(3))) & U64(0x11111111)
+            z += popcount64(t)
+        z = 8 * words - z
+        if z >= thr:
+            if c < cap:
+                out[c] = row
+                agree[c] = z
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def sketch_parts(raw, header, bands, words, qkeys, qnib):
+    """Band keys (bin ``2j`` low byte, ``2j + 1`` high) and packed low nibbles (eight bins to a
+    uint32) of one sketch's bytes ``raw`` (bins after ``header`` bytes), into ``qkeys`` / ``qnib``."""
+    for j in range(bands):
+        qkeys[j] = np.int64(raw[header + 2 * j]) | (np.int64(raw[header + 2 * j + 1]) << 8)
+    for w in range(words):
+        v = np.uint32(0)
+        for i in range(8):
+            v |= np.uint32(raw[header + 8 * w + i] & 0x0F) << np.uint32(4 * i)
+        qnib[w] = v

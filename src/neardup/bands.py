@@ -38,6 +38,7 @@ delta (scanned), which becomes a level; levels merge geometrically; deletes mark
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -66,6 +67,7 @@ DEFAULT_VERIFY = 0.3
 _FULL_DIRECTORY = 1 << 17  # levels of at least this many pages key their directory on all 16 bits
 
 
+@functools.lru_cache(maxsize=64)
 def need(verify: float, bins: int = BINS) -> int:
     """The fewest equal bins for which :func:`neardup.sketch.similarity` estimates a Jaccard
     of at least ``verify`` (19 of 60 at 0.3).
@@ -257,10 +259,13 @@ class BandIndex:
         self.delta_limit = max(1, int(delta_limit))
         self.merge_ratio = max(2, int(merge_ratio))
         self._levels: list[_Level] = []
-        self._delta_ids = np.empty(0, dtype=np.int64)
-        self._delta_keys = np.empty((0, self.bands), dtype=np.uint16)
-        self._delta_nib = np.empty((0, WORDS), dtype=np.uint32)
+        self._cap_ids = np.empty(0, dtype=np.int64)
+        self._cap_keys = np.empty((0, self.bands), dtype=np.uint16)
+        self._cap_nib = np.empty((0, WORDS), dtype=np.uint32)
+        self._delta_set(self._cap_ids, self._cap_keys, self._cap_nib)
         self._dead = 0
+        self._qkeys = np.empty(self.bands, dtype=np.int64)
+        self._qnib = np.empty(WORDS, dtype=np.uint32)
         self._buf = np.empty(1 << 10, dtype=np.int64)
         self._agree = np.empty(1 << 10, dtype=np.int64)
         self.token: str | None = None
@@ -285,8 +290,37 @@ class BandIndex:
 
     def nbytes(self) -> int:
         """Bytes held by the levels (rows, directories, nibbles, ids, dead marks) and the delta."""
-        return (sum(lv.nbytes() for lv in self._levels) + self._delta_ids.nbytes + self._delta_keys.nbytes
-                + self._delta_nib.nbytes)
+        return (sum(lv.nbytes() for lv in self._levels) + self._cap_ids.nbytes + self._cap_keys.nbytes
+                + self._cap_nib.nbytes)
+
+    # -- the delta: views of buffers with room to grow (an insert copies only itself) ------
+    def _delta_set(self, ids: np.ndarray, keys: np.ndarray, nib: np.ndarray) -> None:
+        n = int(ids.shape[0])
+        if n > self._cap_ids.shape[0] or not n:
+            cap = max(n, 64, min(self.delta_limit, 1 << 16))
+            self._cap_ids = np.empty(cap, dtype=np.int64)
+            self._cap_keys = np.empty((cap, self.bands), dtype=np.uint16)
+            self._cap_nib = np.empty((cap, WORDS), dtype=np.uint32)
+        self._cap_ids[:n], self._cap_keys[:n], self._cap_nib[:n] = ids, keys, nib
+        self._delta_ids, self._delta_keys, self._delta_nib = self._cap_ids[:n], self._cap_keys[:n], self._cap_nib[:n]
+
+    def _delta_append(self, ids: np.ndarray, keys: np.ndarray, nib: np.ndarray) -> None:
+        n0 = int(self._delta_ids.shape[0])
+        n1 = n0 + int(ids.shape[0])
+        if n1 > self._cap_ids.shape[0]:
+            cap = max(n1, 2 * self._cap_ids.shape[0])
+            grown = (np.empty(cap, dtype=np.int64), np.empty((cap, self.bands), dtype=np.uint16),
+                     np.empty((cap, WORDS), dtype=np.uint32))
+            grown[0][:n0], grown[1][:n0], grown[2][:n0] = self._delta_ids, self._delta_keys, self._delta_nib
+            self._cap_ids, self._cap_keys, self._cap_nib = grown
+        self._cap_ids[n0:n1], self._cap_keys[n0:n1], self._cap_nib[n0:n1] = ids, keys, nib
+        self._delta_ids, self._delta_keys, self._delta_nib = self._cap_ids[:n1], self._cap_keys[:n1], self._cap_nib[:n1]
+
+    def _flush(self) -> None:
+        """The delta becomes a level (copied: the buffers are reused)."""
+        self._levels.append(_Level.build(self._delta_ids.copy(), self._delta_keys.copy(), self._delta_nib.copy()))
+        self._delta_ids, self._delta_keys, self._delta_nib = (
+            self._cap_ids[:0], self._cap_keys[:0], self._cap_nib[:0])
 
     # -- writes -------------------------------------------------------------------------
     def add(self, id: int, sketch: bytes) -> None:
@@ -298,19 +332,19 @@ class BandIndex:
         ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids_arr.shape[0] != bins.shape[0]:
             raise ConfigError("ids and sketches differ in length")
-        keys, nib = keys_of(bins, self.bands), nibbles_of(bins)
+        if ids_arr.shape[0] == 1:
+            raw = np.frombuffer(bins.tobytes(), dtype=np.uint8)
+            K.sketch_parts(raw, 0, self.bands, WORDS, self._qkeys, self._qnib)
+            keys, nib = self._qkeys.astype(np.uint16)[None, :], self._qnib[None, :]
+        else:
+            keys, nib = keys_of(bins, self.bands), nibbles_of(bins)
         if ids_arr.shape[0] >= self.delta_limit:
             self._levels.append(_Level.build(ids_arr, keys, nib))
             self._compact()
             return
-        self._delta_ids = np.concatenate([self._delta_ids, ids_arr])
-        self._delta_keys = np.concatenate([self._delta_keys, keys])
-        self._delta_nib = np.concatenate([self._delta_nib, nib])
+        self._delta_append(ids_arr, keys, nib)
         if self._delta_ids.shape[0] >= self.delta_limit:
-            self._levels.append(_Level.build(self._delta_ids, self._delta_keys, self._delta_nib))
-            self._delta_ids = np.empty(0, dtype=np.int64)
-            self._delta_keys = np.empty((0, self.bands), dtype=np.uint16)
-            self._delta_nib = np.empty((0, WORDS), dtype=np.uint32)
+            self._flush()
             self._compact()
 
     def _compact(self) -> None:
@@ -331,10 +365,7 @@ class BandIndex:
     def compact(self) -> None:
         """Merge the delta and every level into one level (dead rows dropped)."""
         if self._delta_ids.shape[0]:
-            self._levels.append(_Level.build(self._delta_ids, self._delta_keys, self._delta_nib))
-            self._delta_ids = np.empty(0, dtype=np.int64)
-            self._delta_keys = np.empty((0, self.bands), dtype=np.uint16)
-            self._delta_nib = np.empty((0, WORDS), dtype=np.uint32)
+            self._flush()
         if len(self._levels) > 1 or (self._levels and self._levels[0].dead is not None):
             self._levels = [self._merge(*self._levels)]
 
@@ -361,8 +392,7 @@ class BandIndex:
         hit = self._delta_ids == id
         if hit.any():
             keep = ~hit
-            self._delta_ids, self._delta_keys, self._delta_nib = (
-                self._delta_ids[keep], self._delta_keys[keep], self._delta_nib[keep])
+            self._delta_set(self._delta_ids[keep], self._delta_keys[keep], self._delta_nib[keep])
             found = True
         key0 = None
         if sketch is not None and len(sketch) == HEADER + BINS:
@@ -381,9 +411,10 @@ class BandIndex:
         """(id, agreeing nibbles of bins 0..55) of every stored page that shares a band key
         with ``sketch`` and passes the nibble filter for ``verify`` (default: the index's),
         best first. Exact for that rule; see the module docs for what it guarantees."""
-        bins = sketch_bins([sketch])
-        return self._search(keys_of(bins, self.bands)[0], nibbles_of(bins)[0],
-                            nibble_threshold(self.verify if verify is None else verify))
+        if not isinstance(sketch, (bytes, bytearray)) or len(sketch) != HEADER + BINS:
+            raise ConfigError(f"sketches must be {HEADER + BINS} bytes (spec version 2)")
+        K.sketch_parts(np.frombuffer(sketch, dtype=np.uint8), HEADER, self.bands, WORDS, self._qkeys, self._qnib)
+        return self._search(self._qkeys, self._qnib, nibble_threshold(self.verify if verify is None else verify))
 
     def search_batch(self, sketches: Iterable[bytes] | np.ndarray,
                      verify: float | None = None) -> list[list[tuple[int, int]]]:
@@ -408,12 +439,14 @@ class BandIndex:
                 for row, agree in zip(self._buf[:c].tolist(), self._agree[:c].tolist()):
                     found[int(lv.ids[row])] = agree
         if self._delta_ids.shape[0]:
-            hit = np.any(self._delta_keys == qkeys.astype(np.uint16), axis=1)
-            if hit.any():
-                agree = nibble_agreement(self._delta_nib[hit], qnib)
-                for i, a in zip(self._delta_ids[hit].tolist(), agree.tolist()):
-                    if a >= thr:
-                        found[i] = int(a)
+            while True:
+                c = K.band_scan(self._delta_keys, self._delta_nib, qkeys, qnib, thr, self._buf, self._agree)
+                if c <= self._buf.shape[0]:
+                    break
+                self._buf = np.empty(2 * c, dtype=np.int64)
+                self._agree = np.empty(2 * c, dtype=np.int64)
+            for row, agree in zip(self._buf[:c].tolist(), self._agree[:c].tolist()):
+                found[int(self._delta_ids[row])] = agree
         return sorted(found.items(), key=lambda m: (-m[1], m[0]))
 
     # -- persistence --------------------------------------------------------------------
@@ -482,9 +515,9 @@ class BandIndex:
                         raise ValueError(f"level {name} has a damaged deletion map")
                     idx._dead += lv.dead_count()
                 idx._levels.append(lv)
-            idx._delta_ids = np.load(root / "delta_ids.npy").astype(np.int64)
-            idx._delta_keys = np.load(root / "delta_keys.npy").astype(np.uint16).reshape(-1, idx.bands)
-            idx._delta_nib = np.load(root / "delta_nib.npy").astype(np.uint32).reshape(-1, WORDS)
+            idx._delta_set(np.load(root / "delta_ids.npy").astype(np.int64),
+                           np.load(root / "delta_keys.npy").astype(np.uint16).reshape(-1, idx.bands),
+                           np.load(root / "delta_nib.npy").astype(np.uint32).reshape(-1, WORDS))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, NeardupError) as exc:
             raise StoreError(f"band index {root} is missing or damaged ({exc})") from None
         idx.token = manifest.get("token")
