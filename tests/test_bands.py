@@ -217,3 +217,28 @@ def test_the_mirror_keeps_bands_in_step_and_saves_them(tmp_path):
     assert reopened.check("https://b.example/2", b).status == "near"
     store = SQLiteStore(":memory:")
     assert IndexMirror(store, bits=64, k=3, bands=False).bands is None
+
+
+def test_a_failed_write_undoes_the_band_changes():
+    from faults import Boom
+
+    a, b = far_pair()
+    det = Detector()
+    det.add("https://a.example/1", a)
+    assert len(det.mirror.bands) == 1
+    with pytest.raises(Boom):
+        with det.mirror.writing():
+            det.add("https://c.example/1", " ".join(f"z{i}" for i in range(300)))
+            assert len(det.mirror.bands) == 2
+            raise Boom("after the index changed")
+    assert len(det.mirror.bands) == 1 and det.store.page_count() == 1
+    assert det.check("https://b.example/2", b).status == "near"
+
+
+def test_a_changed_page_moves_in_the_band_index():
+    a, b = far_pair()
+    det = Detector()
+    det.add("https://a.example/1", a)
+    det.add("https://a.example/1", " ".join(f"z{i}" for i in range(300)))  # the page changed: its old sketch goes
+    assert len(det.mirror.bands) == 1
+    assert det.check("https://b.example/2", b).status == "new"
