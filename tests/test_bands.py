@@ -242,3 +242,19 @@ def test_a_changed_page_moves_in_the_band_index():
     det.add("https://a.example/1", " ".join(f"z{i}" for i in range(300)))  # the page changed: its old sketch goes
     assert len(det.mirror.bands) == 1
     assert det.check("https://b.example/2", b).status == "new"
+
+
+def test_a_missing_or_damaged_saved_band_index_is_rebuilt(tmp_path):
+    import shutil
+
+    a, b = far_pair()
+    path = tmp_path / "s.db"
+    with Detector.open(path) as det:
+        det.add("https://a.example/1", a)
+    shutil.rmtree(tmp_path / "s.db.index" / "bands")
+    with Detector.open(path) as det:
+        assert det.mirror.saved_token is None and len(det.mirror.bands) == 1
+        assert det.check("https://b.example/2", b).status == "near"
+    (tmp_path / "s.db.index" / "bands" / "manifest.json").write_text("{")
+    with Detector.open(path) as det:
+        assert len(det.mirror.bands) == 1 and det.check("https://b.example/2", b).status == "near"

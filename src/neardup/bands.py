@@ -325,7 +325,14 @@ class BandIndex:
     # -- writes -------------------------------------------------------------------------
     def add(self, id: int, sketch: bytes) -> None:
         """Insert ``sketch`` under ``id`` (remove the id first to replace its sketch)."""
-        self.add_many([id], [sketch])
+        if not isinstance(sketch, (bytes, bytearray)) or len(sketch) != HEADER + BINS or self.delta_limit <= 1:
+            self.add_many([id], [sketch])
+            return
+        K.sketch_parts(np.frombuffer(sketch, dtype=np.uint8), HEADER, self.bands, WORDS, self._qkeys, self._qnib)
+        self._delta_append(np.array([id], dtype=np.int64), self._qkeys.astype(np.uint16)[None, :], self._qnib[None, :])
+        if self._delta_ids.shape[0] >= self.delta_limit:
+            self._flush()
+            self._compact()
 
     def add_many(self, ids: Sequence[int] | np.ndarray, sketches: Iterable[bytes] | np.ndarray) -> None:
         bins = sketch_bins(sketches)
