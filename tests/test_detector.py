@@ -8,21 +8,29 @@ import dataclasses
 import gzip
 import sqlite3
 import time
-from functools import lru_cache
+from datetime import UTC
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 import neardup
 from neardup import (
-    ConfigError, Detector, FeatureConfig, FingerprintConfig, Page, SpecMismatchError, hamming,
+    ConfigError,
+    Detector,
+    FeatureConfig,
+    FingerprintConfig,
+    Page,
+    SpecMismatchError,
+    hamming,
 )
 from neardup.detector import DEFAULT_K_BY_VERSION
+from neardup.settings import DetectorSettings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample() -> dict[str, dict]:
     """name (file name without .html.gz) -> {url, group, html (bytes)} from urls.tsv."""
     out: dict[str, dict] = {}
@@ -42,7 +50,7 @@ def url(name: str) -> str:
     return sample()[name]["url"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def fp(name: str) -> neardup.Fingerprint:
     return neardup.fingerprint(html(name), url=url(name))
 
@@ -501,11 +509,11 @@ def test_expire_removes_old_pages_and_updates_clusters(tmp_path):
 
 
 def test_fetched_at_accepts_datetime_and_rejects_garbage():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     det = Detector()
     v = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"),
-                fetched_at=datetime.now(timezone.utc) - timedelta(days=3))
+                fetched_at=datetime.now(UTC) - timedelta(days=3))
     assert det.page(v.page_id).fetched_at < time.time() - 2 * 86400
     with pytest.raises(ConfigError):
         det.add(url("npr-dylann-roof-2016"), html("npr-dylann-roof-2016"), fetched_at="yesterday")
@@ -589,7 +597,7 @@ def _flip(value: int, nbits: int) -> int:
 @pytest.mark.parametrize("k", [0, 1, 3, 6, 12])
 def test_match_rule_is_distance_at_most_k(k):
     base = fp("politico-morning-money-2022")
-    det = Detector(k=k)
+    det = Detector(settings=DetectorSettings(k=k, bands=False))  # the SimHash path alone (bands: test_bands.py)
     stored = det.add_fingerprint("https://a.example/base", base)
     assert stored.status == "new"
     at_k = dataclasses.replace(base, simhash=_flip(base.simhash, k), digest="a" * 64)
@@ -613,7 +621,7 @@ def test_exact_digest_wins_over_simhash_distance():
 
 def test_nearest_wins_then_oldest():
     base = fp("politico-morning-money-2022")
-    det = Detector(k=1)
+    det = Detector(settings=DetectorSettings(k=1, bands=False))
     a = det.add_fingerprint("https://a.example/1", dataclasses.replace(base, simhash=base.simhash ^ 1, digest="1" * 64))
     b = det.add_fingerprint("https://b.example/1", dataclasses.replace(base, simhash=base.simhash ^ 2, digest="2" * 64))
     assert a.status == b.status == "new"  # they are 2 apart

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from neardup import Detector, tune
 from neardup.cli import main
 from neardup.errors import StoreError
+from neardup.settings import DetectorSettings
 
 BASE = " ".join(f"word{i}" for i in range(400))
 
@@ -33,8 +34,13 @@ def db(tmp_path):
     return path
 
 
+#: these tests are about the SimHash path, where k bounds the candidates: without the sketch
+#: bands, which bring candidates at any distance (tests/test_bands.py)
+NO_BANDS = DetectorSettings(bands=False)
+
+
 def test_each_host_is_decided_with_its_own_thresholds(db):
-    with Detector.open(db) as det:
+    with Detector.open(db, settings=NO_BANDS) as det:
         assert det.k == 12 and det.verify == 0.3
         assert det.host_thresholds == {"loose.example": (16, 0.5), "strict.example": (4, 0.3)}
         assert det.thresholds("https://loose.example/x") == (16, 0.5)
@@ -50,7 +56,7 @@ def test_each_host_is_decided_with_its_own_thresholds(db):
 
 
 def test_given_k_is_used_for_every_host(db):
-    with Detector.open(db, k=12) as det:
+    with Detector.open(db, settings=NO_BANDS.with_(k=12)) as det:
         assert det.host_thresholds == {}
         assert det.check("https://loose.example/x", variant(40)).status == "new"
         assert det.check("https://strict.example/x", variant(10)).status == "near"
@@ -66,7 +72,7 @@ def test_the_command_line_honours_them(db, tmp_path):
     page.write_text(variant(40))
 
     def status(url: str, *extra: str) -> str:
-        r = CliRunner().invoke(main, ["check", "--db", str(db), *extra, url, str(page)])
+        r = CliRunner().invoke(main, ["check", "--db", str(db), "--no-bands", *extra, url, str(page)])
         assert r.exit_code == 0, r.stderr
         return json.loads(r.stdout)["status"]
 

@@ -372,3 +372,84 @@ def join_values(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, p
                         dist[c] = np.int64(pc)
                     c += 1
     return c
+
+
+@njit(cache=True)
+def band_probe(qkeys, qnib, rows, dirs, keys, d, nib, dead, thr, out, agree):
+    """Banded-LSH probe of one level (see :mod:`neardup.bands`): for each band j, the rows in
+    the bucket of the query's 16-bit key ``qkeys[j]`` (top ``d`` bits; with ``keys`` non-empty
+    the full key is compared), kept when at least ``thr`` of their packed nibbles (``nib``,
+    rows of 7 uint32) agree with ``qnib`` and they are not ``dead``. Writes rows and their
+    agreement to ``out`` / ``agree`` (a row found by several bands appears once per band);
+    returns how many there are (larger than the buffers: call again with bigger ones)."""
+    shift = 16 - d
+    c = 0
+    cap = out.shape[0]
+    has_keys = keys.shape[0] > 0
+    has_dead = dead.shape[0] > 0
+    words = nib.shape[1]
+    for j in range(qkeys.shape[0]):
+        key = qkeys[j]
+        b = key >> shift
+        lo = np.int64(dirs[j, b])
+        hi = np.int64(dirs[j, b + 1])
+        for p in range(lo, hi):  # the bucket's nibble rows are random reads: ask for them first
+            prefetch(nib, np.int64(rows[j, p]) * words)
+        for p in range(lo, hi):
+            if has_keys and np.int64(keys[j, p]) != key:
+                continue
+            row = np.int64(rows[j, p])
+            z = 0
+            for w in range(words):
+                x = U64(nib[row, w] ^ qnib[w])
+                t = (x | (x >> U64(1)) | (x >> U64(2)) | (x >> U64(3))) & U64(0x11111111)
+                z += popcount64(t)
+            z = 8 * words - z
+            if z >= thr and not (has_dead and (dead[row >> 3] >> (row & 7)) & 1):
+                if c < cap:
+                    out[c] = row
+                    agree[c] = z
+                c += 1
+    return c
+
+
+@njit(cache=True)
+def band_scan(keys, nib, qkeys, qnib, thr, out, agree):
+    """:func:`band_probe` for the unsorted delta: every row with a band key equal to the
+    query's (``keys`` (m, bands) uint16) and at least ``thr`` agreeing nibbles; each row once."""
+    c = 0
+    cap = out.shape[0]
+    words = nib.shape[1]
+    for row in range(keys.shape[0]):
+        hit = False
+        for j in range(qkeys.shape[0]):
+            if np.int64(keys[row, j]) == qkeys[j]:
+                hit = True
+                break
+        if not hit:
+            continue
+        z = 0
+        for w in range(words):
+            x = U64(nib[row, w] ^ qnib[w])
+            t = (x | (x >> U64(1)) | (x >> U64(2)) | (x >> U64(3))) & U64(0x11111111)
+            z += popcount64(t)
+        z = 8 * words - z
+        if z >= thr:
+            if c < cap:
+                out[c] = row
+                agree[c] = z
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def sketch_parts(raw, header, bands, words, qkeys, qnib):
+    """Band keys (bin ``2j`` low byte, ``2j + 1`` high) and packed low nibbles (eight bins to a
+    uint32) of one sketch's bytes ``raw`` (bins after ``header`` bytes), into ``qkeys`` / ``qnib``."""
+    for j in range(bands):
+        qkeys[j] = np.int64(raw[header + 2 * j]) | (np.int64(raw[header + 2 * j + 1]) << 8)
+    for w in range(words):
+        v = np.uint32(0)
+        for i in range(8):
+            v |= np.uint32(raw[header + 8 * w + i] & 0x0F) << np.uint32(4 * i)
+        qnib[w] = v

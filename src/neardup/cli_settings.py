@@ -72,6 +72,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Any, str]] = {
     "keep_changes": (("--keep-changes",), _NumberOrNone(int, 0),
                      "Change-log entries writers keep for other processes "
                      f"(default {DEFAULT_KEEP_CHANGES}; none: all)."),
+    "bands": (("--bands/--no-bands",), None,
+              "Candidates from the sketch bands too, at any SimHash distance (default on); --no-bands: k alone."),
 }
 
 #: the fingerprint settings a command without a store offers (``neardup fingerprint``)
@@ -85,7 +87,10 @@ def settings_options(fields: Iterable[str] | None = None) -> Callable[..., Any]:
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in reversed(chosen):
             decls, kind, text = OPTIONS[name]
-            fn = click.option(*decls, name, type=kind, default=None, help=text)(fn)
+            if kind is None:  # a yes/no flag
+                fn = click.option(*decls, name, default=None, help=text)(fn)
+            else:
+                fn = click.option(*decls, name, type=kind, default=None, help=text)(fn)
         return fn
     return decorate
 

@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from neardup.bands import far_verify
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec
 from neardup.clusters import Clusters, member_of
 from neardup.crawl import MAX_REVISIT, MIN_REVISIT, CrawlSignals, UrlHistory
@@ -200,7 +201,7 @@ class Detector:
         self.mirror = IndexMirror(
             self.store, bits=self.config.bits, k=index_k, index=index, minhash=self.config.minhash,
             lsh_threshold=band_threshold, index_dir=Path(self.store.path + ".index") if file_store else None,
-            keep_changes=keep_changes)
+            keep_changes=keep_changes, bands=settings.bands)
         #: bounds of the recrawl wait :func:`neardup.crawl.next_fetch` plans (seconds)
         self.revisit_min, self.revisit_max = MIN_REVISIT, MAX_REVISIT
         #: learned URL rules and per-host signals (:mod:`neardup.crawl`)
@@ -646,9 +647,14 @@ class Detector:
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
         found: dict[int, set[str]] = {}
+        anywhere: set[int] = set()  # only the sketch bands brought them: the sketch decides at any distance
         if self.method in ("simhash", "both"):
             for page_id, _ in self.mirror.search(fp.simhash, k):
                 found.setdefault(page_id, set()).add("simhash")
+            for page_id, _ in self.mirror.sketch_candidates(fp.sketch, far_verify(verify)):
+                if page_id not in found:
+                    found[page_id] = {"simhash"}
+                    anywhere.add(page_id)
         if self.method in ("minhash", "both") and sig is not None:
             for page_id, _ in self.mirror.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
@@ -657,15 +663,19 @@ class Detector:
             # URL's stored version stands in for it
             methods_of_own = found.pop(own_id)
             other = self.store.lowest_live(exclude.simhash, self.config.bits, exclude=own_id)
-            if other is not None:
-                found.setdefault(other, set()).update(methods_of_own)
+            if other is not None and other not in found:
+                found[other] = methods_of_own
+                if own_id in anywhere:
+                    anywhere.add(other)
+            anywhere.discard(own_id)
         ranked = []
         recs = self.store.pages_by_ids(list(found))  # one statement; one page per SimHash value
         for page_id, methods in found.items():
             rec = recs.get(page_id)
             if rec is None:
                 continue
-            verdict = match(side, Side.of_record(rec), k, verify)
+            verdict = (match(side, Side.of_record(rec), self.config.bits, far_verify(verify)) if page_id in anywhere
+                       else match(side, Side.of_record(rec), k, verify))
             if verdict.reason in ("empty", "boilerplate"):
                 continue
             if verdict.status is None:

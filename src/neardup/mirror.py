@@ -8,6 +8,11 @@ before deciding, a process replays what other processes logged since its last lo
 position. A write that fails rolls the store back and undoes the index changes
 (:meth:`IndexMirror.writing`). The log is kept to its last ``keep_changes`` entries.
 
+Beside the SimHash index, a :class:`~neardup.bands.BandIndex` over the pages' verification
+sketches (spec version 2) brings the candidates the sketch would accept at any SimHash
+distance (:meth:`IndexMirror.sketch_candidates`); it holds the same pages as the SimHash
+index.
+
 The index and the LSH hold one page per SimHash value: the oldest non-empty page with it
 (:meth:`~neardup.storeapi.Store.lowest_live`), so a value stored 10^5 times costs one entry
 (:meth:`IndexMirror.reconcile`).
@@ -33,10 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
+from neardup.bands import BINS as SKETCH_BINS
+from neardup.bands import BandIndex
 from neardup.errors import ConfigError, NeardupError, StoreError
 from neardup.index import BruteForceIndex, HammingIndex, Match, empty_like
 from neardup.minhash import MinHashConfig, MinHashLSH, MinHashSignature, signatures_from_bytes
 from neardup.permuted import PermutedIndex
+from neardup.sketch import HEADER as SKETCH_HEADER
 from neardup.storeapi import PageRecord, Store
 
 log = logging.getLogger("neardup")
@@ -56,11 +64,14 @@ class IndexMirror:
     minhash / lsh_threshold: the LSH over MinHash signatures (None: no LSH).
     index_dir: where the index is saved and reopened (None: never saved).
     keep_changes: change-log entries kept; older ones are pruned by writers (None: never).
+    bands: keep the sketch-band index (:mod:`neardup.bands`) beside the SimHash index (pages
+        without a 64-byte sketch are left out of it); saved in ``index_dir / "bands"``.
     """
 
     def __init__(self, store: Store, *, bits: int, k: int, index: HammingIndex | None = None,
                  minhash: MinHashConfig | None = None, lsh_threshold: float = 0.8,
-                 index_dir: Path | None = None, keep_changes: int | None = DEFAULT_KEEP_CHANGES) -> None:
+                 index_dir: Path | None = None, keep_changes: int | None = DEFAULT_KEEP_CHANGES,
+                 bands: bool = True) -> None:
         if keep_changes is not None and (not isinstance(keep_changes, int) or keep_changes < 1):
             raise ConfigError(f"keep_changes must be a positive integer or None, got {keep_changes!r}")
         self.store, self.bits, self.k = store, bits, k
@@ -75,6 +86,8 @@ class IndexMirror:
         self.seq = store.change_bounds()[1]  # the last change of the log the index reflects
         self.saved_token: str | None = None
         self._undo: list[Callable[[], object]] | None = None
+        self.bands: BandIndex | None = None
+        self._keep_bands = bool(bands) and bits == 64
         if index is not None:
             self._fresh: Callable[[], HammingIndex] = lambda: empty_like(self.index)
             self.index = index
@@ -114,8 +127,35 @@ class IndexMirror:
             log.info("neardup: saved index %s is stale (token %s, store at %s), rebuilding it",
                      self.index_dir, saved.token, self.token)
             return None
+        if self._keep_bands:
+            try:
+                saved_bands = BandIndex.open(self.index_dir / "bands")
+            except NeardupError as exc:
+                log.info("neardup: saved band index in %s is unusable, rebuilding the indexes (%s)",
+                         self.index_dir, exc)
+                return None
+            if saved_bands.token != self.token:
+                log.info("neardup: saved band index in %s is stale, rebuilding the indexes", self.index_dir)
+                return None
+            self.bands = saved_bands
         self.saved_token = saved.token
         return saved
+
+    def _fill_bands(self, ids: np.ndarray) -> None:
+        """Add the sketches of pages ``ids`` to the band index (read in batches; a store
+        with a ``sketches(ids)`` method is asked for them directly)."""
+        assert self.bands is not None
+        reader = getattr(self.store, "sketches", None)
+        for lo in range(0, len(ids), 900):
+            chunk = [int(i) for i in ids[lo:lo + 900]]
+            if reader is not None:
+                pairs = reader(chunk)
+            else:
+                recs = self.store.pages_by_ids(chunk)
+                pairs = [(i, recs[i].sketch) for i in chunk if i in recs]
+            keep = [(i, s) for i, s in pairs if _banded(s)]
+            if keep:
+                self.bands.add_many([i for i, _ in keep], [bytes(s) for _, s in keep])  # type: ignore[arg-type]
 
     def _new_lsh(self) -> MinHashLSH | None:
         return None if self.minhash is None else MinHashLSH(self.minhash, threshold=self.lsh_threshold)
@@ -130,6 +170,9 @@ class IndexMirror:
                 ids, words = self.store.simhashes()
                 if len(ids):
                     self.index.add_many(ids.tolist(), words)
+                self.bands = BandIndex() if self._keep_bands else None
+                if self.bands is not None and len(ids):
+                    self._fill_bands(ids)
                 self.saved_token = None
             self.lsh = self._new_lsh()
             if self.lsh is not None:
@@ -175,15 +218,20 @@ class IndexMirror:
                 for seq, page_id, op, value in batch:
                     if op == "add":
                         self.index.add(page_id, value)
-                        if self.lsh is not None:
+                        if self.lsh is not None or self.bands is not None:
                             rec = self.store.page_by_id(page_id)
-                            sig = self.signature(rec) if rec is not None and rec.simhash == value else None
-                            if sig is not None:
-                                self.lsh.add(page_id, sig.signature, sig.set_size)
+                            if rec is not None and rec.simhash == value:
+                                sig = self.signature(rec) if self.lsh is not None else None
+                                if self.lsh is not None and sig is not None:
+                                    self.lsh.add(page_id, sig.signature, sig.set_size)
+                                if self.bands is not None and _banded(rec.sketch):
+                                    self.bands.add(page_id, rec.sketch)  # type: ignore[arg-type]
                     else:
                         self.index.remove(page_id, value)
                         if self.lsh is not None:
                             self.lsh.remove(page_id)
+                        if self.bands is not None:
+                            self.bands.remove(page_id)
                     self.seq = seq
         self.saved_token = None
 
@@ -228,6 +276,11 @@ class IndexMirror:
         self.index.add(page_id, value)
         if self._undo is not None:
             self._undo.append(lambda: self.index.remove(page_id, value))
+        if self.bands is not None and _banded(rec.sketch):
+            bands, sketch = self.bands, rec.sketch
+            bands.add(page_id, sketch)  # type: ignore[arg-type]
+            if self._undo is not None:
+                self._undo.append(lambda: bands.remove(page_id, sketch))
         sig = self.signature(rec) if self.lsh is not None else None
         if self.lsh is not None and sig is not None:
             self.lsh.add(page_id, sig.signature, sig.set_size)
@@ -242,6 +295,10 @@ class IndexMirror:
         self.seq = self.store.log_change(page_id, "remove", value, self.bits)
         if self._undo is not None:
             self._undo.append(lambda: self.index.add(page_id, value))
+        if self.bands is not None and self.bands.remove(page_id, rec.sketch if rec is not None else None) \
+                and self._undo is not None and rec is not None and _banded(rec.sketch):
+            bands, sketch = self.bands, rec.sketch
+            self._undo.append(lambda: bands.add(page_id, sketch))  # type: ignore[arg-type]
         if self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None and rec is not None:
             sig = self.signature(rec)
             if sig is not None:
@@ -274,6 +331,15 @@ class IndexMirror:
     def search(self, simhash: int, k: int) -> list[Match]:
         return self.index.search(simhash, k)
 
+    def sketch_candidates(self, sketch: bytes | None, verify: float | None) -> list[Match]:
+        """Stored pages that share a sketch band with ``sketch`` and may reach ``verify``
+        (:meth:`neardup.bands.BandIndex.search`: ``(id, agreeing nibbles)``); none without a
+        band index, a sketch or a verification threshold (the bands bring candidates at any
+        SimHash distance, which only the sketch check may accept)."""
+        if self.bands is None or verify is None or not _banded(sketch):
+            return []
+        return self.bands.search(sketch, verify)  # type: ignore[arg-type]
+
     def query(self, signature: np.ndarray, threshold: float, *, set_size: int = 0,
               by: str = "jaccard") -> list[tuple[int, float]]:
         """LSH candidates (none without an LSH)."""
@@ -291,9 +357,17 @@ class IndexMirror:
             return False
         try:
             save(self.index_dir, token=self.token)
+            if self.bands is not None:
+                self.bands.save(self.index_dir / "bands", token=self.token)
         except (OSError, NeardupError) as exc:
             log.warning("neardup: could not save the index to %s; it will be rebuilt at the next open (%s)",
                         self.index_dir, exc)
             return False
         self.saved_token = self.token
         return True
+
+
+def _banded(sketch: bytes | None) -> bool:
+    """Whether a page's sketch goes into the band index (a spec-2 sketch of some shingles)."""
+    return (sketch is not None and len(sketch) == SKETCH_HEADER + SKETCH_BINS
+            and int.from_bytes(sketch[:SKETCH_HEADER], "little") > 0)

@@ -81,6 +81,18 @@ def _optional(kind: type) -> Callable[[Any], Any]:
     return convert
 
 
+def _flag(value: Any) -> bool:
+    """A yes/no setting read as text (``true``/``false``, ``1``/``0``, ``yes``/``no``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a yes/no value: {value!r}")
+
+
 @dataclass(frozen=True)
 class DetectorSettings:
     """Every setting a detector decides with, in one validated value: the library
@@ -102,6 +114,10 @@ class DetectorSettings:
         keeps the ones it was written with): main-content extractor, fewer tokens is
         ``empty``, larger pages are refused.
     keep_changes: entries of the store's change log writers keep (None: never prune).
+    bands: also take candidates from the sketch bands (:mod:`neardup.bands`): pages whose
+        sketches share a band, at any SimHash distance, ``near`` when the sketch estimate
+        reaches ``max(verify, FAR_VERIFY)``; False: the SimHash distance ``k`` alone brings
+        candidates (as neardup 0.1 did).
 
     >>> s = DetectorSettings.from_dict({"k": "9", "verify": "none", "method": "simhash"})
     >>> s.k, s.verify
@@ -122,12 +138,14 @@ class DetectorSettings:
     min_tokens: int | None = None
     max_bytes: int | None = None
     keep_changes: int | None = DEFAULT_KEEP_CHANGES
+    bands: bool = True
 
     #: how each field is read from text: its converter
     CONVERTERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
         "k": _optional(int), "verify": _optional(float), "method": _optional(str), "threshold": _optional(float),
         "containment": _optional(float), "canonical": _optional(str), "extractor": _optional(str),
         "min_tokens": _optional(int), "max_bytes": _optional(int), "keep_changes": _optional(int),
+        "bands": _flag,
     }
 
     def __post_init__(self) -> None:
@@ -156,6 +174,8 @@ class DetectorSettings:
         integer("min_tokens", 0)
         integer("max_bytes", 1)
         integer("keep_changes", 0)
+        if not isinstance(self.bands, bool):
+            raise ConfigError(f"bands must be True or False, got {self.bands!r}")
         if self.method not in METHODS:
             raise ConfigError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.extractor is not None and self.extractor not in EXTRACTOR_NAMES:
@@ -176,7 +196,8 @@ class DetectorSettings:
             try:
                 values[name] = cls.CONVERTERS[name](value)
             except ValueError:
-                raise ConfigError(f"setting {name} must be a number, got {value!r}") from None
+                kind = "yes or no" if name == "bands" else "a number"
+                raise ConfigError(f"setting {name} must be {kind}, got {value!r}") from None
         return cls(**values)
 
     @classmethod
