@@ -5,6 +5,7 @@ the middleware's contract in process (NotConfigured, non-HTML untouched)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -106,6 +107,11 @@ def test_drop_duplicates_and_do_not_follow_them(site, tmp_path):
     assert stats["neardup/near"] == 1 and sum("/calendar/" in u for u in main) == 1
 
 
+def run(coro):
+    """A middleware coroutine run to its end (outside a crawl: on a fresh asyncio loop)."""
+    return asyncio.run(coro)
+
+
 class _Spider(scrapy.Spider):
     name = "t"
 
@@ -128,21 +134,22 @@ def test_not_configured_and_untouched_responses(tmp_path):
     text = "<html><body><article>" + " ".join(f"word{i}" for i in range(400)) + "</article></body></html>"
     css = TextResponse("https://a.example/s.css", body=b"body{}", headers={"Content-Type": "text/css"})
     req = Request("https://a.example/s.css")
-    assert mw.process_response(req, css) is css and "neardup" not in req.meta
+    assert run(mw.process_response(req, css)) is css and "neardup" not in req.meta
     r404 = HtmlResponse("https://a.example/x", status=404, body=text.encode(), headers={"Content-Type": "text/html"})
-    assert mw.process_response(Request(r404.url), r404) is r404
+    assert run(mw.process_response(Request(r404.url), r404)) is r404
     page = HtmlResponse("https://a.example/a", body=text.encode(), headers={"Content-Type": "text/html"})
     req = Request(page.url)
-    assert mw.process_response(req, page) is page and req.meta["neardup"]["status"] == "new"
+    assert run(mw.process_response(req, page)) is page and req.meta["neardup"]["status"] == "new"
     copy = HtmlResponse("https://a.example/b", body=text.encode(), headers={"Content-Type": "text/html"})
     with pytest.raises(IgnoreRequest):
-        mw.process_response(Request(copy.url), copy)
+        run(mw.process_response(Request(copy.url), copy))
     with pytest.raises(IgnoreRequest):  # known duplicate: skipped before the fetch
-        mw.process_request(Request("https://a.example/b"))
-    assert mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True})) is None
+        run(mw.process_request(Request("https://a.example/b")))
+    assert run(mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True}))) is None
     got = stats.get_stats()
     assert (got["neardup/not_html"], got["neardup/not_200"], got["neardup/new"], got["neardup/exact"],
             got["neardup/dropped"], got["neardup/skipped_before_fetch/known-duplicate"]) == (1, 1, 1, 1, 1, 1)
+    mw.close()
 
     smw = NeardupSpiderMiddleware(stats, follow_duplicates=False)
     dup = HtmlResponse("https://a.example/b", body=b"<html></html>", request=Request(

@@ -25,6 +25,7 @@ Settings:
   rules, host budget); ``NEARDUP_MAX_AGE`` (seconds: skip known URLs fetched more recently),
   ``NEARDUP_HOST_MAX_DUPLICATE_RATE`` / ``NEARDUP_HOST_MIN_PAGES`` (the host budget, off by
   default).
+- ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
 
 Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``html``, or an
 ``HtmlResponse`` without one); everything else passes untouched. Requests with
@@ -32,15 +33,27 @@ Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``h
 ``neardup/near``, ``neardup/partial``, ``neardup/empty``, ``neardup/error`` (a page the
 detector refused, passed on), ``neardup/dropped``, ``neardup/tagged``,
 ``neardup/skipped_before_fetch`` (and ``.../<reason>``), ``neardup/not_html``,
-``neardup/not_200``, ``neardup/links_not_followed``. The detector's work runs in the
-reactor thread (fingerprinting takes milliseconds a page in the ``fast`` extraction mode).
+``neardup/not_200``, ``neardup/links_not_followed``, ``neardup/should_fetch_error`` (a
+``should_fetch`` that failed: the request goes on).
+
+The crawl never waits on neardup: ``process_request`` and ``process_response`` are
+coroutines (Scrapy >= 2.13, with the asyncio reactor, Scrapy's default, with any other
+Twisted reactor, or without a reactor) that run the detector's work in threads of the
+middleware's own: ``NEARDUP_THREADS`` (default 2) fingerprint pages (the extractor and the
+numba kernels release the GIL only in part: more threads than cores buy nothing) or, with
+``NEARDUP_URL``, make the service calls; the store calls of a local detector run in one
+more thread, one at a time, in the order the responses arrive. Any error inside neardup
+(not only a :class:`NeardupError`) leaves the page or request untouched and is counted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from neardup.detector import Detector
 from neardup.errors import NeardupError
@@ -65,6 +78,41 @@ def _scrapy() -> Any:
     return scrapy
 
 ACTIONS = ("drop", "tag")
+#: Default ``NEARDUP_THREADS``: fingerprinting workers (or service calls in flight).
+DEFAULT_THREADS = 2
+
+_T = TypeVar("_T")
+
+
+async def _in_thread(pool: ThreadPoolExecutor, fn: Callable[[], _T]) -> _T:
+    """``fn()`` run in ``pool``, awaited without blocking the reactor thread: as an
+    :mod:`asyncio` future when an asyncio loop runs (the asyncio reactor, or Scrapy without
+    a reactor), else as a Twisted ``Deferred`` fired in the reactor thread."""
+    future = pool.submit(fn)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another Twisted reactor: coroutines there await Deferreds
+        pass
+    else:
+        return await asyncio.wrap_future(future)
+    from twisted.internet import reactor
+    from twisted.internet.defer import Deferred
+
+    d: Deferred[_T] = Deferred()
+
+    def fire(done: Future[_T]) -> None:
+        exc = done.exception()
+        if exc is not None:
+            d.errback(exc)
+        else:
+            d.callback(done.result())
+
+    future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
+    return await d
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, NeardupError) else f"{type(exc).__name__}: {exc}"
 
 
 def _is_html(response: Response) -> bool:
@@ -93,14 +141,25 @@ def open_detector(settings: Any) -> tuple[Any, bool]:
 
 class NeardupDownloaderMiddleware:
     """Downloader middleware: :meth:`process_request` asks ``should_fetch``,
-    :meth:`process_response` adds every HTML page and drops or tags duplicates."""
+    :meth:`process_response` adds every HTML page and drops or tags duplicates.
+
+    Both are coroutines that hand the detector's work to threads of the middleware's own
+    (:class:`concurrent.futures.ThreadPoolExecutor`), so the reactor thread never waits on a
+    fingerprint, the store or the service: with a :class:`Detector`, pages are fingerprinted
+    by ``threads`` workers and every store call (``should_fetch``, ``add_fingerprint``) runs
+    in one store thread, in the order the responses arrive; with a :class:`neardup.Client`
+    (the service fingerprints), ``threads`` workers make the HTTP calls. The coroutines await
+    an :mod:`asyncio` future under the asyncio reactor (Scrapy's default) or without a
+    reactor, and a Twisted ``Deferred`` under any other reactor."""
 
     def __init__(self, detector: Any, stats: Any, *, on_duplicate: str = "drop", skip_before_fetch: bool = True,
                  max_age: float | None = None, host_max_duplicate_rate: float | None = None,
-                 host_min_pages: int = 20, owns_detector: bool = False) -> None:
+                 host_min_pages: int = 20, owns_detector: bool = False, threads: int = DEFAULT_THREADS) -> None:
+        NotConfigured = _scrapy().exceptions.NotConfigured
         if on_duplicate not in ACTIONS:
-            raise _scrapy().exceptions.NotConfigured(
-                f"NEARDUP_ON_DUPLICATE must be one of {', '.join(ACTIONS)}, got {on_duplicate!r}")
+            raise NotConfigured(f"NEARDUP_ON_DUPLICATE must be one of {', '.join(ACTIONS)}, got {on_duplicate!r}")
+        if threads < 1:
+            raise NotConfigured(f"NEARDUP_THREADS must be at least 1, got {threads}")
         self.detector = detector
         self.stats = stats
         self.on_duplicate = on_duplicate
@@ -109,6 +168,12 @@ class NeardupDownloaderMiddleware:
         self.host_max_duplicate_rate = host_max_duplicate_rate
         self.host_min_pages = host_min_pages
         self.owns_detector = owns_detector
+        self.threads = threads
+        #: a local Detector: fingerprints in ``threads`` workers, its store in one thread;
+        #: anything else (the Client): every call in the workers
+        self.local = isinstance(detector, Detector)
+        self._workers = ThreadPoolExecutor(threads, thread_name_prefix="neardup")
+        self._store = ThreadPoolExecutor(1, thread_name_prefix="neardup-store") if self.local else self._workers
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> "NeardupDownloaderMiddleware":
@@ -121,23 +186,32 @@ class NeardupDownloaderMiddleware:
         detector, owns = open_detector(s)
         rate = s.get("NEARDUP_HOST_MAX_DUPLICATE_RATE")
         max_age = s.get("NEARDUP_MAX_AGE")
-        mw = cls(detector, crawler.stats, on_duplicate=s.get("NEARDUP_ON_DUPLICATE", "drop"),
-                 skip_before_fetch=s.getbool("NEARDUP_SKIP_BEFORE_FETCH", True),
-                 max_age=float(max_age) if max_age not in (None, "") else None,
-                 host_max_duplicate_rate=float(rate) if rate not in (None, "") else None,
-                 host_min_pages=s.getint("NEARDUP_HOST_MIN_PAGES", 20), owns_detector=owns)
+        try:
+            mw = cls(detector, crawler.stats, on_duplicate=s.get("NEARDUP_ON_DUPLICATE", "drop"),
+                     skip_before_fetch=s.getbool("NEARDUP_SKIP_BEFORE_FETCH", True),
+                     max_age=float(max_age) if max_age not in (None, "") else None,
+                     host_max_duplicate_rate=float(rate) if rate not in (None, "") else None,
+                     host_min_pages=s.getint("NEARDUP_HOST_MIN_PAGES", 20), owns_detector=owns,
+                     threads=s.getint("NEARDUP_THREADS", DEFAULT_THREADS))
+        except BaseException:
+            if owns:
+                detector.close()
+            raise
         crawler.signals.connect(mw.spider_closed, signal=_scrapy().signals.spider_closed)
         return mw
 
-    def process_request(self, request: Request, spider: Any = None) -> None:
+    async def process_request(self, request: Request, spider: Any = None) -> None:
+        """Ignore the request (``IgnoreRequest``) when ``should_fetch`` answers skip; a
+        failing ``should_fetch`` lets the request through (stat ``neardup/should_fetch_error``)."""
         if not self.skip_before_fetch or request.meta.get("neardup_ignore"):
             return None
         try:
-            decision = self.detector.should_fetch(
-                request.url, max_age=self.max_age, host_max_duplicate_rate=self.host_max_duplicate_rate,
-                host_min_pages=self.host_min_pages)
-        except NeardupError as exc:
-            logger.warning("neardup: should_fetch failed for %s: %s", request.url, exc)
+            decision = await _in_thread(self._store, partial(
+                self.detector.should_fetch, request.url, max_age=self.max_age,
+                host_max_duplicate_rate=self.host_max_duplicate_rate, host_min_pages=self.host_min_pages))
+        except Exception as exc:  # neardup never stops the crawl: the request goes on
+            self.stats.inc_value("neardup/should_fetch_error")
+            logger.warning("neardup: should_fetch failed for %s: %s", request.url, _why(exc))
             return None
         if decision.fetch:
             return None
@@ -148,7 +222,19 @@ class NeardupDownloaderMiddleware:
                      decision.known_url or decision.canonical_url or "")
         raise _scrapy().exceptions.IgnoreRequest(f"neardup: {why}: {request.url}")
 
-    def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+    def _add(self, url: str, body: bytes, headers: dict[str, str] | None) -> Any:
+        """The Client's add (in a worker thread)."""
+        return self.detector.add(url, body, headers=headers)
+
+    async def _verdict(self, url: str, body: bytes, headers: dict[str, str] | None) -> Any:
+        if not self.local:
+            return await _in_thread(self._workers, partial(self._add, url, body, headers))
+        fp = await _in_thread(self._workers, partial(self.detector.fingerprint, body, url, headers))
+        return await _in_thread(self._store, partial(self.detector.add_fingerprint, url, fp))
+
+    async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+        """Add an HTML 200 response; drop (``IgnoreRequest``) or tag (``request.meta["neardup"]``)
+        a duplicate. A page neardup cannot read or store passes untouched (stat ``neardup/error``)."""
         if request.meta.get("neardup_ignore"):
             return response
         if not _is_html(response):
@@ -160,10 +246,10 @@ class NeardupDownloaderMiddleware:
         ctype = response.headers.get(b"Content-Type")
         headers = {"Content-Type": ctype.decode("latin-1")} if ctype else None
         try:
-            verdict = self.detector.add(response.url, response.body, headers=headers)
-        except NeardupError as exc:
+            verdict = await self._verdict(response.url, response.body, headers)
+        except Exception as exc:  # neardup never stops the crawl: the page goes on untagged
             self.stats.inc_value("neardup/error")
-            logger.warning("neardup: page not added: %s: %s", response.url, exc)
+            logger.warning("neardup: page not added: %s: %s", response.url, _why(exc))
             return response
         self.stats.inc_value(f"neardup/{verdict.status}")
         request.meta["neardup"] = verdict.to_dict()
@@ -177,11 +263,18 @@ class NeardupDownloaderMiddleware:
         self.stats.inc_value("neardup/tagged")
         return response
 
-    def spider_closed(self, spider: Any = None) -> None:
-        keys = ("new", "exact", "near", "skipped_before_fetch")
-        logger.info("neardup: %s", ", ".join(f"{k} {self.stats.get_value('neardup/' + k, 0)}" for k in keys))
+    def close(self) -> None:
+        """Wait for the threads (nothing is pending once the spider closed), then close the
+        detector if the middleware opened it."""
+        self._workers.shutdown(wait=True)
+        self._store.shutdown(wait=True)
         if self.owns_detector:
             self.detector.close()
+
+    def spider_closed(self, spider: Any = None) -> None:
+        keys = ("new", "exact", "near", "skipped_before_fetch", "error")
+        logger.info("neardup: %s", ", ".join(f"{k} {self.stats.get_value('neardup/' + k, 0)}" for k in keys))
+        self.close()
 
 
 def _from_duplicate(response: Response) -> bool:
