@@ -1,0 +1,274 @@
+"""Scrapy crawls of the examples/scrapy sample site with and without neardup: pages per second
+and the reactor's longest stall.
+
+Serves the example's local site (``examples/scrapy/serve_sample.py``) on 127.0.0.1 only and
+runs, each in a fresh process (a Twisted reactor cannot restart), the same bounded crawl
+with the example project's settings under three configurations, alternated ``--repeats``
+times:
+
+- ``without``: no neardup middleware;
+- ``before``: the blocking middleware of ``--before`` (a git revision; its
+  ``src/neardup/scrapy.py`` is imported under another module name);
+- ``after``: the middleware of this checkout (``neardup.scrapy``).
+
+The crawl: ``--rounds`` x 14 article URLs of the site, each URL distinct
+(``/a/<group>/?edition=<r>``: the site serves the article ``r`` places further, so that the
+URLs of one path differ in content, no URL rule is learned and every request is fetched in
+every configuration; 14 pages are new, the others exact duplicates of another URL),
+``NEARDUP_ON_DUPLICATE=tag`` (the spider sees every page in every configuration), Scrapy's default concurrency (16 requests, here all on one host), a
+fresh SQLite store per crawl, the example's ``fast`` extractor, no warm-up (the first page
+loads the numba kernels from their cache, as in a real crawl). The spider does the example
+spider's work on each page (an item, the navigation links extracted) but follows nothing.
+
+Measured in the crawl process: pages per second (responses received by the spider, from the
+first request to the last response) and the reactor's lag: a
+``twisted.internet.task.LoopingCall`` every 10 ms records how late each call runs; the
+longest lag is the reactor's longest stall.
+
+    python benchmarks/scrapy_crawl.py                      # prints the table
+    python benchmarks/scrapy_crawl.py --write docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "scrapy"
+CONFIGS = ("without", "before", "after")
+BEFORE_MODULE = "neardup_scrapy_before"
+SECTION = "## Scrapy crawl: the reactor never waits on neardup (`benchmarks/scrapy_crawl.py`)"
+TICK = 0.010
+
+
+# -- the crawl (child process) -----------------------------------------------------------
+
+def _child(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(EXAMPLE))
+    if args.before_dir:
+        sys.path.insert(0, args.before_dir)
+    os.environ["SCRAPY_SETTINGS_MODULE"] = "neardup_example.settings"
+    import scrapy
+    import serve_sample
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.utils.project import get_project_settings
+    from twisted.internet.task import LoopingCall
+
+    groups = sorted(serve_sample.load_articles())
+    urls = [f"{args.site}a/{g}/?edition={r}" for r in range(args.rounds) for g in groups]
+    out: dict[str, Any] = {"config": args.child, "requests": len(urls), "lags": [], "stalls": []}
+
+    class LagMonitor:
+        """The reactor's lag: how late a 10 ms LoopingCall runs, from the engine's start
+        to the spider's close."""
+
+        def __init__(self) -> None:
+            self.last = 0.0
+            self.lags: list[float] = []
+            self.loop = LoopingCall(self.tick)
+
+        def tick(self) -> None:
+            now = time.perf_counter()
+            if self.last:
+                self.lags.append(max(0.0, now - self.last - TICK))
+                if self.lags[-1] > 0.05:
+                    out["stalls"].append((round(now - BenchSpider.t0, 3), round(1000 * self.lags[-1], 1)))
+            self.last = now
+
+        @classmethod
+        def from_crawler(cls, crawler: Any) -> "LagMonitor":
+            ext = cls()
+            crawler.signals.connect(ext.started, signal=scrapy.signals.engine_started)
+            crawler.signals.connect(ext.stopped, signal=scrapy.signals.spider_closed)
+            return ext
+
+        def started(self) -> None:
+            self.loop.start(TICK, now=True)
+
+        def stopped(self) -> None:
+            if self.loop.running:
+                self.loop.stop()
+            out["lags"] = self.lags
+
+    class BenchSpider(scrapy.Spider):
+        name = "bench"
+        t0 = t1 = 0.0
+        pages = 0
+
+        async def start(self) -> Any:
+            BenchSpider.t0 = time.perf_counter()
+            for url in urls:
+                yield scrapy.Request(url)
+
+        def parse(self, response: Any) -> Any:  # the example spider's work, nothing followed
+            BenchSpider.pages += 1
+            BenchSpider.t1 = time.perf_counter()
+            verdict = response.meta.get("neardup") or {}
+            links = response.css("nav.site a::attr(href)").getall()
+            yield {"url": response.url, "status": verdict.get("status"), "links": len(links)}
+
+    settings = get_project_settings()
+    mws = {"without": {}, "before": {f"{BEFORE_MODULE}.NeardupDownloaderMiddleware": 950},
+           "after": {"neardup.scrapy.NeardupDownloaderMiddleware": 950}}[args.child]
+    settings.setdict({
+        "DOWNLOADER_MIDDLEWARES": mws, "SPIDER_MIDDLEWARES": {},
+        "NEARDUP_DB": str(Path(args.tmp) / f"{args.child}.db"), "NEARDUP_ON_DUPLICATE": "tag",
+        "NEARDUP_THREADS": args.threads,
+        "CONCURRENT_REQUESTS": args.concurrency, "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
+        "CLOSESPIDER_TIMEOUT": args.max_seconds, "CLOSESPIDER_PAGECOUNT": 0,
+        "EXTENSIONS": {LagMonitor: 0}, "LOG_LEVEL": "WARNING",
+    }, priority="cmdline")
+    if args.reactor:
+        settings.set("TWISTED_REACTOR", args.reactor, priority="cmdline")
+    process = CrawlerProcess(settings, install_root_handler=True)
+    crawler = process.create_crawler(BenchSpider)
+    process.crawl(crawler)
+    process.start()
+    stats = crawler.stats.get_stats()
+    lags = sorted(out["lags"])
+    elapsed = BenchSpider.t1 - BenchSpider.t0
+    out.update(pages=BenchSpider.pages, seconds=round(elapsed, 3),
+               pages_per_s=round(BenchSpider.pages / elapsed, 1) if elapsed > 0 else 0.0,
+               stall_ms=round(1000 * lags[-1], 1) if lags else None,
+               p99_lag_ms=round(1000 * lags[int(0.99 * (len(lags) - 1))], 1) if lags else None,
+               lags_over_50ms=sum(lag > 0.05 for lag in lags), ticks=len(lags),
+               neardup={k: v for k, v in stats.items() if k.startswith("neardup/")},
+               finish_reason=stats.get("finish_reason"))
+    del out["lags"]
+    Path(args.out).write_text(json.dumps(out))
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+def _before_module(rev: str, into: Path) -> None:
+    src = subprocess.run(["git", "show", f"{rev}:src/neardup/scrapy.py"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    (into / f"{BEFORE_MODULE}.py").write_text(src)
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f} / {five:.2f}"
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    sys.path.insert(0, str(EXAMPLE))
+    import serve_sample
+
+    srv = serve_sample.make_server(0, host="127.0.0.1")
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{srv.server_address[1]}/"
+    results: dict[str, list[dict[str, Any]]] = {c: [] for c in args.configs}
+    loads = [_load()]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            _before_module(args.before, Path(tmp))
+            for rep in range(args.repeats):
+                for config in args.configs:
+                    out = Path(tmp) / f"{config}-{rep}.json"
+                    store = Path(tmp) / f"{config}-{rep}"  # a fresh store per crawl
+                    store.mkdir()
+                    cmd = [sys.executable, __file__, "--child", config, "--site", site, "--tmp", str(store),
+                           "--out", str(out), "--before-dir", tmp, "--rounds", str(args.rounds),
+                           "--concurrency", str(args.concurrency), "--threads", str(args.threads),
+                           "--max-seconds", str(args.max_seconds)]
+                    if args.reactor:
+                        cmd += ["--reactor", args.reactor]
+                    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.max_seconds + 120)
+                    if run.returncode != 0 or not out.exists():
+                        raise SystemExit(f"{config} failed:\n{run.stderr[-3000:]}")
+                    got = json.loads(out.read_text())
+                    results[config].append(got)
+                    print(f"{rep} {config:8s} {got['pages']:5d} pages {got['pages_per_s']:7.1f}/s "
+                          f"stall {got['stall_ms']} ms p99 {got['p99_lag_ms']} ms "
+                          f">50ms {got['stalls']} {got['neardup']}", file=sys.stderr)
+                loads.append(_load())
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    return results, loads
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    base = statistics.median(r["pages_per_s"] for r in results["without"]) if results.get("without") else None
+    lines = ["| middleware | pages | pages/s (median; each run) | vs without | longest stall, ms (max; each run) "
+             "| 99th pct lag, ms (median) | lags > 50 ms (total) |",
+             "|---|---:|---|---:|---|---:|---:|"]
+    names = {"without": "none", "before": "before: blocking (in the reactor thread)",
+             "after": "after: threads (coroutines)"}
+    for config, runs in results.items():
+        pps = [r["pages_per_s"] for r in runs]
+        stalls = [r["stall_ms"] for r in runs]
+        med = statistics.median(pps)
+        rel = f"{100 * med / base:.0f}%" if base else "-"
+        lines.append(f"| {names[config]} | {runs[0]['pages']} | {med:.0f} ({', '.join(f'{p:.0f}' for p in pps)}) "
+                     f"| {rel} | {max(stalls):.0f} ({', '.join(f'{s:.0f}' for s in stalls)}) "
+                     f"| {statistics.median(r['p99_lag_ms'] for r in runs):.1f} "
+                     f"| {sum(r['lags_over_50ms'] for r in runs)} |")
+    return lines
+
+
+def write_section(path: Path, lines: list[str]) -> None:
+    text = path.read_text() if path.exists() else ""
+    at = text.find(SECTION)
+    if at >= 0:
+        nxt = text.find("\n## ", at + len(SECTION))
+        text = text[:at].rstrip("\n") + ("\n\n" + text[nxt + 1:] if nxt >= 0 else "")
+    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20, help="URLs per configuration: 14 x this")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per configuration, alternated")
+    ap.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS (and per domain)")
+    ap.add_argument("--threads", type=int, default=2, help="NEARDUP_THREADS of the 'after' middleware")
+    ap.add_argument("--before", default="e0bc2e7", help="git revision of the blocking middleware")
+    ap.add_argument("--reactor", default=None, help="TWISTED_REACTOR (default: the asyncio reactor)")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--max-seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
+    ap.add_argument("--write", type=Path, default=None, help="replace this file's section with the results")
+    ap.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    ap.add_argument("--site", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--before-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return _child(args)
+    args.configs = [c for c in args.configs.split(",") if c]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results, loads = run_all(args)
+    cmd = "python benchmarks/scrapy_crawl.py " + " ".join(
+        a for a in sys.argv[1:] if not a.startswith("--write") and not a.endswith(".md"))
+    lines = [SECTION, "",
+             f"`{cmd.strip()}` ({started}; Python {platform.python_version()}, Scrapy "
+             f"{__import__('scrapy').__version__}, Twisted {__import__('twisted').__version__}, reactor "
+             f"{args.reactor or 'asyncio (default)'}). Machine: {os.cpu_count()} cores shared with other "
+             f"developers' work; load average (1 min / 5 min) before and after each round: {', '.join(loads)}.",
+             "",
+             f"One crawl: {args.rounds} x 14 distinct article URLs of the examples/scrapy site on 127.0.0.1 "
+             f"(every one fetched), {args.concurrency} concurrent requests, `NEARDUP_ON_DUPLICATE=tag`, a fresh "
+             f"SQLite store, the `fast` extractor, `NEARDUP_THREADS={args.threads}`, no warm-up; "
+             f"{args.repeats} runs per configuration, alternated. Pages/s: responses the spider parsed, from "
+             "the first request to the last response. Stall: the lateness of a `LoopingCall` every 10 ms in "
+             "the reactor thread.", ""] + table(results)
+    print("\n".join(lines))
+    if args.write:
+        write_section(args.write, lines)
+
+
+if __name__ == "__main__":
+    main()
