@@ -9,13 +9,16 @@ times:
 - ``without``: no neardup middleware;
 - ``before``: the blocking middleware of ``--before`` (a git revision; its
   ``src/neardup/scrapy.py`` is imported under another module name);
-- ``after``: the middleware of this checkout (``neardup.scrapy``).
+- ``threads``: the middleware of this checkout (``neardup.scrapy``) with
+  ``NEARDUP_PROCESS = False``: fingerprints in ``NEARDUP_THREADS`` threads, the store in one;
+- ``process``: the same middleware as configured by default: the detector in a process of its own.
 
 The crawl: ``--rounds`` x 14 article URLs of the site, each URL distinct
 (``/a/<group>/?edition=<r>``: the site serves the article ``r`` places further, so that the
 URLs of one path differ in content, no URL rule is learned and every request is fetched in
 every configuration; 14 pages are new, the others exact duplicates of another URL),
-``NEARDUP_ON_DUPLICATE=tag`` (the spider sees every page in every configuration), Scrapy's default concurrency (16 requests, here all on one host), a
+``NEARDUP_ON_DUPLICATE=tag`` (the spider sees every page in every configuration), Scrapy's
+default concurrency (16 requests, here all on one host), a
 fresh SQLite store per crawl, the example's ``fast`` extractor, no warm-up (the first page
 loads the numba kernels from their cache, as in a real crawl). The spider does the example
 spider's work on each page (an item, the navigation links extracted) but follows nothing.
@@ -46,7 +49,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scrapy"
-CONFIGS = ("without", "before", "after")
+CONFIGS = ("without", "before", "threads", "process")
 BEFORE_MODULE = "neardup_scrapy_before"
 SECTION = "## Scrapy crawl: the reactor never waits on neardup (`benchmarks/scrapy_crawl.py`)"
 TICK = 0.010
@@ -74,17 +77,21 @@ def _child(args: argparse.Namespace) -> None:
         to the spider's close."""
 
         def __init__(self) -> None:
-            self.last = 0.0
+            self.last = self.last_cpu = self.cpu0 = 0.0
             self.lags: list[float] = []
+            self.busy: list[float] = []
             self.loop = LoopingCall(self.tick)
 
         def tick(self) -> None:
-            now = time.perf_counter()
+            now, cpu = time.perf_counter(), time.thread_time()
             if self.last:
                 self.lags.append(max(0.0, now - self.last - TICK))
+                self.busy.append(cpu - self.last_cpu)  # the reactor thread's own CPU time between ticks
                 if self.lags[-1] > 0.05:
                     out["stalls"].append((round(now - BenchSpider.t0, 3), round(1000 * self.lags[-1], 1)))
-            self.last = now
+            else:
+                self.cpu0 = cpu
+            self.last, self.last_cpu = now, cpu
 
         @classmethod
         def from_crawler(cls, crawler: Any) -> "LagMonitor":
@@ -100,6 +107,8 @@ def _child(args: argparse.Namespace) -> None:
             if self.loop.running:
                 self.loop.stop()
             out["lags"] = self.lags
+            out["reactor_cpu_s"] = time.thread_time() - self.cpu0
+            out["busy_ms"] = round(1000 * max(self.busy, default=0.0), 1)
 
     class BenchSpider(scrapy.Spider):
         name = "bench"
@@ -120,18 +129,19 @@ def _child(args: argparse.Namespace) -> None:
 
     settings = get_project_settings()
     mws = {"without": {}, "before": {f"{BEFORE_MODULE}.NeardupDownloaderMiddleware": 950},
-           "after": {"neardup.scrapy.NeardupDownloaderMiddleware": 950}}[args.child]
+           "threads": {"neardup.scrapy.NeardupDownloaderMiddleware": 950},
+           "process": {"neardup.scrapy.NeardupDownloaderMiddleware": 950}}[args.child]
     settings.setdict({
         "DOWNLOADER_MIDDLEWARES": mws, "SPIDER_MIDDLEWARES": {},
         "NEARDUP_DB": str(Path(args.tmp) / f"{args.child}.db"), "NEARDUP_ON_DUPLICATE": "tag",
-        "NEARDUP_THREADS": args.threads,
+        "NEARDUP_THREADS": args.threads, "NEARDUP_PROCESS": args.child == "process",
         "CONCURRENT_REQUESTS": args.concurrency, "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
         "CLOSESPIDER_TIMEOUT": args.max_seconds, "CLOSESPIDER_PAGECOUNT": 0,
         "EXTENSIONS": {LagMonitor: 0}, "LOG_LEVEL": "WARNING",
     }, priority="cmdline")
     if args.reactor:
         settings.set("TWISTED_REACTOR", args.reactor, priority="cmdline")
-    process = CrawlerProcess(settings, install_root_handler=True)
+    process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler)
     process.start()
@@ -143,6 +153,7 @@ def _child(args: argparse.Namespace) -> None:
                stall_ms=round(1000 * lags[-1], 1) if lags else None,
                p99_lag_ms=round(1000 * lags[int(0.99 * (len(lags) - 1))], 1) if lags else None,
                lags_over_50ms=sum(lag > 0.05 for lag in lags), ticks=len(lags),
+               reactor_cpu_ms_per_page=round(1000 * out.pop("reactor_cpu_s", 0.0) / max(1, BenchSpider.pages), 2),
                neardup={k: v for k, v in stats.items() if k.startswith("neardup/")},
                finish_reason=stats.get("finish_reason"))
     del out["lags"]
@@ -190,9 +201,12 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], 
                     if run.returncode != 0 or not out.exists():
                         raise SystemExit(f"{config} failed:\n{run.stderr[-3000:]}")
                     got = json.loads(out.read_text())
+                    if not got["pages"]:
+                        raise SystemExit(f"{config}: no page crawled:\n{run.stderr[-3000:]}")
                     results[config].append(got)
                     print(f"{rep} {config:8s} {got['pages']:5d} pages {got['pages_per_s']:7.1f}/s "
                           f"stall {got['stall_ms']} ms p99 {got['p99_lag_ms']} ms "
+                          f"busy {got['busy_ms']} ms cpu/page {got['reactor_cpu_ms_per_page']} ms "
                           f">50ms {got['stalls']} {got['neardup']}", file=sys.stderr)
                 loads.append(_load())
     finally:
@@ -204,10 +218,12 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], 
 def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     base = statistics.median(r["pages_per_s"] for r in results["without"]) if results.get("without") else None
     lines = ["| middleware | pages | pages/s (median; each run) | vs without | longest stall, ms (max; each run) "
-             "| 99th pct lag, ms (median) | lags > 50 ms (total) |",
-             "|---|---:|---|---:|---|---:|---:|"]
+             "| 99th pct lag, ms (median) | lags > 50 ms (total) | longest busy stretch, ms (max) "
+             "| reactor thread CPU, ms/page (median) |",
+             "|---|---:|---|---:|---|---:|---:|---:|---:|"]
     names = {"without": "none", "before": "before: blocking (in the reactor thread)",
-             "after": "after: threads (coroutines)"}
+             "threads": "after: coroutines, threads (`NEARDUP_PROCESS=False`)",
+             "process": "after: coroutines, detector process (default)"}
     for config, runs in results.items():
         pps = [r["pages_per_s"] for r in runs]
         stalls = [r["stall_ms"] for r in runs]
@@ -216,7 +232,8 @@ def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"| {names[config]} | {runs[0]['pages']} | {med:.0f} ({', '.join(f'{p:.0f}' for p in pps)}) "
                      f"| {rel} | {max(stalls):.0f} ({', '.join(f'{s:.0f}' for s in stalls)}) "
                      f"| {statistics.median(r['p99_lag_ms'] for r in runs):.1f} "
-                     f"| {sum(r['lags_over_50ms'] for r in runs)} |")
+                     f"| {sum(r['lags_over_50ms'] for r in runs)} | {max(r['busy_ms'] for r in runs):.0f} "
+                     f"| {statistics.median(r['reactor_cpu_ms_per_page'] for r in runs):.2f} |")
     return lines
 
 
@@ -234,7 +251,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20, help="URLs per configuration: 14 x this")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration, alternated")
     ap.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS (and per domain)")
-    ap.add_argument("--threads", type=int, default=2, help="NEARDUP_THREADS of the 'after' middleware")
+    ap.add_argument("--threads", type=int, default=2, help="NEARDUP_THREADS of the 'threads' middleware")
     ap.add_argument("--before", default="e0bc2e7", help="git revision of the blocking middleware")
     ap.add_argument("--reactor", default=None, help="TWISTED_REACTOR (default: the asyncio reactor)")
     ap.add_argument("--configs", default=",".join(CONFIGS))
@@ -264,7 +281,10 @@ def main() -> None:
              f"SQLite store, the `fast` extractor, `NEARDUP_THREADS={args.threads}`, no warm-up; "
              f"{args.repeats} runs per configuration, alternated. Pages/s: responses the spider parsed, from "
              "the first request to the last response. Stall: the lateness of a `LoopingCall` every 10 ms in "
-             "the reactor thread.", ""] + table(results)
+             "the reactor thread (wall time: it includes the time the OS gives the cores to other work). Busy "
+             "stretch: the reactor thread's own CPU time between two ticks (`time.thread_time()`: what the "
+             "crawl's code, not the machine's load, keeps the reactor from); reactor thread CPU: its CPU time "
+             "over the crawl per page.", ""] + table(results)
     print("\n".join(lines))
     if args.write:
         write_section(args.write, lines)

@@ -23,6 +23,7 @@ from scrapy.statscollectors import MemoryStatsCollector  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from neardup import Detector  # noqa: E402
+from neardup.errors import NeardupError  # noqa: E402
 from neardup.scrapy import NeardupDownloaderMiddleware, NeardupSpiderMiddleware  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scrapy"
@@ -124,16 +125,18 @@ def test_not_configured_and_untouched_responses(tmp_path):
             get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ENABLED": False}))
     with pytest.raises(NotConfigured):
         NeardupSpiderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_ENABLED": False}))
-    crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag"})
+    crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag",
+                                    "NEARDUP_PROCESS": False})
     mw = NeardupDownloaderMiddleware.from_crawler(crawler)
-    assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector)
-    mw.detector.close()
+    assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector) and mw.mode == "local"
+    mw.close()
 
     stats = MemoryStatsCollector(crawler)
     mw = NeardupDownloaderMiddleware(Detector(), stats, on_duplicate="drop")
     text = "<html><body><article>" + " ".join(f"word{i}" for i in range(400)) + "</article></body></html>"
     css = TextResponse("https://a.example/s.css", body=b"body{}", headers={"Content-Type": "text/css"})
     req = Request("https://a.example/s.css")
+    assert mw.mode == "local"
     assert run(mw.process_response(req, css)) is css and "neardup" not in req.meta
     r404 = HtmlResponse("https://a.example/x", status=404, body=text.encode(), headers={"Content-Type": "text/html"})
     assert run(mw.process_response(Request(r404.url), r404)) is r404
@@ -156,3 +159,76 @@ def test_not_configured_and_untouched_responses(tmp_path):
         "https://a.example/b", meta={"neardup": {"status": "exact"}}))
     out = list(smw.process_spider_output(dup, [Request("https://a.example/c"), {"item": 1}]))
     assert out == [{"item": 1}] and stats.get_value("neardup/links_not_followed") == 1
+
+
+class _Broken(Detector):
+    """A detector that fails inside (not with a NeardupError) for pages and URLs with "bad"."""
+
+    def fingerprint(self, content, url=None, headers=None):
+        if url and "bad" in url:
+            raise RuntimeError("kernel crashed")
+        return super().fingerprint(content, url, headers)
+
+    def should_fetch(self, url, **kwargs):
+        if "bad" in url:
+            raise OSError("store gone")
+        return super().should_fetch(url, **kwargs)
+
+
+def _page(url, words=400, html=True):
+    text = "<html><body><article>" + " ".join(f"word{i}" for i in range(words)) + "</article></body></html>"
+    return HtmlResponse(url, body=text.encode(), headers={"Content-Type": "text/html" if html else "text/plain"})
+
+
+def test_errors_inside_neardup_never_stop_the_crawl():
+    stats = MemoryStatsCollector(get_crawler(_Spider, {}))
+    mw = NeardupDownloaderMiddleware(_Broken(), stats, on_duplicate="drop")
+    page = _page("https://a.example/bad")
+    req = Request(page.url)
+    assert run(mw.process_response(req, page)) is page and "neardup" not in req.meta  # passes untouched
+    assert run(mw.process_request(Request("https://a.example/bad"))) is None  # fetched
+    good = _page("https://a.example/good")
+    assert run(mw.process_response(Request(good.url), good)) is good
+    got = stats.get_stats()
+    assert (got["neardup/error"], got["neardup/should_fetch_error"], got["neardup/new"]) == (1, 1, 1)
+    mw.close()
+
+
+def test_detector_process(tmp_path):
+    """The default arrangement: the detector in a process of its own; its store errors stop
+    the crawl before it starts; its page errors pass the page."""
+    settings = {"NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_EXTRACTOR": "fast"}
+    crawler = get_crawler(_Spider, settings)
+    mw = NeardupDownloaderMiddleware.from_crawler(crawler)
+    assert mw.mode == "process" and mw.detector is None
+    stats = crawler.stats
+    stats.open_spider()
+    page, copy = _page("https://a.example/a"), _page("https://a.example/b")
+    req = Request(page.url)
+    assert run(mw.process_response(req, page)) is page and req.meta["neardup"]["status"] == "new"
+    with pytest.raises(IgnoreRequest):
+        run(mw.process_response(Request(copy.url), copy))
+    with pytest.raises(IgnoreRequest):
+        run(mw.process_request(Request("https://a.example/b")))
+    binary = HtmlResponse("https://a.example/c", body=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40,
+                          headers={"Content-Type": "text/html"})
+    assert run(mw.process_response(Request(binary.url), binary)) is binary
+    got = stats.get_stats()
+    assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (1, 1, 1)
+    mw.spider_closed()
+    with Detector.open(tmp_path / "p.db") as det:
+        assert det.stats()["pages"] == 2
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(NeardupError):
+        NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "dir.db")}))
+
+
+@pytest.mark.parametrize("process", [True, False])
+def test_crawl_with_another_reactor(site, tmp_path, process):
+    """The same crawl under Twisted's default (non-asyncio) reactor: the coroutines await Deferreds."""
+    stats, items = crawl(site, tmp_path, "TWISTED_REACTOR=twisted.internet.epollreactor.EPollReactor",
+                         f"NEARDUP_PROCESS={process}")
+    main = {i["url"] for i in on_main(items, site)}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= main
+    assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
+    assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats

@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+import multiprocessing
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -80,11 +81,13 @@ def _scrapy() -> Any:
 ACTIONS = ("drop", "tag")
 #: Default ``NEARDUP_THREADS``: fingerprinting workers (or service calls in flight).
 DEFAULT_THREADS = 2
+#: Seconds to wait for the detector process to open its store (and to close it).
+PROCESS_START_TIMEOUT = 300.0
 
 _T = TypeVar("_T")
 
 
-async def _in_thread(pool: ThreadPoolExecutor, fn: Callable[[], _T]) -> _T:
+async def _in_thread(pool: Executor, fn: Callable[[], _T]) -> _T:
     """``fn()`` run in ``pool``, awaited without blocking the reactor thread: as an
     :mod:`asyncio` future when an asyncio loop runs (the asyncio reactor, or Scrapy without
     a reactor), else as a Twisted ``Deferred`` fired in the reactor thread."""
@@ -139,27 +142,63 @@ def open_detector(settings: Any) -> tuple[Any, bool]:
     return det, True
 
 
+#: The detector of a detector process (``NEARDUP_PROCESS``), opened by :func:`_process_open`.
+_PROCESS_DETECTOR: Any = None
+_WARM_UP = "<html><body><article><p>" + " ".join(f"warm{i} up" for i in range(200)) + "</p></article></body></html>"
+
+
+def _process_open(settings: dict[str, Any]) -> None:
+    """In the detector process: open the detector the settings name and load the
+    fingerprint kernels (a first fingerprint), before any page arrives."""
+    global _PROCESS_DETECTOR
+    _PROCESS_DETECTOR = open_detector(settings)[0]
+    _PROCESS_DETECTOR.fingerprint(_WARM_UP)
+
+
+def _process_call(name: str, *args: Any, **kwargs: Any) -> Any:
+    """In the detector process: one of its detector's methods (``add``, ``should_fetch``,
+    ``close``)."""
+    if _PROCESS_DETECTOR is None:  # pragma: no cover - the initializer failed
+        raise RuntimeError("neardup: the detector process has no detector")
+    return getattr(_PROCESS_DETECTOR, name)(*args, **kwargs)
+
+
+SETTINGS = ("NEARDUP_DB", "NEARDUP_K", "NEARDUP_METHOD", "NEARDUP_EXTRACTOR")
+
+
 class NeardupDownloaderMiddleware:
     """Downloader middleware: :meth:`process_request` asks ``should_fetch``,
     :meth:`process_response` adds every HTML page and drops or tags duplicates.
 
-    Both are coroutines that hand the detector's work to threads of the middleware's own
-    (:class:`concurrent.futures.ThreadPoolExecutor`), so the reactor thread never waits on a
-    fingerprint, the store or the service: with a :class:`Detector`, pages are fingerprinted
-    by ``threads`` workers and every store call (``should_fetch``, ``add_fingerprint``) runs
-    in one store thread, in the order the responses arrive; with a :class:`neardup.Client`
-    (the service fingerprints), ``threads`` workers make the HTTP calls. The coroutines await
-    an :mod:`asyncio` future under the asyncio reactor (Scrapy's default) or without a
-    reactor, and a Twisted ``Deferred`` under any other reactor."""
+    Both are coroutines that hand the detector's work to workers of the middleware's own,
+    so the reactor thread never waits on a fingerprint, the store or the service. Three
+    arrangements (:attr:`mode`):
+
+    - ``process`` (``NEARDUP_DB`` with ``NEARDUP_PROCESS``, the default): the detector lives
+      in one process of its own (spawned; ``settings`` names it), which fingerprints each page
+      and makes every store call, in the order the responses arrive: the crawl's process
+      only pickles the page (the fingerprint kernels and the extractor hold the GIL for much
+      of their work, so threads of the crawl's process would slow the reactor down);
+    - ``local`` (a :class:`Detector` passed in, or ``NEARDUP_PROCESS = False``): pages are
+      fingerprinted by ``threads`` worker threads and every store call runs in one store
+      thread;
+    - ``client`` (a :class:`neardup.Client`: ``NEARDUP_URL``): the service fingerprints;
+      ``threads`` worker threads make the HTTP calls.
+
+    The coroutines await an :mod:`asyncio` future under the asyncio reactor (Scrapy's
+    default) or without a reactor, and a Twisted ``Deferred`` under any other reactor."""
 
     def __init__(self, detector: Any, stats: Any, *, on_duplicate: str = "drop", skip_before_fetch: bool = True,
                  max_age: float | None = None, host_max_duplicate_rate: float | None = None,
-                 host_min_pages: int = 20, owns_detector: bool = False, threads: int = DEFAULT_THREADS) -> None:
+                 host_min_pages: int = 20, owns_detector: bool = False, threads: int = DEFAULT_THREADS,
+                 settings: Mapping[str, Any] | None = None) -> None:
         NotConfigured = _scrapy().exceptions.NotConfigured
         if on_duplicate not in ACTIONS:
             raise NotConfigured(f"NEARDUP_ON_DUPLICATE must be one of {', '.join(ACTIONS)}, got {on_duplicate!r}")
         if threads < 1:
             raise NotConfigured(f"NEARDUP_THREADS must be at least 1, got {threads}")
+        if (detector is None) == (settings is None):
+            raise TypeError("pass a detector, or the settings of a detector process, not both")
         self.detector = detector
         self.stats = stats
         self.on_duplicate = on_duplicate
@@ -169,11 +208,17 @@ class NeardupDownloaderMiddleware:
         self.host_min_pages = host_min_pages
         self.owns_detector = owns_detector
         self.threads = threads
-        #: a local Detector: fingerprints in ``threads`` workers, its store in one thread;
-        #: anything else (the Client): every call in the workers
-        self.local = isinstance(detector, Detector)
-        self._workers = ThreadPoolExecutor(threads, thread_name_prefix="neardup")
-        self._store = ThreadPoolExecutor(1, thread_name_prefix="neardup-store") if self.local else self._workers
+        self._workers: Executor | None = None
+        self._store: Executor
+        if settings is not None:
+            self.mode = "process"
+            self._store = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._opened = self._store.submit(_process_open, dict(settings))
+        else:
+            self.mode = "local" if isinstance(detector, Detector) else "client"
+            self._workers = ThreadPoolExecutor(threads, thread_name_prefix="neardup")
+            self._store = (ThreadPoolExecutor(1, thread_name_prefix="neardup-store") if self.mode == "local"
+                           else self._workers)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> "NeardupDownloaderMiddleware":
@@ -183,7 +228,8 @@ class NeardupDownloaderMiddleware:
             raise NotConfigured("NEARDUP_ENABLED is off")
         if not s.get("NEARDUP_DB") and not s.get("NEARDUP_URL"):
             raise NotConfigured("set NEARDUP_DB (a store file or postgresql:// URL) or NEARDUP_URL (the service)")
-        detector, owns = open_detector(s)
+        in_process = not s.get("NEARDUP_URL") and s.getbool("NEARDUP_PROCESS", True)
+        detector, owns = (None, True) if in_process else open_detector(s)
         rate = s.get("NEARDUP_HOST_MAX_DUPLICATE_RATE")
         max_age = s.get("NEARDUP_MAX_AGE")
         try:
@@ -192,13 +238,26 @@ class NeardupDownloaderMiddleware:
                      max_age=float(max_age) if max_age not in (None, "") else None,
                      host_max_duplicate_rate=float(rate) if rate not in (None, "") else None,
                      host_min_pages=s.getint("NEARDUP_HOST_MIN_PAGES", 20), owns_detector=owns,
-                     threads=s.getint("NEARDUP_THREADS", DEFAULT_THREADS))
+                     threads=s.getint("NEARDUP_THREADS", DEFAULT_THREADS),
+                     settings={k: s.get(k) for k in SETTINGS if s.get(k) is not None} if in_process else None)
         except BaseException:
-            if owns:
+            if detector is not None:
                 detector.close()
             raise
+        if mw.mode == "process":
+            try:  # a store that cannot be opened stops the crawl before it starts, as in process
+                mw._opened.result(timeout=PROCESS_START_TIMEOUT)
+            except BaseException:
+                mw._store.shutdown(wait=False, cancel_futures=True)
+                raise
         crawler.signals.connect(mw.spider_closed, signal=_scrapy().signals.spider_closed)
         return mw
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``detector.<name>(*args, **kwargs)`` in the store thread or the detector process."""
+        if self.mode == "process":
+            return await _in_thread(self._store, partial(_process_call, name, *args, **kwargs))
+        return await _in_thread(self._store, partial(getattr(self.detector, name), *args, **kwargs))
 
     async def process_request(self, request: Request, spider: Any = None) -> None:
         """Ignore the request (``IgnoreRequest``) when ``should_fetch`` answers skip; a
@@ -206,9 +265,9 @@ class NeardupDownloaderMiddleware:
         if not self.skip_before_fetch or request.meta.get("neardup_ignore"):
             return None
         try:
-            decision = await _in_thread(self._store, partial(
-                self.detector.should_fetch, request.url, max_age=self.max_age,
-                host_max_duplicate_rate=self.host_max_duplicate_rate, host_min_pages=self.host_min_pages))
+            decision = await self._call("should_fetch", request.url, max_age=self.max_age,
+                                        host_max_duplicate_rate=self.host_max_duplicate_rate,
+                                        host_min_pages=self.host_min_pages)
         except Exception as exc:  # neardup never stops the crawl: the request goes on
             self.stats.inc_value("neardup/should_fetch_error")
             logger.warning("neardup: should_fetch failed for %s: %s", request.url, _why(exc))
@@ -222,15 +281,12 @@ class NeardupDownloaderMiddleware:
                      decision.known_url or decision.canonical_url or "")
         raise _scrapy().exceptions.IgnoreRequest(f"neardup: {why}: {request.url}")
 
-    def _add(self, url: str, body: bytes, headers: dict[str, str] | None) -> Any:
-        """The Client's add (in a worker thread)."""
-        return self.detector.add(url, body, headers=headers)
-
     async def _verdict(self, url: str, body: bytes, headers: dict[str, str] | None) -> Any:
-        if not self.local:
-            return await _in_thread(self._workers, partial(self._add, url, body, headers))
-        fp = await _in_thread(self._workers, partial(self.detector.fingerprint, body, url, headers))
-        return await _in_thread(self._store, partial(self.detector.add_fingerprint, url, fp))
+        if self.mode == "local":
+            assert self._workers is not None
+            fp = await _in_thread(self._workers, partial(self.detector.fingerprint, body, url, headers))
+            return await self._call("add_fingerprint", url, fp)
+        return await self._call("add", url, body, headers=headers)
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         """Add an HTML 200 response; drop (``IgnoreRequest``) or tag (``request.meta["neardup"]``)
@@ -264,11 +320,17 @@ class NeardupDownloaderMiddleware:
         return response
 
     def close(self) -> None:
-        """Wait for the threads (nothing is pending once the spider closed), then close the
-        detector if the middleware opened it."""
-        self._workers.shutdown(wait=True)
+        """Wait for the workers (nothing is pending once the spider closed), then close the
+        detector if the middleware opened it (in the detector process: then it exits)."""
+        if self._workers is not None:
+            self._workers.shutdown(wait=True)
+        if self.mode == "process":
+            try:
+                self._store.submit(_process_call, "close").result(timeout=PROCESS_START_TIMEOUT)
+            except Exception as exc:  # a broken process: nothing left to close
+                logger.warning("neardup: closing the detector process: %s", _why(exc))
         self._store.shutdown(wait=True)
-        if self.owns_detector:
+        if self.owns_detector and self.detector is not None:
             self.detector.close()
 
     def spider_closed(self, spider: Any = None) -> None:
