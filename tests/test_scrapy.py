@@ -232,3 +232,67 @@ def test_crawl_with_another_reactor(site, tmp_path, process):
     assert {f"{site}a/{g}/" for g in ARTICLES} <= main
     assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
     assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats
+
+
+CHANGED = ARTICLES[:3]  # changed between the two crawls (an update sentence in the main text)
+
+
+@pytest.fixture
+def changing_site():
+    """A site of its own whose articles change between two crawls (``server.site``)."""
+    srv = serve_sample.make_server(0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv, f"http://127.0.0.1:{srv.server_address[1]}/"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _host_rates(db):
+    with Detector.open(db) as det:
+        return {h["host"]: (h["pages"], h["duplicates"], h["duplicate_rate"]) for h in det.hosts()}
+
+
+def test_two_crawls_into_one_store(changing_site, tmp_path):
+    """A recrawl: the second crawl of the example (drop duplicates) into the first one's store,
+    with some articles changed, the others unchanged, and a new variant kind (?ref=rss) on
+    every article. Re-fetches are versions of their URL: nothing unchanged is counted or
+    dropped as a duplicate, changed pages are fetched and reported changed, and every host's
+    duplicate rate counts each URL once, as a single crawl does (a third crawl of the same
+    site leaves it as it is)."""
+    srv, site = changing_site
+    store = tmp_path / "crawl.db"
+    crawl(site, tmp_path)
+    rates1 = _host_rates(store)
+    srv.site.changed = {g: serve_sample.changed_version(srv.site.articles[g]) for g in CHANGED}
+    srv.site.extra_variants = True
+    stats2, items2 = crawl(site, tmp_path)
+    articles = {f"{site}a/{g}/" for g in ARTICLES}
+    changed = {f"{site}a/{g}/" for g in CHANGED}
+    got = {i["url"]: i for i in on_main(items2, site)}
+    # every article re-fetched and passed to the spider (none dropped), with its first decision
+    assert articles <= set(got)
+    assert all(got[u]["status"] == "new" for u in articles)
+    assert {u for u in articles if got[u]["version"] == "changed"} == changed
+    assert all(got[u]["version"] == "unchanged" for u in articles - changed)
+    assert stats2["neardup/changed"] == len(CHANGED)
+    assert stats2["neardup/unchanged"] >= len(ARTICLES) - len(CHANGED) + 1  # and the calendar's first page
+    # the only first decisions of the recrawl: the new variants (?ref=rss), exact duplicates, dropped
+    assert stats2.get("neardup/new", 0) == stats2.get("neardup/near", 0) == 0
+    new_dups = stats2.get("neardup/exact", 0)
+    assert stats2["neardup/dropped"] == new_dups > 0
+    assert not any("ref=rss" in u for u in got)
+    assert stats2["neardup/skipped_before_fetch"] > 0  # known duplicates and learned rules
+    with Detector.open(store) as det:
+        assert all(det.store.page_by_url(u).status == "new" for u in articles)
+    # every host's rate: each stored URL counted once, by its first decision
+    main, mirror = urlsplit(site).hostname, serve_sample.MIRROR_HOST
+    rates2 = _host_rates(store)
+    pages1, dups1, _ = rates1[main]
+    assert rates2[main] == (pages1 + new_dups, dups1 + new_dups, round((dups1 + new_dups) / (pages1 + new_dups), 4))
+    assert rates2[mirror] == rates1[mirror]
+    # a third crawl of the same site: every page unchanged, no rate moves
+    stats3, _ = crawl(site, tmp_path)
+    assert _host_rates(store) == rates2
+    assert stats3.get("neardup/changed", 0) == 0 and stats3["neardup/unchanged"] >= len(ARTICLES) + 1
+    assert all(stats3.get(f"neardup/{s}", 0) == 0 for s in ("new", "exact", "near", "dropped"))

@@ -30,9 +30,11 @@ Settings:
 Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``html``, or an
 ``HtmlResponse`` without one); everything else passes untouched. Requests with
 ``meta["neardup_ignore"]`` are left alone. Stats: ``neardup/new``, ``neardup/exact``,
-``neardup/near``, ``neardup/partial``, ``neardup/empty``, ``neardup/error`` (a page the
-detector refused, passed on), ``neardup/dropped``, ``neardup/tagged``,
-``neardup/skipped_before_fetch`` (and ``.../<reason>``), ``neardup/not_html``,
+``neardup/near``, ``neardup/partial``, ``neardup/empty`` (the decisions about URLs fetched
+for the first time), ``neardup/unchanged`` and ``neardup/changed`` (re-fetches of stored URLs,
+which keep their first decision: an unchanged or changed page is never its own duplicate),
+``neardup/error`` (a page the detector refused or failed on, passed on untouched),
+``neardup/dropped``, ``neardup/tagged``, ``neardup/skipped_before_fetch`` (and ``.../<reason>``), ``neardup/not_html``,
 ``neardup/not_200``, ``neardup/links_not_followed``, ``neardup/should_fetch_error`` (a
 ``should_fetch`` that failed: the request goes on).
 
@@ -307,7 +309,8 @@ class NeardupDownloaderMiddleware:
             self.stats.inc_value("neardup/error")
             logger.warning("neardup: page not added: %s: %s", response.url, _why(exc))
             return response
-        self.stats.inc_value(f"neardup/{verdict.status}")
+        version = getattr(verdict, "version", None)  # a re-fetch of a stored URL: "unchanged" or "changed"
+        self.stats.inc_value(f"neardup/{version}" if version else f"neardup/{verdict.status}")
         request.meta["neardup"] = verdict.to_dict()
         if not verdict.is_duplicate:
             return response
