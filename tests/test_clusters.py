@@ -73,6 +73,8 @@ def _expected(det: Detector) -> None:
         assert info["size"] == len(members) and info["canonical_id"] == chosen.id
     assert det.store._exec("SELECT count(*) FROM cluster_links WHERE cluster_id NOT IN "
                            "(SELECT id FROM clusters)").fetchone()[0] == 0
+    # a URL is never its own duplicate: no stored page names itself as its match
+    assert all(p.matched_id != p.id for p in pages)
     reps: dict[int, int] = {}
     for p in sorted(pages, key=lambda p: p.id):
         if p.status != "empty":
@@ -115,6 +117,8 @@ def _run(det: Detector, contents, seed: int, steps: int) -> None:
             if url in stored and rng.random() < 0.5:
                 predicted = det.check_fingerprint(url, fp)
                 got = det.add_fingerprint(url, fp, fetched_at=when)
+                assert got.version in ("unchanged", "changed") and predicted.version == got.version
+                assert got.match_url != got.url and predicted.match_url != url
                 if predicted.status in ("exact", "near"):
                     assert (predicted.status, predicted.cluster_id, predicted.canonical_id, predicted.canonical_url) == \
                            (got.status, got.cluster_id, got.canonical_id, got.canonical_url)
@@ -212,7 +216,7 @@ def test_schema_3_store_migrates(tmp_path, contents):
             (pid, url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title, link, status, fp.sketch))
     con.close()
     with Detector.open(path) as det:
-        assert det.store._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 4
+        assert det.store._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 5
         assert det.store._exec("SELECT url_key, link_key FROM pages ORDER BY id").fetchall() == \
             [("https://a.example/x", "https://a.example/p"), ("https://a.example/p", None)]
         info = det.cluster_info(1)

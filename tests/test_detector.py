@@ -162,8 +162,9 @@ def test_check_of_stored_url_reports_its_page_id():
     det = Detector()
     v = det.add(url("cnbc-cybersecurity-2019"), html("cnbc-cybersecurity-2019"))
     c = det.check(url("cnbc-cybersecurity-2022"), html("cnbc-cybersecurity-2022"))  # same URL
-    assert c.status == "near"
-    assert c.page_id == v.page_id == c.match_id
+    # a version of the same URL, not a duplicate of itself: it keeps its first decision
+    assert (c.status, c.version, c.page_id, c.match_id, c.match_url) == ("new", "changed", v.page_id, None, None)
+    assert c.previous_distance == hamming(fp("cnbc-cybersecurity-2019"), fp("cnbc-cybersecurity-2022"))
     assert det.store.page_by_url(url("cnbc-cybersecurity-2019")).digest == v.digest
 
 
@@ -203,43 +204,72 @@ def test_whole_sample_never_matches_across_groups():
 
 # -- re-adding a URL ---------------------------------------------------------------------
 
-def test_readd_same_content_is_exact_of_itself():
+def test_readd_same_content_is_unchanged_not_a_duplicate():
     det = Detector()
-    first = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"))
-    again = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"))
-    assert again.status == "exact"
-    assert again.page_id == first.page_id
-    assert again.match_id == first.page_id
-    assert again.distance == 0
-    assert again.cluster_id == first.cluster_id
+    first = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"), fetched_at=1000.0)
+    again = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"), fetched_at=4600.0)
+    assert (again.status, again.version, again.is_duplicate) == ("new", "unchanged", False)
+    assert again.page_id == first.page_id and again.match_id is None and again.match_url is None
+    assert (again.previous_distance, again.since_last_fetch) == (0, 3600.0)
+    assert again.cluster_id == first.cluster_id and again.canonical_url == first.url
+    assert first.version is None and first.next_fetch is None
+    assert again.next_fetch == 4600.0 + 3600.0  # never seen changing: as long again as seen unchanged
     assert det.store.page_count() == 1
     assert len(det.index) == 1
+    assert det.stats()["new"] == 1 and det.stats()["exact"] == 0
+    stored = det.page(first.page_id)
+    assert (stored.fetches, stored.change_count, stored.change_rate) == (2, 0, 0.0)
 
 
-def test_readd_same_content_prefers_itself_over_a_mirror():
+def test_readd_same_content_keeps_the_first_decision_of_a_mirror():
     det = Detector()
     first = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"))
     mirror = det.add(url("newyorker-teas-2019-mirror"), html("newyorker-teas-2019-mirror"))
     assert mirror.match_id == first.page_id
     again = det.add(url("newyorker-teas-2019-mirror"), html("newyorker-teas-2019-mirror"))
-    assert again.status == "exact"
-    assert again.match_id == again.page_id == mirror.page_id
+    assert (again.status, again.version) == (mirror.status, "unchanged")
+    assert again.match_id == first.page_id != again.page_id == mirror.page_id
+    assert again.match_url == first.url
+    # the original, re-fetched, is still the original
+    orig = det.add(url("newyorker-teas-2019"), html("newyorker-teas-2019"))
+    assert (orig.status, orig.version, orig.match_id, orig.canonical_id) == ("new", "unchanged", None, first.page_id)
 
 
-def test_readd_changed_a_little_is_near_of_itself():
+def test_readd_changed_a_little_is_a_changed_version_of_itself():
     det = Detector()
     first = det.add(url("nytimes-nikki-haley-2018"), html("nytimes-nikki-haley-2018"), fetched_at=1_539_194_812)
     v = det.add(url("nytimes-nikki-haley-2019"), html("nytimes-nikki-haley-2019"), fetched_at=1_571_223_477)
     assert url("nytimes-nikki-haley-2019") == url("nytimes-nikki-haley-2018")
-    assert v.status == "near"
-    assert v.page_id == first.page_id == v.match_id
-    assert v.distance == hamming(fp("nytimes-nikki-haley-2018"), fp("nytimes-nikki-haley-2019"))
+    assert (v.status, v.version, v.match_id) == ("new", "changed", None)
+    assert v.page_id == first.page_id
+    assert v.previous_distance == hamming(fp("nytimes-nikki-haley-2018"), fp("nytimes-nikki-haley-2019"))
+    assert v.previous_score is not None and v.previous_score >= 0.3
+    assert v.since_last_fetch == 1_571_223_477 - 1_539_194_812
     assert v.cluster_id == first.cluster_id
     assert det.store.page_count() == 1
     stored = det.page(first.page_id)
     assert stored.digest == fp("nytimes-nikki-haley-2019").digest  # replaced by the latest fetch
     assert stored.first_seen == 1_539_194_812 and stored.fetched_at == 1_571_223_477
-    assert det.stats()["near"] == 1 and det.stats()["new"] == 0
+    assert (stored.fetches, stored.change_count, stored.last_changed_at) == (2, 1, 1_571_223_477)
+    assert stored.change_rate is not None and stored.change_rate > 0 and stored.next_fetch is not None
+    assert det.stats()["near"] == 0 and det.stats()["new"] == 1
+    assert [(h.changed, h.fetched_at) for h in det.store.versions(first.page_id)] == \
+        [(None, 1_539_194_812), (True, 1_571_223_477)]
+
+
+def test_a_changed_version_never_names_its_own_url():
+    """Within one run: a later capture of a URL whose content changed is compared with
+    the other URLs, never with its own stored version."""
+    det = Detector()
+    a = det.add(url("nytimes-nikki-haley-2018"), html("nytimes-nikki-haley-2018"))
+    m = det.add("https://mirror.example/haley", html("nytimes-nikki-haley-2019"))
+    assert m.status == "near" and m.match_id == a.page_id
+    v = det.add(url("nytimes-nikki-haley-2018"), html("nytimes-nikki-haley-2019"))
+    assert v.version == "changed" and v.match_url != v.url
+    assert (v.status, v.match_id) == ("new", None)  # still its cluster's original
+    c = det.check("https://mirror.example/haley", html("nytimes-nikki-haley-2022"))
+    assert c.version == "changed" and c.match_url != c.url
+    assert (c.status, c.match_id) == ("near", a.page_id)  # its first decision, naming the original
 
 
 def test_readd_totally_different_content_leaves_its_cluster():

@@ -74,7 +74,7 @@ def test_batches_and_per_page_errors(app_client):
     assert [v["status"] for v in out] == ["new", "error", "near", "new"]
     assert "whitespace" in out[1]["error"]
     chk = c.post("/v1/check/batch", json={"pages": pages[:1]}).json()["verdicts"]
-    assert chk[0]["status"] == "exact"
+    assert (chk[0]["status"], chk[0]["version"], chk[0]["match_url"]) == ("new", "unchanged", None)
 
 
 def test_fingerprint_endpoints_use_the_documented_spec(app_client):
@@ -224,6 +224,7 @@ def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
             assert [v.status for v in many] == ["exact", "exact"]
             added = client.add_fingerprints([("https://z.example/", fp, 1.6e9, 3.0), ("nope", fp)])
             assert [v.status for v in added] == ["exact", "error"]
+            assert added[0].version is None and added[0].match_url == "https://www.politico.com/a"
             with pytest.raises(SpecMismatchError):
                 client.check_fingerprint("https://x.example/", neardup.fingerprint(
                     "some words", config=neardup.FingerprintConfig(extractor="fast")))
@@ -257,7 +258,8 @@ def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
                 i = int(url.rsplit("/", 1)[1])
                 text = " ".join(f"doc{i}w{j}" for j in range(60))
                 v = client.check(url, text)
-                assert v.status == "exact" and v.match_url == url  # stored and indexed
+                assert (v.status, v.version) == ("new", "unchanged") and v.page_id is not None  # stored
+                assert client.check("https://copy.example/x", text).match_url == url  # and indexed
     finally:
         proc.kill()
         proc.wait()

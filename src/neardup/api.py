@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from neardup.crawl import UrlHistory
 from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.fingerprint import Fingerprint
 
@@ -70,6 +71,10 @@ class DetectorAPI(Protocol):
     def should_fetch(self, url: str, *, max_age: float | None = None,
                      host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
         """Before the fetch: fetch or skip ``url``, and why."""
+        ...
+
+    def history(self, url: str) -> UrlHistory | None:
+        """A stored URL's fetch history and recrawl schedule (None when not stored)."""
         ...
 
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,

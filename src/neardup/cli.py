@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 
 from neardup import __version__
+from neardup.cli_crawl import export_cmd, history_cmd
 from neardup.cli_errors import EXIT_INPUT, handle_errors
 from neardup.cli_errors import one_line as _one_line
 from neardup.cli_tools import report_cmd, tune_cmd
@@ -30,8 +31,9 @@ from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.inputs import InputItem, TooLargeError, read_file, read_input
 
-VERDICT_FIELDS = ("source", "url", "status", "unchanged", "method", "score", "distance", "match_url", "match_id",
-                  "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash", "error")
+VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
+                  "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
+                  "previous_distance", "previous_score", "since_last_fetch", "next_fetch", "fetched_url", "error")
 
 
 class OneLineGroup(click.Group):
@@ -275,8 +277,8 @@ class VerdictWriter:
 
 
 def _unchanged(verdict: Verdict) -> bool:
-    """An exact duplicate of its own stored version: the same URL with the same content."""
-    return verdict.status == "exact" and verdict.page_id is not None and verdict.match_id == verdict.page_id
+    """A re-fetch of a stored URL with the same content as its stored version."""
+    return verdict.version == "unchanged"
 
 
 def _error_reason(message: str) -> str:
@@ -335,10 +337,11 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
-    Prints a summary; with --out, writes every page's verdict and cluster. Runs again
-    incrementally against the same --db: pages already stored are compared with their stored
-    version (an unchanged page is an exact duplicate of itself: counted as 'unchanged', and
-    marked in the 'unchanged' column). Items that cannot be read or fingerprinted are
+    Prints a summary; with --out, writes every page's verdict and cluster as decided at that
+    moment (`neardup export` gives the final clusters and canonicals). Runs again
+    incrementally against the same --db: a URL already stored is a new version of itself,
+    never its own duplicate: 'unchanged' or 'changed' (the 'version' column), keeping its
+    first decision while it stays a near copy of it. Items that cannot be read or fingerprinted are
     skipped and counted by reason; WARC records that are not pages (other content types,
     statuses other than 200, revisits) are counted by reason under 'skipped'."""
     from tqdm import tqdm
@@ -361,7 +364,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
     errors_stream: TextIO | None = None
-    counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 0, "error": 0, "unchanged": 0}
+    counts = {"pages": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 0, "error": 0, "unchanged": 0,
+              "changed": 0}
     reasons: dict[str, int] = {}
     skipped: dict[str, int] = {}
     clusters_touched: set[int] = set()
@@ -390,8 +394,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
                     reason = _error_reason(verdict.error or "")
                 counts["pages"] += 1
                 counts[verdict.status] += 1
-                if _unchanged(verdict):
-                    counts["unchanged"] += 1
+                if verdict.version is not None:
+                    counts[verdict.version] += 1
                 if verdict.status == "error":
                     reasons[reason] = reasons.get(reason, 0) + 1
                     message = _one_line(verdict.error or "", 1000)
@@ -419,11 +423,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     by_reason = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     by_skip = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
     click.echo(
-        f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']} "
-        f"(unchanged {counts['unchanged']}), near {counts['near']}, "
+        f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']}, near {counts['near']}, "
         + (f"partial {counts['partial']}, " if counts["partial"] else "")
         + f"empty {counts['empty']}, "
         f"errors {counts['error']}" + (f" ({by_reason})" if by_reason else "")
+        + f"; re-fetched {counts['unchanged'] + counts['changed']} (unchanged {counts['unchanged']}, "
+        f"changed {counts['changed']})"
         + (f"; skipped {sum(skipped.values())} records that are not pages ({by_skip})" if skipped else "")
         + f"; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
         f"in {stats['clusters']} clusters", err=True,
@@ -526,7 +531,8 @@ def rules_cmd(db: str, host: str | None) -> None:
 
 
 HOST_FIELDS = ("host", "pages", "new", "exact", "near", "partial", "empty", "duplicates", "duplicate_rate",
-               "distinct_contents", "trap", "budget_factor", "largest_cluster_id", "largest_cluster_urls_from_host",
+               "distinct_contents", "refetched", "changed_pages", "changes_per_day", "trap", "budget_factor",
+               "largest_cluster_id", "largest_cluster_urls_from_host",
                "largest_cluster_size", "largest_cluster_joins_per_hour")
 
 
@@ -657,6 +663,8 @@ def stats_cmd(db: str) -> None:
 
 main.add_command(tune_cmd)  # neardup tune (neardup.cli_tools)
 main.add_command(report_cmd)  # neardup report
+main.add_command(export_cmd)  # neardup export (neardup.cli_crawl)
+main.add_command(history_cmd)  # neardup history
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,6 +30,7 @@ except ImportError:  # the 'service' extra is not installed: say so in one line
     raise ImportError("neardup.Client needs the 'service' extra: pip install 'neardup[service]'") from None
 
 from neardup import errors as _errors
+from neardup.crawl import UrlHistory
 from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
 from neardup.fingerprint import Fingerprint
@@ -200,6 +201,14 @@ class Client:
             params["host_max_duplicate_rate"] = host_max_duplicate_rate
             params["host_min_pages"] = host_min_pages
         return FetchDecision.from_dict(self._call("GET", "/v1/should-fetch?" + urlencode(params)))
+
+    def history(self, url: str) -> UrlHistory | None:
+        """:meth:`Detector.history` over HTTP: ``GET /v1/history?url=...`` (None when the URL
+        is not stored)."""
+        try:
+            return UrlHistory.from_dict(self._call("GET", "/v1/history?" + urlencode({"url": url})))
+        except NotFoundError:
+            return None
 
     def rules(self, host: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Detector.rules` over HTTP (each rule as :meth:`Rule.to_dict`):

@@ -32,14 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec, url_key
+from neardup.crawl import MAX_REVISIT, MIN_REVISIT, UrlHistory, schedule
 from neardup.errors import ConfigError, InputError, NeardupError, SpecMismatchError, StoreError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import HammingIndex
-from neardup.matching import Side, match
+from neardup.matching import Side, match, sketch_score
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard
 from neardup.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
 from neardup.store import GROWTH_HALF_LIFE, ClusterRow, PageRecord, SQLiteStore
-from neardup.storeapi import Store
+from neardup.storeapi import HISTORY_LIMIT, Store, VersionRow
 from neardup.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
 from neardup.urls import host_of, validate_url
 
@@ -73,8 +74,21 @@ class Verdict:
         containment for ``partial``; 1.0 for ``exact``; None when it could not be estimated
         (a page without sketch).
     page_id: the page's store id (None from :meth:`Detector.check` for an unseen URL).
-    match_id / match_url / distance: the stored page it matched and the Hamming distance.
+    match_id / match_url / distance: the stored page it matched and the Hamming distance;
+        always another URL than ``url``.
     cluster_id / canonical_url: the cluster it belongs (or would belong) to and its canonical.
+    url: the URL's normalised form, its key in the store (:func:`neardup.urls.normalize_url`);
+        ``fetched_url``: the URL as given, when it differs.
+    version: ``None`` for the first fetch of a URL; for a re-fetch of a stored URL,
+        ``unchanged`` (the same digest as its stored version) or ``changed``, with
+        ``previous_distance`` and ``previous_score`` (Hamming distance and sketch Jaccard
+        estimate to the stored version) and ``since_last_fetch`` (seconds). A re-fetch is
+        compared with its own stored version first: while it stays a near copy of it, the
+        URL keeps its first decision (``status``, match and cluster: a page that was
+        ``new`` stays its cluster's original); a version that no longer resembles it is
+        decided again against the other URLs.
+    next_fetch: when the content is next expected to change (:mod:`neardup.crawl`), from
+        the URL's fetch history; None until it has been fetched twice.
     """
 
     status: str
@@ -92,6 +106,12 @@ class Verdict:
     method: str | None = None
     score: float | None = None
     error: str | None = None
+    version: str | None = None
+    previous_distance: int | None = None
+    previous_score: float | None = None
+    since_last_fetch: float | None = None
+    fetched_url: str | None = None
+    next_fetch: float | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -141,6 +161,35 @@ def _priority(value: float | None) -> float | None:
     return out
 
 
+#: the largest id a store hands out (a signed 64-bit integer)
+MAX_ID = 2**63 - 1
+
+
+def _checked_id(value: object, what: str) -> int:
+    """An id given to the library, checked at the door: an integer in ``[0, MAX_ID]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer, got {_short(value)}")
+    if not 0 <= value <= MAX_ID:
+        raise ConfigError(f"{what} must be between 0 and {MAX_ID}, got {_short(value)}")
+    return value
+
+
+def _seconds(value: object, what: str, *, optional: bool = False) -> float | None:
+    """A duration or time given to the library: a finite number (``>= 0`` for durations);
+    NaN and infinities are refused."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be a number of seconds, got {value!r}")
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what} must be a number of seconds, got {_short(value)}") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{what} must be a finite number of seconds, got {value!r}")
+    return out
+
+
 def _short(value: object) -> str:
     """``repr(value)`` cut to 80 characters (a message stays one short line)."""
     if isinstance(value, int) and value.bit_length() > 200:  # (repr fails past 4,300 digits)
@@ -172,6 +221,17 @@ class _Decision:
     score: float | None = None
 
 
+@dataclass(frozen=True)
+class _Revisit:
+    """How a re-fetch compares with the stored version of its URL."""
+
+    version: str  # "unchanged" | "changed"
+    distance: int
+    score: float | None
+    since: float
+    keep: bool  # the URL keeps its first decision and cluster
+
+
 def _member(rec: PageRecord) -> Member:
     assert rec.id is not None
     return Member(rec.id, rec.url, rec.first_seen, rec.canonical_link, rec.priority)
@@ -190,7 +250,9 @@ class FetchDecision:
     - ``unknown``: nothing is known of the URL (fetch);
     - ``known``: the URL is stored and holds the canonical copy of its content, or content
       of its own (fetch: a re-crawl; ``fetched_at`` says when it was last fetched);
-    - ``fresh``: as ``known`` but fetched less than ``max_age`` seconds ago (skip);
+    - ``fresh``: as ``known`` but fetched less than ``max_age`` seconds ago, or, without
+      ``max_age``, before ``next_fetch``, when its content is next expected to change
+      (skip; ``change_rate``: estimated changes per second, :mod:`neardup.crawl`);
     - ``known-duplicate``: the URL is stored, its content is in a cluster whose canonical is
       another page, ``canonical_url`` (skip: re-crawls skip copies);
     - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.urlrules`) rewrite it
@@ -207,11 +269,14 @@ class FetchDecision:
     rules: tuple[str, ...] = ()
     fetched_at: float | None = None
     host_duplicate_rate: float | None = None
+    next_fetch: float | None = None
+    change_rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "fetch": self.fetch, "reason": self.reason, "known_url": self.known_url,
                 "canonical_url": self.canonical_url, "cluster_id": self.cluster_id, "rules": list(self.rules),
-                "fetched_at": self.fetched_at, "host_duplicate_rate": self.host_duplicate_rate}
+                "fetched_at": self.fetched_at, "host_duplicate_rate": self.host_duplicate_rate,
+                "next_fetch": self.next_fetch, "change_rate": self.change_rate}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FetchDecision":
@@ -322,6 +387,8 @@ class Detector:
             keep_changes=keep_changes)
         #: support a learned URL rule needs before :meth:`should_fetch` uses it
         self.rule_min_support = DEFAULT_MIN_SUPPORT
+        #: bounds of the recrawl wait :func:`neardup.crawl.next_fetch` plans (seconds)
+        self.revisit_min, self.revisit_max = MIN_REVISIT, MAX_REVISIT
         self._learner: RuleLearner | None = None  # built from the store at first use
 
     def _stored_thresholds(self) -> int:
@@ -499,14 +566,25 @@ class Detector:
             self.mirror.sync((found.first, found.last))
             return self._check_synced(url, fp, found.own, found.same)
 
-    def _check_synced(self, url: str, fp: Fingerprint, own: PageRecord | None, same: PageRecord | None) -> Verdict:
+    def _check_synced(self, url: str, fp: Fingerprint, own: PageRecord | None, same: PageRecord | None,
+                      fetched_url: str | None = None) -> Verdict:
         """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
         with the same digest (:meth:`Store.lookup`), with the index already in sync."""
-        decision = self._decide(url, fp, same)
+        now = time.time()
+        revisit = self._revisit(url, fp, own, now) if own is not None else None
+        base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
+                                    page_id=own.id if own else None, fetched_url=fetched_url,
+                                    **self._version_fields(revisit))
+        if own is not None and revisit is not None and revisit.keep:
+            chosen = None
+            if own.cluster_id is not None:  # the canonical as if the new version replaced the stored one
+                candidate = Member(int(own.id or 0), url, own.first_seen, fp.canonical_url, own.priority)
+                chosen = self._cluster_change(own.cluster_id, _member(own), candidate, None, write=False)
+            return self._kept_verdict(own, chosen, base)
+        decision = self._decide(url, fp, same, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance
         page_id = own.id if own else None
-        base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
-                                    page_id=page_id, method=decision.method, score=decision.score)
+        base.update(method=decision.method, score=decision.score)
         if status == "partial" and match is not None:
             return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
                            canonical_id=page_id, canonical_url=url, **base)
@@ -515,7 +593,7 @@ class Detector:
                 return Verdict(status=status, canonical_id=page_id, canonical_url=url, **base)
             return Verdict(status=status, **base)
         assert match.cluster_id is not None
-        candidate = Member(page_id if page_id is not None else -1, url, own.first_seen if own else time.time(),
+        candidate = Member(page_id if page_id is not None else -1, url, own.first_seen if own else now,
                            fp.canonical_url, own.priority if own else None)
         # the canonical as if the page joined (replacing its stored version): no member read
         leave = _member(own) if own is not None and own.cluster_id == match.cluster_id else None
@@ -524,6 +602,46 @@ class Detector:
         return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
                        cluster_id=match.cluster_id, canonical_id=chosen.id if chosen.id >= 0 else None,
                        canonical_url=chosen.url, **base)
+
+    def _revisit(self, url: str, fp: Fingerprint, own: PageRecord, now: float) -> _Revisit:
+        """Compare a re-fetch of ``url`` with its stored version ``own``: ``unchanged`` (same
+        digest) or ``changed``; the URL keeps its first decision while the new version is
+        the same content or a near copy of the stored one (:func:`matching.match` with the
+        URL's thresholds) in the same cluster."""
+        since = now - own.fetched_at
+        if own.digest == fp.digest and (own.status == "empty") == fp.empty:
+            return _Revisit("unchanged", 0, 1.0, since, keep=True)
+        k, verify = self.thresholds(url)
+        new_side, old_side = Side.of(fp, url), Side.of_record(own)
+        outcome = match(new_side, old_side, k, verify)
+        keep = outcome.status is not None and own.cluster_id is not None
+        score = outcome.score if outcome.score is not None else sketch_score(new_side, old_side)
+        return _Revisit("changed", outcome.distance, score, since, keep)
+
+    @staticmethod
+    def _version_fields(revisit: _Revisit | None) -> dict[str, Any]:
+        if revisit is None:
+            return {}
+        return {"version": revisit.version, "previous_distance": revisit.distance,
+                "previous_score": None if revisit.score is None else round(revisit.score, 4),
+                "since_last_fetch": revisit.since}
+
+    def _kept_verdict(self, own: PageRecord, canonical: Member | None, base: dict[str, Any]) -> Verdict:
+        """The verdict of a re-fetch that keeps its URL's first decision: the stored status,
+        match and cluster (and the cluster's canonical, ``canonical`` when just chosen)."""
+        match_url = None
+        if own.matched_id is not None:
+            found = self.store.member(own.matched_id)
+            match_url = found[1] if found is not None else None
+        if canonical is None and own.cluster_id is not None:
+            row = self.store.cluster_row(own.cluster_id)
+            if row is not None and row.canonical_id is not None:
+                found = self.store.member(row.canonical_id)
+                canonical = Member(*found) if found is not None else None
+        return Verdict(status=own.status, match_id=own.matched_id if match_url is not None else None,
+                       match_url=match_url, distance=own.distance if match_url is not None else None,
+                       cluster_id=own.cluster_id, canonical_id=canonical.id if canonical else None,
+                       canonical_url=canonical.url if canonical else None, **base)
 
     def add_fingerprint(
         self,
@@ -592,6 +710,7 @@ class Detector:
         In batches of :data:`EXPIRE_BATCH` pages (one read and one delete statement each);
         each cluster that lost members is updated once at the end, re-choosing its canonical
         from scratch only when the canonical itself left (or lost the link naming it)."""
+        older_than = _seconds(older_than, "older_than") or 0.0
         if older_than < 0:
             raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
         total = 0
@@ -628,7 +747,8 @@ class Detector:
         rate, an exponentially decayed count of joins (half-life
         :data:`~neardup.store.GROWTH_HALF_LIFE` seconds) seen at time ``at`` (default now).
         A trap (one page under endless URLs) shows as a large size and a high rate."""
-        row = self.store.cluster_row(cluster_id)
+        row = self.store.cluster_row(_checked_id(cluster_id, "cluster id"))
+        at = _seconds(at, "at", optional=True)
         if row is None:
             return None
         canon = self.store.member(row.canonical_id) if row.canonical_id is not None else None
@@ -681,7 +801,8 @@ class Detector:
         """Whether a crawler should fetch ``url``, before fetching it, and why
         (:class:`FetchDecision`). In order: a stored URL whose content has its canonical
         elsewhere is skipped (``known-duplicate``), a stored canonical is fetched again
-        (``known``) unless fetched less than ``max_age`` seconds ago (``fresh``); a URL that
+        (``known``) unless fetched less than ``max_age`` seconds ago, or without ``max_age``
+        before its ``next_fetch`` (``fresh``); a URL that
         the learned rules of its host rewrite to a known page is skipped (``rule``, naming
         the rules); with ``host_max_duplicate_rate``, a URL of a host with at least
         ``host_min_pages`` pages of which that share or more are duplicates is skipped
@@ -700,6 +821,11 @@ class Detector:
         'unknown'
         """
         url = validate_url(url)
+        max_age = _seconds(max_age, "max_age", optional=True)
+        if host_max_duplicate_rate is not None:
+            rate = _seconds(host_max_duplicate_rate, "host_max_duplicate_rate")
+            if rate is None or not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"host_max_duplicate_rate must be in [0, 1], got {host_max_duplicate_rate!r}")
         learner = self._rule_learner()
         with self.store.reading():
             own = self.store.page_by_url(url)
@@ -710,10 +836,15 @@ class Detector:
                                          canonical_url=info["canonical_url"], cluster_id=own.cluster_id,
                                          fetched_at=own.fetched_at)
             if own is not None:
-                fresh = max_age is not None and time.time() - own.fetched_at < max_age
+                now = time.time()
+                if max_age is not None:
+                    fresh = now - own.fetched_at < max_age
+                else:
+                    fresh = own.next_fetch is not None and now < own.next_fetch
                 return FetchDecision(url, not fresh, "fresh" if fresh else "known", known_url=url,
                                      canonical_url=url if own.cluster_id is not None else None,
-                                     cluster_id=own.cluster_id, fetched_at=own.fetched_at)
+                                     cluster_id=own.cluster_id, fetched_at=own.fetched_at,
+                                     next_fetch=own.next_fetch, change_rate=own.change_rate)
             found = learner.match(url)
             if found is not None:
                 info = self.cluster_info(found.cluster_id)
@@ -741,10 +872,18 @@ class Detector:
         ``largest_cluster`` (``id``, ``urls_from_host``, ``size``, ``joins_per_hour`` from
         :meth:`cluster_info`), ``trap`` (a cluster holds at least ``trap_members`` of the
         host's URLs: many URLs, one content) and ``budget_factor``: the share of the host's
-        URLs that brought distinct content (at least :data:`MIN_BUDGET_FACTOR`), by which a
-        crawler may scale the host's budget. One pass over the stored pages."""
+        URLs with content that brought distinct content (at least :data:`MIN_BUDGET_FACTOR`;
+        empty pages are not counted), by which a crawler may scale the host's budget;
+        ``refetched`` (URLs fetched more than once), ``changed_pages`` (of those, URLs whose
+        content changed) and ``changes_per_day``: the host's pooled change rate, changes seen
+        per day that its re-fetched URLs were watched (None before a re-fetch). Statuses are
+        each URL's decision against the other URLs: a re-fetch is never counted as a
+        duplicate of itself. One pass over the stored pages."""
         if sort not in ("duplicate_rate", "duplicates", "pages", "distinct_contents"):
             raise ConfigError(f"unknown sort {sort!r}; choose duplicate_rate, duplicates, pages or distinct_contents")
+        at, window = _seconds(at, "at", optional=True), _seconds(window, "window", optional=True)
+        if window is not None and window < 0:
+            raise ConfigError(f"window must be >= 0 seconds, got {window}")
         now = time.time() if at is None else float(at)
         since = None if window is None else now - float(window)
         wanted = host.lower() if host is not None else None
@@ -755,8 +894,14 @@ class Detector:
                     continue
                 h = per.get(rec.host)
                 if h is None:
-                    h = per[rec.host] = {"counts": {}, "clusters": {}}
+                    h = per[rec.host] = {"counts": {}, "clusters": {}, "refetched": 0, "changed": 0,
+                                         "changes": 0, "span": 0.0}
                 h["counts"][rec.status] = h["counts"].get(rec.status, 0) + 1
+                if rec.fetches > 1:
+                    h["refetched"] += 1
+                    h["changed"] += rec.change_count > 0
+                    h["changes"] += rec.change_count
+                    h["span"] += max(0.0, rec.fetched_at - rec.first_seen)
                 if rec.cluster_id is not None and rec.status != "empty":
                     h["clusters"][rec.cluster_id] = h["clusters"].get(rec.cluster_id, 0) + 1
             rows = []
@@ -768,7 +913,10 @@ class Detector:
                 rows.append({"host": name, "pages": pages,
                              **{s: counts.get(s, 0) for s in STATUSES if s != "error"},
                              "duplicates": dups, "duplicate_rate": round(dups / pages, 4) if pages else 0.0,
-                             "distinct_contents": distinct, "_clusters": h["clusters"]})
+                             "distinct_contents": distinct, "refetched": h["refetched"],
+                             "changed_pages": h["changed"],
+                             "changes_per_day": round(h["changes"] * 86400.0 / h["span"], 4) if h["span"] else None,
+                             "_clusters": h["clusters"]})
             rows.sort(key=lambda r: (-r[sort], r["host"]))
             if top is not None:
                 rows = rows[:max(0, int(top))]
@@ -782,7 +930,8 @@ class Detector:
                                "joins_per_hour": info.get("joins_per_hour")}
                 r["largest_cluster"] = largest
                 r["trap"] = largest is not None and largest["urls_from_host"] >= trap_members
-                share = r["distinct_contents"] / r["pages"] if r["pages"] else 1.0
+                contents = r["pages"] - r["empty"]  # an empty page is no duplicate: not waste
+                share = r["distinct_contents"] / contents if contents > 0 else 1.0
                 r["budget_factor"] = round(max(MIN_BUDGET_FACTOR, min(1.0, share)), 4)
         return rows
 
@@ -797,16 +946,48 @@ class Detector:
         row["rules"] = [r.to_dict() for r in self.rules(row["host"])]
         return row
 
+    def history(self, url: str) -> UrlHistory | None:
+        """The fetch history and recrawl schedule of a stored URL (None when it is not
+        stored): its counters, estimated change rate and next fetch
+        (:mod:`neardup.crawl`), and its last fetches, oldest first.
+
+        >>> det = Detector()
+        >>> text = " ".join(f"word{i}" for i in range(400))
+        >>> for t, body in ((0.0, text), (3600.0, text), (7200.0, text + " more")):
+        ...     _ = det.add("https://a.example/1", body, fetched_at=t)
+        >>> h = det.history("https://a.example/1")
+        >>> h.fetches, h.change_count, [v["changed"] for v in h.versions]
+        (3, 1, [None, False, True])
+        """
+        key = validate_url(url)
+        with self.store.reading():
+            own = self.store.page_by_url(key)
+            if own is None or own.id is None:
+                return None
+            versions = self.store.versions(own.id)
+        return UrlHistory(url=own.url, fetched_url=own.fetched_url, first_seen=own.first_seen,
+                          fetched_at=own.fetched_at, fetches=own.fetches, change_count=own.change_count,
+                          last_changed_at=own.last_changed_at, change_rate=own.change_rate,
+                          next_fetch=own.next_fetch,
+                          versions=tuple(v.to_dict(self.config.bits) for v in versions))
+
     def page(self, page_id: int) -> PageRecord | None:
-        return self.store.page_by_id(page_id)
+        """The stored page with this id (None when there is none)."""
+        return self.store.page_by_id(_checked_id(page_id, "page id"))
 
     def cluster(self, cluster_id: int) -> list[PageRecord]:
-        return self.store.cluster_members(cluster_id)
+        """The members of a cluster (empty when there is no such cluster)."""
+        return self.store.cluster_members(_checked_id(cluster_id, "cluster id"))
 
     def stats(self) -> dict[str, Any]:
+        """Stored URLs, clusters, the URLs by status (each URL's decision against the other
+        URLs, never a re-fetch against itself), ``fetches`` (all fetches, re-fetches
+        included) and ``changed_pages`` (URLs whose content changed between fetches)."""
         counts = self.store.status_counts()
+        fetches, changed = self.store.fetch_counts()
         return {"pages": sum(counts.values()), "clusters": self.store.cluster_count(),
-                **{s: counts.get(s, 0) for s in STATUSES if s != "error"}}
+                **{s: counts.get(s, 0) for s in STATUSES if s != "error"},
+                "fetches": fetches, "changed_pages": changed}
 
     def close(self) -> None:
         """Save the index next to a file store (when it changed) and close the store."""
@@ -828,16 +1009,21 @@ class Detector:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
         _text_fields_encodable(fp)
 
-    def _decide(self, url: str, fp: Fingerprint, same: Any = _FETCH) -> _Decision:
+    def _decide(self, url: str, fp: Fingerprint, same: Any = _FETCH, exclude: PageRecord | None = None) -> _Decision:
         """empty -> exact (digest) -> near (SimHash <= k and/or MinHash >= threshold, the
-        best match first) -> partial (containment) -> new. ``same``: the page with the
-        same digest when the caller has read it (:meth:`Store.lookup`), else fetched."""
+        best match first) -> partial (containment) -> new, against the stored pages other
+        than ``exclude`` (the URL's own stored version: a URL is never its own duplicate).
+        ``same``: the page with the same digest when the caller has read it
+        (:meth:`Store.lookup`), else fetched."""
         if fp.empty:
             return _Decision("empty")
         side = Side.of(fp, url)
         k, verify = self.thresholds(url)
-        if same is _FETCH:
-            same = self.store.page_by_digest(fp.digest, prefer_url=url)
+        own_id = exclude.id if exclude is not None else None
+        if same is _FETCH or (same is not None and same.id == own_id):
+            same = self.store.page_by_digest(fp.digest)
+            if same is not None and same.id == own_id:
+                same = None  # (its digest is the new one's: the caller kept its decision)
         if same is not None and match(side, Side.of_record(same), k, verify).status == "exact":
             return _Decision("exact", same, 0, "digest", 1.0)
         sig = fp.minhash.signature if fp.minhash is not None else None
@@ -848,6 +1034,13 @@ class Detector:
         if self.method in ("minhash", "both") and sig is not None:
             for page_id, _ in self.mirror.query(sig, self.threshold):
                 found.setdefault(page_id, set()).add("minhash")
+        if exclude is not None and own_id in found:
+            # the index holds one page per SimHash value: another page with the value of the
+            # URL's stored version stands in for it
+            methods_of_own = found.pop(own_id)
+            other = self.store.lowest_live(exclude.simhash, self.config.bits, exclude=own_id)
+            if other is not None:
+                found.setdefault(other, set()).update(methods_of_own)
         ranked = []
         recs = self.store.pages_by_ids(list(found))  # one statement; one page per SimHash value
         for page_id, methods in found.items():
@@ -873,19 +1066,24 @@ class Detector:
         if self.containment is not None and fp.minhash is not None:
             hits = self.mirror.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
                                      by="containment")
-            recs = self.store.pages_by_ids([page_id for page_id, _ in hits])
+            recs = self.store.pages_by_ids([page_id for page_id, _ in hits if page_id != own_id])
             for page_id, score in hits:
                 rec = recs.get(page_id)
                 if rec is not None and (rec.set_size or 0) >= fp.minhash.set_size:
                     return _Decision("partial", rec, hamming(rec.simhash, fp.simhash), "minhash", score)
         return _Decision("new")
 
-    def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None) -> Verdict:
-        decision = self._decide(url, fp)
-        status, match, distance = decision.status, decision.match, decision.distance
+    def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
+                fetched_url: str | None = None) -> Verdict:
         own = self.store.page_by_url(url)
+        revisit = self._revisit(url, fp, own, now) if own is not None else None
+        kept = own is not None and revisit is not None and revisit.keep
+        decision = _Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
+        status, match, distance = decision.status, decision.match, decision.distance
         old_cluster = own.cluster_id if own else None
-        if match is not None and status != "partial":
+        if kept:
+            cluster_id = old_cluster
+        elif match is not None and status != "partial":
             cluster_id = match.cluster_id
         elif status in ("new", "partial"):
             old_row = self.store.cluster_row(old_cluster) if own is not None and old_cluster is not None else None
@@ -895,15 +1093,17 @@ class Detector:
                 cluster_id = self.store.new_cluster(now)
         else:
             cluster_id = None
+        history = self._history(own, fp, now, revisit)
         rec = PageRecord(
             url=url, host=host_of(url), first_seen=own.first_seen if own else now, fetched_at=now,
             digest=fp.digest, simhash=fp.simhash, spec=fp.spec, length=fp.length, title=fp.title,
             canonical_link=fp.canonical_url, language=fp.language, status=status,
-            matched_id=match.id if match else None, distance=distance, cluster_id=cluster_id,
+            matched_id=own.matched_id if kept and own else (match.id if match else None),
+            distance=own.distance if kept and own else distance, cluster_id=cluster_id,
             priority=priority if priority is not None else (own.priority if own else None),
             signature=fp.minhash.to_bytes() if fp.minhash is not None else None,
             set_size=fp.minhash.set_size if fp.minhash is not None else None,
-            sketch=fp.sketch,
+            sketch=fp.sketch, fetched_url=fetched_url, **history,
             id=own.id if own else None,
         )
         if own is not None:
@@ -911,6 +1111,10 @@ class Detector:
         else:
             rec.id = self.store.insert_page(rec, self.config.bits)
         assert rec.id is not None
+        self.store.add_version(rec.id, VersionRow(now, fp.digest, fp.simhash,
+                                                  None if revisit is None else revisit.version == "changed",
+                                                  None if revisit is None else revisit.distance,
+                                                  None if revisit is None else revisit.score), self.config.bits)
         values = set()
         if own is not None and own.status != "empty":
             values.add(own.simhash)
@@ -931,17 +1135,33 @@ class Detector:
                 self._cluster_change(old_cluster, leaving, None, now, write=True)
             if cluster_id is not None:
                 chosen = self._cluster_change(cluster_id, None, joining, now, write=True)
-        canonical_id = canonical_url = None
-        if chosen is not None:
-            canonical_id, canonical_url = chosen.id, chosen.url
         if self._learner is not None:
             self._learner.observe(url, cluster_id if status != "empty" else None)
+        base: dict[str, Any] = dict(url=url, page_id=rec.id, digest=fp.digest, simhash=fp.simhash_hex,
+                                    title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch,
+                                    **self._version_fields(revisit))
+        if kept and own is not None:
+            return self._kept_verdict(rec, chosen, base)
         return Verdict(
-            status=status, url=url, page_id=rec.id, match_id=match.id if match else None,
+            status=status, match_id=match.id if match else None,
             match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,
-            canonical_id=canonical_id, canonical_url=canonical_url, digest=fp.digest,
-            simhash=fp.simhash_hex, title=fp.title, method=decision.method, score=decision.score,
+            canonical_id=chosen.id if chosen else None, canonical_url=chosen.url if chosen else None,
+            method=decision.method, score=decision.score, **base,
         )
+
+    def _history(self, own: PageRecord | None, fp: Fingerprint, now: float,
+                 revisit: _Revisit | None) -> dict[str, Any]:
+        """The fetch counters and schedule of a page after this fetch: its stored history
+        (:meth:`Store.versions`) and this fetch through :func:`neardup.crawl.schedule`."""
+        if own is None or revisit is None or own.id is None:
+            return {"fetches": 1, "change_count": 0, "last_changed_at": None}
+        changed = revisit.version == "changed"
+        rows = self.store.versions(own.id, HISTORY_LIMIT - 1)
+        rate, next_at = schedule([*(r.fetched_at for r in rows), now], [*(r.changed for r in rows), changed],
+                                 min_interval=self.revisit_min, max_interval=self.revisit_max)
+        return {"fetches": own.fetches + 1, "change_count": own.change_count + int(changed),
+                "last_changed_at": now if changed else own.last_changed_at, "change_rate": rate,
+                "next_fetch": next_at}
 
     # -- clusters: the canonical kept incrementally ---------------------------------------
     def _cluster_change(self, cluster_id: int, leave: Member | None, join: Member | None,

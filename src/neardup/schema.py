@@ -5,7 +5,7 @@ a step is a list of SQL statements or callables (a callable gets the dialect's
 ``execute(sql, params)``). The column types differ only where the dialects do: the
 ``{pk}``, ``{seq_pk}``, ``{real}``, ``{blob}`` and ``{bigint}`` placeholders.
 
->>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3]
+>>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4]
 True
 >>> "BYTEA" in migrations("postgres")[2][0], "BLOB" in migrations("sqlite")[2][0]
 (True, True)
@@ -19,7 +19,7 @@ from typing import Any
 from neardup.canonical import link_key, url_key
 from neardup.errors import ConfigError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: A migration step: SQL text, or a callable given the dialect's ``execute(sql, params)``.
 Step = str | Callable[[Any], None]
@@ -116,7 +116,81 @@ _STEPS: dict[int, list[Step]] = {
 }
 
 #: the tables a store of the current schema has
-TABLES = ("meta", "pages", "clusters", "changes", "cluster_links")
+TABLES = ("meta", "pages", "clusters", "changes", "cluster_links", "page_versions")
+
+#: Schema 4 -> 5, common to both dialects: every fetch of a URL (a bounded history per page,
+#: :data:`neardup.storeapi.HISTORY_LIMIT` rows) for its change rate and recrawl schedule.
+_VERSIONS_TABLE: list[Step] = [
+    """CREATE TABLE page_versions (
+        id {seq_pk},
+        page_id {bigint} NOT NULL,
+        fetched_at {real} NOT NULL,
+        digest TEXT NOT NULL,
+        simhash {blob} NOT NULL,
+        changed INTEGER,
+        distance INTEGER,
+        score {real}
+    )""",
+    "CREATE INDEX page_versions_page ON page_versions(page_id, id)",
+    # the first fetch of every stored page, as far as the store knows it
+    ("INSERT INTO page_versions(page_id, fetched_at, digest, simhash) "
+     "SELECT id, fetched_at, digest, simhash FROM pages ORDER BY id"),
+]
+
+#: the columns schema 5 adds to ``pages``: the URL as fetched beside its normalised key
+#: (``url``), and the URL's fetch and change counts, last change and next planned fetch
+_PAGE_COLUMNS_5 = (
+    ("fetched_url", "TEXT"), ("fetches", "{bigint} NOT NULL DEFAULT 1"),
+    ("change_count", "{bigint} NOT NULL DEFAULT 0"), ("last_changed_at", "{real}"),
+    ("change_rate", "{real}"), ("next_fetch", "{real}"),
+)
+
+_PAGES_5 = """CREATE TABLE pages_v5 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    url TEXT NOT NULL UNIQUE, host TEXT NOT NULL, first_seen REAL NOT NULL, fetched_at REAL NOT NULL,
+    digest TEXT NOT NULL, simhash BLOB NOT NULL, spec TEXT NOT NULL, length INTEGER NOT NULL,
+    title TEXT, canonical_link TEXT, language TEXT, status TEXT NOT NULL, matched_id INTEGER,
+    distance INTEGER, cluster_id INTEGER, priority REAL, signature BLOB, set_size INTEGER, sketch BLOB,
+    url_key TEXT, link_key TEXT, """ + ", ".join(
+    f"{name} {kind.format(bigint='INTEGER', real='REAL')}" for name, kind in _PAGE_COLUMNS_5) + ")"
+
+_PAGES_4_COLUMNS = ("id, url, host, first_seen, fetched_at, digest, simhash, spec, length, title, canonical_link, "
+                    "language, status, matched_id, distance, cluster_id, priority, signature, set_size, sketch, "
+                    "url_key, link_key")
+
+#: Schema 4 -> 5 per dialect. SQLite: ``pages`` and ``clusters`` are rebuilt with
+#: AUTOINCREMENT keys, so that an id freed by ``expire`` is never given to another page
+#: (PostgreSQL's sequences never reuse one).
+_STEPS_5: dict[str, list[Step]] = {
+    "sqlite": [
+        _PAGES_5,
+        f"INSERT INTO pages_v5({_PAGES_4_COLUMNS}) SELECT {_PAGES_4_COLUMNS} FROM pages",
+        "DROP TABLE pages",
+        "ALTER TABLE pages_v5 RENAME TO pages",
+        "CREATE INDEX pages_host ON pages(host)",
+        "CREATE INDEX pages_fetched ON pages(fetched_at)",
+        "CREATE INDEX pages_digest_live ON pages(digest, id) WHERE status != 'empty'",
+        "CREATE INDEX pages_simhash_live ON pages(simhash, id) WHERE status != 'empty'",
+        "CREATE INDEX pages_cluster ON pages(cluster_id, id)",
+        "CREATE INDEX pages_comparable ON pages(url_key)",
+        """CREATE TABLE clusters_v5 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, canonical_id INTEGER, size INTEGER NOT NULL,
+            created_at REAL NOT NULL, joins BIGINT NOT NULL DEFAULT 0, joined_at DOUBLE PRECISION,
+            recent DOUBLE PRECISION NOT NULL DEFAULT 0)""",
+        ("INSERT INTO clusters_v5(id, canonical_id, size, created_at, joins, joined_at, recent) "
+         "SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters"),
+        "DROP TABLE clusters",
+        "ALTER TABLE clusters_v5 RENAME TO clusters",
+        # ids the store handed out before (pages expired since, named by the change log or
+        # a match) are not handed out again either
+        "DELETE FROM sqlite_sequence WHERE name IN ('pages', 'clusters')",
+        ("INSERT INTO sqlite_sequence(name, seq) SELECT 'pages', max(coalesce((SELECT max(id) FROM pages), 0), "
+         "coalesce((SELECT max(page_id) FROM changes), 0), coalesce((SELECT max(matched_id) FROM pages), 0))"),
+        ("INSERT INTO sqlite_sequence(name, seq) SELECT 'clusters', max(coalesce((SELECT max(id) FROM clusters), 0), "
+         "coalesce((SELECT max(cluster_id) FROM pages), 0), coalesce((SELECT max(cluster_id) FROM cluster_links), 0))"),
+    ],
+    "postgres": [f"ALTER TABLE pages ADD COLUMN {name} {kind}" for name, kind in _PAGE_COLUMNS_5],
+}
 
 
 def migrations(dialect: str) -> dict[int, list[Step]]:
@@ -124,5 +198,6 @@ def migrations(dialect: str) -> dict[int, list[Step]]:
     if dialect not in DIALECTS:
         raise ConfigError(f"unknown SQL dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
     types = DIALECTS[dialect]
-    return {version: [step.format(**types) if isinstance(step, str) else step for step in steps]
-            for version, steps in _STEPS.items()}
+    steps = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE]}
+    return {version: [step.format(**types) if isinstance(step, str) else step for step in todo]
+            for version, todo in steps.items()}

@@ -211,6 +211,12 @@ class VerdictOut(BaseModel):
     method: str | None = Field(None, description="digest | simhash | minhash | simhash+minhash")
     score: float | None = Field(None, description="estimated Jaccard similarity (containment for partial)")
     error: str | None = Field(None, description="why the page could not be read (status 'error')")
+    version: str | None = Field(None, description="re-fetch of a stored URL: unchanged | changed (None: first fetch)")
+    previous_distance: int | None = Field(None, description="Hamming distance to the URL's stored version")
+    previous_score: float | None = Field(None, description="sketch Jaccard estimate with the URL's stored version")
+    since_last_fetch: float | None = Field(None, description="seconds since the URL's last fetch")
+    fetched_url: str | None = Field(None, description="the URL as given, when its normalised form (url) differs")
+    next_fetch: float | None = Field(None, description="when the content is next expected to change (POSIX time)")
 
 
 class VerdictsOut(BaseModel):
@@ -283,6 +289,23 @@ class FetchDecisionOut(BaseModel):
     rules: list[str] = []
     fetched_at: float | None = None
     host_duplicate_rate: float | None = None
+    next_fetch: float | None = None
+    change_rate: float | None = None
+
+
+class HistoryOut(BaseModel):
+    """A stored URL's fetches and recrawl schedule (:class:`neardup.crawl.UrlHistory`)."""
+
+    url: str
+    fetched_url: str | None = None
+    first_seen: float
+    fetched_at: float
+    fetches: int
+    change_count: int
+    last_changed_at: float | None = None
+    change_rate: float | None = Field(None, description="estimated changes per second")
+    next_fetch: float | None = Field(None, description="when the content is next expected to change")
+    versions: list[dict[str, Any]]
 
 
 class RulesOut(BaseModel):
@@ -853,6 +876,15 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
             decision = detector.should_fetch(url, max_age=max_age, host_max_duplicate_rate=host_max_duplicate_rate,
                                              host_min_pages=host_min_pages)
         return _json(decision.to_dict())
+
+    @app.get("/v1/history", summary="A stored URL's fetch history and recrawl schedule", response_model=None,
+             responses=_answers(HistoryOut))
+    def get_history(url: str) -> Response:
+        with lock:
+            found = detector.history(url)
+        if found is None:
+            return _error(404, f"URL {url[:200]!r} is not stored")
+        return _json(found.to_dict())
 
     @app.get("/v1/rules", summary="Learned URL rules of every host", response_model=None,
              responses=_answers(RulesOut))

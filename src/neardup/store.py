@@ -42,10 +42,10 @@ import numpy as np
 from neardup.canonical import link_key, url_key
 from neardup.errors import StoreError, StoreLockedError
 from neardup.schema import SCHEMA_VERSION, TABLES, migrations
-from neardup.storeapi import PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store
+from neardup.storeapi import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store, VersionRow
 
-__all__ = ["GROWTH_HALF_LIFE", "MIGRATIONS", "PAGE_COLUMNS", "SCHEMA_VERSION", "ClusterRow", "Lookup",
-           "PageRecord", "SQLStore", "SQLiteStore"]
+__all__ = ["GROWTH_HALF_LIFE", "HISTORY_LIMIT", "MIGRATIONS", "PAGE_COLUMNS", "SCHEMA_VERSION", "ClusterRow",
+           "Lookup", "PageRecord", "SQLStore", "SQLiteStore", "VersionRow"]
 
 #: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
 GROWTH_HALF_LIFE = 3600.0
@@ -159,11 +159,12 @@ class SQLStore(Store):
                           [int(i) for i in ids]).fetchall()
         return {int(r[0]): self._record(r) for r in rows}
 
-    def lowest_live(self, simhash: int, bits: int) -> int | None:
+    def lowest_live(self, simhash: int, bits: int, exclude: int | None = None) -> int | None:
         """The oldest (lowest id) non-empty page with this SimHash value: the one the index
-        holds for the value (index lookup, however many copies are stored)."""
-        row = self._exec("SELECT id FROM pages WHERE simhash=? AND status != 'empty' ORDER BY id LIMIT 1",
-                         (_blob(simhash, bits),)).fetchone()
+        holds for the value (index lookup, however many copies are stored); ``exclude``:
+        the oldest other than that page."""
+        row = self._exec("SELECT id FROM pages WHERE simhash=? AND status != 'empty' AND id != ? ORDER BY id LIMIT 1",
+                         (_blob(simhash, bits), -1 if exclude is None else int(exclude))).fetchone()
         return None if row is None else int(row[0])
 
     def lookup(self, url: str, digest: str | None) -> Lookup:
@@ -215,7 +216,30 @@ class SQLStore(Store):
                    [*self._row_values(rec, bits), rec.id])
 
     def delete_pages(self, ids: Sequence[int]) -> None:
-        self._exec(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids))
+        """Delete pages and their histories."""
+        marks = ",".join("?" * len(ids))
+        self._exec(f"DELETE FROM page_versions WHERE page_id IN ({marks})", list(ids))
+        self._exec(f"DELETE FROM pages WHERE id IN ({marks})", list(ids))
+
+    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT) -> None:
+        """Append one fetch to a page's history; past ``keep`` fetches the oldest go (one
+        indexed statement, only when there are more)."""
+        changed = None if version.changed is None else int(version.changed)
+        self._exec("INSERT INTO page_versions(page_id, fetched_at, digest, simhash, changed, distance, score) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?)",
+                   (page_id, version.fetched_at, version.digest, _blob(version.simhash, bits), changed,
+                    version.distance, version.score))
+        self._exec("DELETE FROM page_versions WHERE page_id=? AND id <= (SELECT id FROM page_versions "
+                   "WHERE page_id=? ORDER BY id DESC LIMIT 1 OFFSET ?)", (page_id, page_id, int(keep)))
+
+    def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:
+        """A page's last ``limit`` fetches, oldest first."""
+        rows = self._exec("SELECT fetched_at, digest, simhash, changed, distance, score FROM page_versions "
+                          "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
+        what = f"a version of page {page_id}"
+        return [VersionRow(float(r[0]), str(r[1]), int.from_bytes(self._simhash_bytes(r[2], what), "big"),
+                           None if r[3] is None else bool(r[3]), None if r[4] is None else int(r[4]),
+                           None if r[5] is None else float(r[5])) for r in reversed(rows)]
 
     def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
         """Up to ``limit`` pages last fetched before ``before`` (expiry deletes them, then asks again)."""
@@ -340,6 +364,38 @@ class SQLStore(Store):
     def status_counts(self) -> dict[str, int]:
         return {str(s): int(n) for s, n in self._exec("SELECT status, count(*) FROM pages GROUP BY status")}
 
+    def export_batches(self, batch: int = 5000) -> Iterator[list[dict[str, Any]]]:
+        """Every stored URL with its cluster's current canonical and its match's URL (one
+        indexed join per batch), ``batch`` rows at a time, in id order."""
+        last = 0
+        while True:
+            rows = self._exec(
+                "SELECT p.id, p.url, p.fetched_url, p.host, p.status, m.url, p.distance, p.cluster_id, cp.url, "
+                "c.canonical_id, p.first_seen, p.fetched_at, p.fetches, p.change_count, p.last_changed_at, "
+                "p.change_rate, p.next_fetch, p.title, p.digest, p.simhash FROM pages p "
+                "LEFT JOIN pages m ON m.id = p.matched_id LEFT JOIN clusters c ON c.id = p.cluster_id "
+                "LEFT JOIN pages cp ON cp.id = c.canonical_id WHERE p.id > ? ORDER BY p.id LIMIT ?",
+                (last, batch)).fetchall()
+            if not rows:
+                return
+            out = []
+            for r in rows:
+                blob = self._simhash_bytes(r[19], f"page {r[0]}")
+                out.append({"url": r[1], "fetched_url": r[2], "host": r[3], "status": r[4], "match_url": r[5],
+                            "distance": r[6], "cluster_id": r[7], "canonical_url": r[8],
+                            "is_canonical": r[9] is not None and int(r[9]) == int(r[0]),
+                            "first_seen": r[10], "fetched_at": r[11], "fetches": int(r[12]),
+                            "change_count": int(r[13]), "last_changed_at": r[14], "change_rate": r[15],
+                            "next_fetch": r[16], "title": r[17], "digest": r[18], "simhash": blob.hex(),
+                            "page_id": int(r[0])})
+            yield out
+            last = int(rows[-1][0])
+
+    def fetch_counts(self) -> tuple[int, int]:
+        row = self._exec("SELECT coalesce(sum(fetches), 0), "
+                         "coalesce(sum(CASE WHEN change_count > 0 THEN 1 ELSE 0 END), 0) FROM pages").fetchone()
+        return int(row[0]), int(row[1])
+
     def host_stats(self, host: str) -> dict[str, int]:
         counts = {str(s): int(n) for s, n in
                   self._exec("SELECT status, count(*) FROM pages WHERE host=? GROUP BY status", (host,))}
@@ -401,7 +457,7 @@ class SQLiteStore(SQLStore):
                                        check_same_thread=False)
             self._db.execute("PRAGMA foreign_keys=ON")
             if self.path != ":memory:":
-                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                mode = self._wal(timeout)
                 if str(mode).lower() != "wal":
                     raise StoreError(f"store {self.path}: cannot switch to WAL mode (got {mode})")
                 # FULL: a commit is on disk before add() returns (NORMAL could lose the last
@@ -416,6 +472,18 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"store {self.path} is not a valid neardup database ({exc})") from None
         self._in_tx = False
 
+    def _wal(self, timeout: float) -> str:
+        """Switch to WAL mode. SQLite answers "locked" at once, without waiting, while another
+        process creates or switches the same file: retry until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return str(self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
     # -- schema -----------------------------------------------------------------------
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -424,22 +492,29 @@ class SQLiteStore(SQLStore):
                 f"store {self.path} has schema version {version}, newer than this neardup "
                 f"supports ({SCHEMA_VERSION}); upgrade neardup"
             )
-        if version == 0:
-            tables = self._db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-            if tables:
-                raise StoreError(f"store {self.path} is an SQLite file but not a neardup store")
         if version == SCHEMA_VERSION:
             self._check_tables()
             return
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            # another process may have created or migrated the store while this one waited
+            # for the write lock: read the version again under the lock
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"store {self.path} has schema version {version}, newer than this neardup "
+                                 f"supports ({SCHEMA_VERSION}); upgrade neardup")
+            if version == 0:
+                tables = self._db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                if tables:
+                    raise StoreError(f"store {self.path} is an SQLite file but not a neardup store")
             for step in range(version, SCHEMA_VERSION):
                 for sql in MIGRATIONS[step]:
                     if isinstance(sql, str):
                         self._db.execute(sql)
                     else:
                         sql(self._db.execute)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if version < SCHEMA_VERSION:
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")

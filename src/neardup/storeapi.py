@@ -24,8 +24,19 @@ import numpy as np
 PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
     "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
-    "priority", "signature", "set_size", "sketch",
+    "priority", "signature", "set_size", "sketch", "fetched_url", "fetches", "change_count",
+    "last_changed_at", "change_rate", "next_fetch",
 )
+
+#: the columns of :meth:`Store.export_batches` (``neardup export``)
+EXPORT_COLUMNS = (
+    "url", "fetched_url", "host", "status", "match_url", "distance", "cluster_id", "canonical_url", "is_canonical",
+    "first_seen", "fetched_at", "fetches", "change_count", "last_changed_at", "change_rate", "next_fetch",
+    "title", "digest", "simhash", "page_id",
+)
+
+#: fetches of one URL kept in its history (``page_versions``): enough for its change rate
+HISTORY_LIMIT = 32
 
 
 @dataclass
@@ -51,12 +62,39 @@ class PageRecord:
     signature: bytes | None = None
     set_size: int | None = None
     sketch: bytes | None = None
+    fetched_url: str | None = None
+    """the URL as it was last fetched, when it differs from its normalised key ``url``"""
+    fetches: int = 1
+    change_count: int = 0
+    """re-fetches that found the content changed"""
+    last_changed_at: float | None = None
+    change_rate: float | None = None
+    """estimated changes per second (:func:`neardup.crawl.change_rate`), None before a re-fetch"""
+    next_fetch: float | None = None
+    """when the content is next expected to have changed (:func:`neardup.crawl.next_fetch`)"""
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
         out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
         return out
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One fetch of a URL (:meth:`Store.versions`): when, what, and how it compared with
+    the fetch before it (``changed`` None for the first fetch kept)."""
+
+    fetched_at: float
+    digest: str
+    simhash: int
+    changed: bool | None
+    distance: int | None
+    score: float | None
+
+    def to_dict(self, bits: int = 64) -> dict[str, Any]:
+        return {"fetched_at": self.fetched_at, "digest": self.digest, "simhash": f"{self.simhash:0{bits // 4}x}",
+                "changed": self.changed, "distance": self.distance, "score": self.score}
 
 
 @dataclass
@@ -140,8 +178,9 @@ class Store(ABC):
     def pages_by_ids(self, ids: Sequence[int]) -> dict[int, PageRecord]: ...
 
     @abstractmethod
-    def lowest_live(self, simhash: int, bits: int) -> int | None:
-        """The oldest non-empty page with this SimHash value (the one the index holds)."""
+    def lowest_live(self, simhash: int, bits: int, exclude: int | None = None) -> int | None:
+        """The oldest non-empty page with this SimHash value (the one the index holds);
+        ``exclude``: the oldest other than that page."""
 
     @abstractmethod
     def lookup(self, url: str, digest: str | None) -> Lookup:
@@ -159,7 +198,16 @@ class Store(ABC):
     def update_page(self, rec: PageRecord, bits: int) -> None: ...
 
     @abstractmethod
-    def delete_pages(self, ids: Sequence[int]) -> None: ...
+    def delete_pages(self, ids: Sequence[int]) -> None:
+        """Delete pages and their histories."""
+
+    @abstractmethod
+    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT) -> None:
+        """Append one fetch to a page's history, keeping its last ``keep`` fetches."""
+
+    @abstractmethod
+    def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:
+        """A page's last ``limit`` fetches, oldest first."""
 
     @abstractmethod
     def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
@@ -181,6 +229,15 @@ class Store(ABC):
 
     @abstractmethod
     def host_stats(self, host: str) -> dict[str, int]: ...
+
+    @abstractmethod
+    def export_batches(self, batch: int = 5000) -> Iterator[list[dict[str, Any]]]:
+        """Every stored URL (:data:`EXPORT_COLUMNS`) with its cluster's current canonical URL
+        and the URL of its match, ``batch`` rows at a time, in id order."""
+
+    @abstractmethod
+    def fetch_counts(self) -> tuple[int, int]:
+        """(fetches of every stored URL, URLs whose content changed between fetches)."""
 
     # -- clusters ---------------------------------------------------------------------
     @abstractmethod
