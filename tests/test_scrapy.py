@@ -259,7 +259,7 @@ def test_two_crawls_into_one_store(changing_site, tmp_path):
     every article. Re-fetches are versions of their URL: nothing unchanged is counted or
     dropped as a duplicate, changed pages are fetched and reported changed, and every host's
     duplicate rate counts each URL once, as a single crawl does (a third crawl of the same
-    site leaves it as it is)."""
+    site leaves it as it is). Twice fetched, an article is fresh until its next_fetch."""
     srv, site = changing_site
     store = tmp_path / "crawl.db"
     crawl(site, tmp_path)
@@ -291,8 +291,12 @@ def test_two_crawls_into_one_store(changing_site, tmp_path):
     pages1, dups1, _ = rates1[main]
     assert rates2[main] == (pages1 + new_dups, dups1 + new_dups, round((dups1 + new_dups) / (pages1 + new_dups), 4))
     assert rates2[mirror] == rates1[mirror]
-    # a third crawl of the same site: every page unchanged, no rate moves
-    stats3, _ = crawl(site, tmp_path)
+    # fetched twice: the schedule now says fresh (no change expected yet) ...
+    with Detector.open(store) as det:
+        d = det.should_fetch(f"{site}a/{ARTICLES[-1]}/")
+        assert (d.fetch, d.reason) == (False, "fresh") and d.next_fetch is not None
+    # ... a third crawl that re-fetches anyway (NEARDUP_MAX_AGE=0): every page unchanged, no rate moves
+    stats3, _ = crawl(site, tmp_path, "NEARDUP_MAX_AGE=0")
     assert _host_rates(store) == rates2
     assert stats3.get("neardup/changed", 0) == 0 and stats3["neardup/unchanged"] >= len(ARTICLES) + 1
     assert all(stats3.get(f"neardup/{s}", 0) == 0 for s in ("new", "exact", "near", "dropped"))
