@@ -17,6 +17,7 @@ import pytest
 
 scrapy = pytest.importorskip("scrapy")
 
+from scrapy import Spider  # noqa: E402
 from scrapy.exceptions import IgnoreRequest, NotConfigured  # noqa: E402
 from scrapy.http import HtmlResponse, Request, TextResponse  # noqa: E402
 from scrapy.statscollectors import MemoryStatsCollector  # noqa: E402
@@ -113,7 +114,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-class _Spider(scrapy.Spider):
+class _Spider(Spider):
     name = "t"
 
 
@@ -215,9 +216,23 @@ def test_detector_process(tmp_path):
     assert run(mw.process_response(Request(binary.url), binary)) is binary
     got = stats.get_stats()
     assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (1, 1, 1)
+    # responses that arrive while the process works go in one transaction, verdicts in order
+    many = [_page(f"https://b.example/{i}", words=300) for i in range(6)]
+    many[3] = HtmlResponse("https://b.example/bad", body=binary.body, headers={"Content-Type": "text/html"})
+
+    async def together():
+        return await asyncio.gather(*(mw.process_response(Request(r.url), r) for r in many), return_exceptions=True)
+
+    batches = mw.batches
+    out = run(together())
+    assert mw.batches - batches < len(many)
+    assert out[0] is many[0] and out[3] is many[3]
+    assert all(isinstance(out[i], IgnoreRequest) for i in (1, 2, 4, 5))
+    got = stats.get_stats()
+    assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (2, 5, 2)
     mw.spider_closed()
     with Detector.open(tmp_path / "p.db") as det:
-        assert det.stats()["pages"] == 2
+        assert det.stats()["pages"] == 7
     (tmp_path / "dir.db").mkdir()
     with pytest.raises(NeardupError):
         NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "dir.db")}))

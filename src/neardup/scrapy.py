@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
@@ -83,17 +84,19 @@ def _scrapy() -> Any:
 ACTIONS = ("drop", "tag")
 #: Default ``NEARDUP_THREADS``: fingerprinting workers (or service calls in flight).
 DEFAULT_THREADS = 2
+#: At most this many pages in one transaction of the detector process (responses that arrive
+#: while it is busy wait and go together: one commit for all).
+MAX_BATCH = 32
 #: Seconds to wait for the detector process to open its store (and to close it).
 PROCESS_START_TIMEOUT = 300.0
 
 _T = TypeVar("_T")
 
 
-async def _in_thread(pool: Executor, fn: Callable[[], _T]) -> _T:
-    """``fn()`` run in ``pool``, awaited without blocking the reactor thread: as an
+async def _wait(future: Future[_T]) -> _T:
+    """A :class:`concurrent.futures.Future` awaited without blocking the reactor thread: as an
     :mod:`asyncio` future when an asyncio loop runs (the asyncio reactor, or Scrapy without
     a reactor), else as a Twisted ``Deferred`` fired in the reactor thread."""
-    future = pool.submit(fn)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # another Twisted reactor: coroutines there await Deferreds
@@ -114,6 +117,11 @@ async def _in_thread(pool: Executor, fn: Callable[[], _T]) -> _T:
 
     future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
     return await d
+
+
+async def _in_thread(pool: Executor, fn: Callable[[], _T]) -> _T:
+    """``fn()`` run in ``pool`` (threads or a process), awaited (:func:`_wait`)."""
+    return await _wait(pool.submit(fn))
 
 
 def _why(exc: BaseException) -> str:
@@ -165,6 +173,32 @@ def _process_call(name: str, *args: Any, **kwargs: Any) -> Any:
     return getattr(_PROCESS_DETECTOR, name)(*args, **kwargs)
 
 
+def _process_add_batch(items: list[tuple[str, bytes, dict[str, str] | None]]) -> list[Any]:
+    """In the detector process: fingerprint and add pages, the adds in one transaction
+    (:meth:`Detector.add_fingerprints`: later pages may match earlier ones, as one by one).
+    Each result is the page's :class:`Verdict`, or a string: why it failed."""
+    assert _PROCESS_DETECTOR is not None
+    results: list[Any] = [None] * len(items)
+    good: list[tuple[int, str, Any]] = []
+    for i, (url, body, headers) in enumerate(items):
+        try:
+            good.append((i, url, _PROCESS_DETECTOR.fingerprint(body, url, headers)))
+        except Exception as exc:  # this page only
+            results[i] = _why(exc)
+    if good:
+        try:
+            verdicts = _PROCESS_DETECTOR.add_fingerprints([(url, fp) for _, url, fp in good])
+        except Exception as exc:  # the transaction: every page of it
+            verdicts = [_why(exc)] * len(good)
+        for (i, _, _), v in zip(good, verdicts):
+            results[i] = v.error or "error" if getattr(v, "status", None) == "error" else v
+    return results
+
+
+class DetectorProcessError(NeardupError):
+    """A page the detector process could not fingerprint or add (its message: why)."""
+
+
 SETTINGS = ("NEARDUP_DB", "NEARDUP_K", "NEARDUP_METHOD", "NEARDUP_EXTRACTOR")
 
 
@@ -212,6 +246,10 @@ class NeardupDownloaderMiddleware:
         self.threads = threads
         self._workers: Executor | None = None
         self._store: Executor
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, bytes, dict[str, str] | None, Future[Any]]] = []
+        self._adding = False  # a batch is in the detector process
+        self.batches = 0  # transactions sent to the detector process
         if settings is not None:
             self.mode = "process"
             self._store = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
@@ -288,7 +326,53 @@ class NeardupDownloaderMiddleware:
             assert self._workers is not None
             fp = await _in_thread(self._workers, partial(self.detector.fingerprint, body, url, headers))
             return await self._call("add_fingerprint", url, fp)
+        if self.mode == "process":
+            return await _wait(self._queue_add(url, body, headers))
         return await self._call("add", url, body, headers=headers)
+
+    def _queue_add(self, url: str, body: bytes, headers: dict[str, str] | None) -> Future[Any]:
+        """The page's verdict to come: added alone when the detector process is idle, else
+        with the pages that arrive while it works (group commit, :data:`MAX_BATCH`)."""
+        future: Future[Any] = Future()
+        with self._lock:
+            self._pending.append((url, body, headers, future))
+            if self._adding:
+                return future
+            self._adding = True
+        self._flush()
+        return future
+
+    def _flush(self) -> None:
+        """Send the waiting pages to the detector process (any thread)."""
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                if not batch:
+                    self._adding = False
+                    return
+                self.batches += 1
+            try:
+                job = self._store.submit(_process_add_batch, [(u, b, h) for u, b, h, _ in batch])
+            except Exception as exc:  # the process is gone or shut down: these pages fail, the crawl goes on
+                for *_, future in batch:
+                    future.set_exception(exc)
+                continue
+            job.add_done_callback(partial(self._added, batch))
+            return
+
+    def _added(self, batch: list[tuple[str, bytes, dict[str, str] | None, Future[Any]]], job: Future[Any]) -> None:
+        try:
+            results = job.result()
+        except Exception as exc:  # the process died (BrokenProcessPool): every page of the batch
+            results = [exc] * len(batch)
+        for (*_, future), result in zip(batch, results):
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            elif isinstance(result, str):
+                future.set_exception(DetectorProcessError(result))
+            else:
+                future.set_result(result)
+        self._flush()
 
     async def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         """Add an HTML 200 response; drop (``IgnoreRequest``) or tag (``request.meta["neardup"]``)
