@@ -35,9 +35,12 @@ longest lag is the reactor's longest stall.
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scrapy"
 CONFIGS = ("without", "before", "threads", "process")
 BEFORE_MODULE = "neardup_scrapy_before"
+FREEZE = "+freeze"  # a configuration with gc.freeze() at the engine's start
 SECTION = "## Scrapy crawl: the reactor never waits on neardup (`benchmarks/scrapy_crawl.py`)"
 TICK = 0.010
 
@@ -63,7 +67,7 @@ def _child(args: argparse.Namespace) -> None:
         sys.path.insert(0, args.before_dir)
     os.environ["SCRAPY_SETTINGS_MODULE"] = "neardup_example.settings"
     import scrapy
-    import serve_sample
+    serve_sample = importlib.import_module("serve_sample")  # examples/scrapy, on the path
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.project import get_project_settings
     from twisted.internet.task import LoopingCall
@@ -101,6 +105,9 @@ def _child(args: argparse.Namespace) -> None:
             return ext
 
         def started(self) -> None:
+            if args.gc_freeze:
+                gc.collect()
+                gc.freeze()  # what is there at the start is never scanned again
             self.loop.start(TICK, now=True)
 
         def stopped(self) -> None:
@@ -117,16 +124,39 @@ def _child(args: argparse.Namespace) -> None:
 
         async def start(self) -> Any:
             BenchSpider.t0 = time.perf_counter()
+            out["cpu0"] = _cpu(self.crawler)
             for url in urls:
                 yield scrapy.Request(url)
 
         def parse(self, response: Any) -> Any:  # the example spider's work, nothing followed
             BenchSpider.pages += 1
             BenchSpider.t1 = time.perf_counter()
+            if BenchSpider.pages == len(urls):
+                out["cpu1"] = _cpu(self.crawler)
             verdict = response.meta.get("neardup") or {}
             links = response.css("nav.site a::attr(href)").getall()
             yield {"url": response.url, "status": verdict.get("status"), "links": len(links)}
 
+    def _cpu(crawler: Any) -> tuple[float, float]:
+        """CPU seconds so far of the crawl's process (all threads) and of the detector process."""
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        detector = 0.0
+        for mw in crawler.engine.downloader.middleware.middlewares:
+            if getattr(mw, "mode", None) == "process":
+                detector = mw._store.submit(time.process_time).result()
+        return own.ru_utime + own.ru_stime, detector
+
+    gc_pauses: list[float] = []
+    gc_start = [0.0]
+
+    def _gc(phase: str, info: dict[str, int]) -> None:
+        if threading.current_thread() is threading.main_thread():
+            if phase == "start":
+                gc_start[0] = time.perf_counter()
+            elif gc_start[0]:
+                gc_pauses.append(time.perf_counter() - gc_start[0])
+
+    gc.callbacks.append(_gc)
     settings = get_project_settings()
     mws = {"without": {}, "before": {f"{BEFORE_MODULE}.NeardupDownloaderMiddleware": 950},
            "threads": {"neardup.scrapy.NeardupDownloaderMiddleware": 950},
@@ -156,6 +186,9 @@ def _child(args: argparse.Namespace) -> None:
                reactor_cpu_ms_per_page=round(1000 * out.pop("reactor_cpu_s", 0.0) / max(1, BenchSpider.pages), 2),
                neardup={k: v for k, v in stats.items() if k.startswith("neardup/")},
                finish_reason=stats.get("finish_reason"))
+    (c0, d0), (c1, d1) = out.pop("cpu0"), out.pop("cpu1", out.get("cpu0"))
+    out["cpu_ms_per_page"] = round(1000 * (c1 - c0 + d1 - d0) / max(1, BenchSpider.pages), 2)
+    out["gc_ms"] = round(1000 * max(gc_pauses, default=0.0), 1)
     del out["lags"]
     Path(args.out).write_text(json.dumps(out))
 
@@ -175,7 +208,7 @@ def _load() -> str:
 
 def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     sys.path.insert(0, str(EXAMPLE))
-    import serve_sample
+    serve_sample = importlib.import_module("serve_sample")  # examples/scrapy, on the path
 
     srv = serve_sample.make_server(0, host="127.0.0.1")
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -191,22 +224,29 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], 
                     out = Path(tmp) / f"{config}-{rep}.json"
                     store = Path(tmp) / f"{config}-{rep}"  # a fresh store per crawl
                     store.mkdir()
-                    cmd = [sys.executable, __file__, "--child", config, "--site", site, "--tmp", str(store),
-                           "--out", str(out), "--before-dir", tmp, "--rounds", str(args.rounds),
+                    cmd = [sys.executable, __file__, "--child", config.removesuffix(FREEZE), "--site", site,
+                           "--tmp", str(store), "--out", str(out), "--before-dir", tmp, "--rounds", str(args.rounds),
                            "--concurrency", str(args.concurrency), "--threads", str(args.threads),
                            "--max-seconds", str(args.max_seconds)]
                     if args.reactor:
                         cmd += ["--reactor", args.reactor]
+                    if args.gc_freeze or config.endswith(FREEZE):
+                        cmd += ["--gc-freeze"]
+                    before = resource.getrusage(resource.RUSAGE_SELF)
                     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.max_seconds + 120)
+                    after = resource.getrusage(resource.RUSAGE_SELF)  # this process: the site's server
                     if run.returncode != 0 or not out.exists():
                         raise SystemExit(f"{config} failed:\n{run.stderr[-3000:]}")
                     got = json.loads(out.read_text())
+                    server = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+                    got["server_cpu_ms_per_page"] = round(1000 * server / max(1, got["pages"]), 2)
                     if not got["pages"]:
                         raise SystemExit(f"{config}: no page crawled:\n{run.stderr[-3000:]}")
                     results[config].append(got)
                     print(f"{rep} {config:8s} {got['pages']:5d} pages {got['pages_per_s']:7.1f}/s "
                           f"stall {got['stall_ms']} ms p99 {got['p99_lag_ms']} ms "
-                          f"busy {got['busy_ms']} ms cpu/page {got['reactor_cpu_ms_per_page']} ms "
+                          f"busy {got['busy_ms']} ms gc {got['gc_ms']} ms cpu/page {got['reactor_cpu_ms_per_page']} ms "
+                          f"all {got['cpu_ms_per_page']} ms server {got['server_cpu_ms_per_page']} ms "
                           f">50ms {got['stalls']} {got['neardup']}", file=sys.stderr)
                 loads.append(_load())
     finally:
@@ -216,24 +256,29 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], 
 
 
 def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
-    base = statistics.median(r["pages_per_s"] for r in results["without"]) if results.get("without") else None
+    def base(config: str) -> float | None:
+        runs = results.get("without" + (FREEZE if config.endswith(FREEZE) else ""))
+        return statistics.median(r["pages_per_s"] for r in runs) if runs else None
+
     lines = ["| middleware | pages | pages/s (median; each run) | vs without | longest stall, ms (max; each run) "
              "| 99th pct lag, ms (median) | lags > 50 ms (total) | longest busy stretch, ms (max) "
-             "| reactor thread CPU, ms/page (median) |",
-             "|---|---:|---|---:|---|---:|---:|---:|---:|"]
+             "| reactor thread CPU, ms/page (median) | crawl CPU, ms/page (median) |",
+             "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     names = {"without": "none", "before": "before: blocking (in the reactor thread)",
              "threads": "after: coroutines, threads (`NEARDUP_PROCESS=False`)",
              "process": "after: coroutines, detector process (default)"}
     for config, runs in results.items():
         pps = [r["pages_per_s"] for r in runs]
         stalls = [r["stall_ms"] for r in runs]
-        med = statistics.median(pps)
-        rel = f"{100 * med / base:.0f}%" if base else "-"
-        lines.append(f"| {names[config]} | {runs[0]['pages']} | {med:.0f} ({', '.join(f'{p:.0f}' for p in pps)}) "
+        med, ref = statistics.median(pps), base(config)
+        rel = f"{100 * med / ref:.0f}%" if ref else "-"
+        name = names[config.removesuffix(FREEZE)] + (", `gc.freeze()`" if config.endswith(FREEZE) else "")
+        lines.append(f"| {name} | {runs[0]['pages']} | {med:.0f} ({', '.join(f'{p:.0f}' for p in pps)}) "
                      f"| {rel} | {max(stalls):.0f} ({', '.join(f'{s:.0f}' for s in stalls)}) "
                      f"| {statistics.median(r['p99_lag_ms'] for r in runs):.1f} "
                      f"| {sum(r['lags_over_50ms'] for r in runs)} | {max(r['busy_ms'] for r in runs):.0f} "
-                     f"| {statistics.median(r['reactor_cpu_ms_per_page'] for r in runs):.2f} |")
+                     f"| {statistics.median(r['reactor_cpu_ms_per_page'] for r in runs):.2f} "
+                     f"| {statistics.median(r['cpu_ms_per_page'] for r in runs):.2f} |")
     return lines
 
 
@@ -255,6 +300,7 @@ def main() -> None:
     ap.add_argument("--before", default="e0bc2e7", help="git revision of the blocking middleware")
     ap.add_argument("--reactor", default=None, help="TWISTED_REACTOR (default: the asyncio reactor)")
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--gc-freeze", action="store_true", help="gc.freeze() in the crawl when the engine starts")
     ap.add_argument("--max-seconds", type=int, default=120, help="CLOSESPIDER_TIMEOUT of each crawl")
     ap.add_argument("--write", type=Path, default=None, help="replace this file's section with the results")
     ap.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
@@ -284,7 +330,8 @@ def main() -> None:
              "the reactor thread (wall time: it includes the time the OS gives the cores to other work). Busy "
              "stretch: the reactor thread's own CPU time between two ticks (`time.thread_time()`: what the "
              "crawl's code, not the machine's load, keeps the reactor from); reactor thread CPU: its CPU time "
-             "over the crawl per page.", ""] + table(results)
+             "over the crawl per page; crawl CPU: the CPU time of the crawl's process (every thread) and of "
+             "the detector process per page (not the site's server).", ""] + table(results)
     print("\n".join(lines))
     if args.write:
         write_section(args.write, lines)
