@@ -11,7 +11,10 @@ times:
   ``src/neardup/scrapy.py`` is imported under another module name);
 - ``threads``: the middleware of this checkout (``neardup.scrapy``) with
   ``NEARDUP_PROCESS = False``: fingerprints in ``NEARDUP_THREADS`` threads, the store in one;
-- ``process``: the same middleware as configured by default: the detector in a process of its own.
+- ``process``: the same middleware as configured by default: the detector in a process of its own;
+- ``service``: the same middleware with ``NEARDUP_URL``: a ``neardup serve`` process (one
+  worker, a fresh store, started by this script), called by ``NEARDUP_THREADS`` threads
+  through :class:`neardup.Client`.
 
 The crawl: ``--rounds`` x 14 article URLs of the site, each URL distinct
 (``/a/<group>/?edition=<r>``: the site serves the article ``r`` places further, so that the
@@ -52,7 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scrapy"
-CONFIGS = ("without", "before", "threads", "process")
+CONFIGS = ("without", "before", "threads", "process", "service")
 BEFORE_MODULE = "neardup_scrapy_before"
 FREEZE = "+freeze"  # a configuration with gc.freeze() at the engine's start
 SECTION = "## Scrapy crawl: the reactor never waits on neardup (`benchmarks/scrapy_crawl.py`)"
@@ -160,11 +163,13 @@ def _child(args: argparse.Namespace) -> None:
     settings = get_project_settings()
     mws = {"without": {}, "before": {f"{BEFORE_MODULE}.NeardupDownloaderMiddleware": 950},
            "threads": {"neardup.scrapy.NeardupDownloaderMiddleware": 950},
-           "process": {"neardup.scrapy.NeardupDownloaderMiddleware": 950}}[args.child]
+           "process": {"neardup.scrapy.NeardupDownloaderMiddleware": 950},
+           "service": {"neardup.scrapy.NeardupDownloaderMiddleware": 950}}[args.child]
     settings.setdict({
         "DOWNLOADER_MIDDLEWARES": mws, "SPIDER_MIDDLEWARES": {},
         "NEARDUP_DB": str(Path(args.tmp) / f"{args.child}.db"), "NEARDUP_ON_DUPLICATE": "tag",
         "NEARDUP_THREADS": args.threads, "NEARDUP_PROCESS": args.child == "process",
+        "NEARDUP_URL": args.service if args.child == "service" else None,
         "CONCURRENT_REQUESTS": args.concurrency, "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
         "CLOSESPIDER_TIMEOUT": args.max_seconds, "CLOSESPIDER_PAGECOUNT": 0,
         "EXTENSIONS": {LagMonitor: 0}, "LOG_LEVEL": "WARNING",
@@ -201,6 +206,37 @@ def _before_module(rev: str, into: Path) -> None:
     (into / f"{BEFORE_MODULE}.py").write_text(src)
 
 
+def _start_service(store: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """``neardup serve`` on a free port of 127.0.0.1 over a fresh store, once it answers."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from neardup.cli import main; main()", "serve",
+                             "--db", str(store / "service.db"), "--port", str(port), "--extractor", "fast"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("neardup serve did not start")
+
+
+def _stop_service(proc: subprocess.Popen[bytes]) -> float:
+    """Stop the service; its CPU seconds (user + system, from /proc)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    proc.terminate()
+    proc.wait(timeout=30)
+    return cpu
+
+
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.2f} / {five:.2f}"
@@ -232,14 +268,21 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], 
                         cmd += ["--reactor", args.reactor]
                     if args.gc_freeze or config.endswith(FREEZE):
                         cmd += ["--gc-freeze"]
+                    service = None
+                    if config.removesuffix(FREEZE) == "service":
+                        service, url = _start_service(store, env)
+                        cmd += ["--service", url]
                     before = resource.getrusage(resource.RUSAGE_SELF)
                     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.max_seconds + 120)
                     after = resource.getrusage(resource.RUSAGE_SELF)  # this process: the site's server
+                    service_cpu = _stop_service(service) if service else 0.0
                     if run.returncode != 0 or not out.exists():
                         raise SystemExit(f"{config} failed:\n{run.stderr[-3000:]}")
                     got = json.loads(out.read_text())
                     server = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
                     got["server_cpu_ms_per_page"] = round(1000 * server / max(1, got["pages"]), 2)
+                    if service:  # the service's CPU (from its start: imports and numba kernels too)
+                        got["cpu_ms_per_page"] = round(got["cpu_ms_per_page"] + 1000 * service_cpu / got["pages"], 2)
                     if not got["pages"]:
                         raise SystemExit(f"{config}: no page crawled:\n{run.stderr[-3000:]}")
                     results[config].append(got)
@@ -266,7 +309,8 @@ def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
              "|---|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     names = {"without": "none", "before": "before: blocking (in the reactor thread)",
              "threads": "after: coroutines, threads (`NEARDUP_PROCESS=False`)",
-             "process": "after: coroutines, detector process (default)"}
+             "process": "after: coroutines, detector process (default)",
+             "service": "after: coroutines, `NEARDUP_URL` (service, threads)"}
     for config, runs in results.items():
         pps = [r["pages_per_s"] for r in runs]
         stalls = [r["stall_ms"] for r in runs]
@@ -308,6 +352,7 @@ def main() -> None:
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--before-dir", help=argparse.SUPPRESS)
+    ap.add_argument("--service", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return _child(args)
