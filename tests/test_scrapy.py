@@ -6,6 +6,8 @@ the middleware's contract in process (NotConfigured, non-HTML untouched)."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
 import json
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from neardup.scrapy import NeardupDownloaderMiddleware, NeardupSpiderMiddleware 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scrapy"
 sys.path.insert(0, str(EXAMPLE))
-import serve_sample  # noqa: E402
+serve_sample = importlib.import_module("serve_sample")  # examples/scrapy, on the path
 
 sys.path.remove(str(EXAMPLE))
 
@@ -127,7 +129,7 @@ def test_not_configured_and_untouched_responses(tmp_path):
     with pytest.raises(NotConfigured):
         NeardupSpiderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_ENABLED": False}))
     crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag",
-                                    "NEARDUP_PROCESS": False})
+                                    "NEARDUP_PROCESS": False, "NEARDUP_GC_FREEZE": False})
     mw = NeardupDownloaderMiddleware.from_crawler(crawler)
     assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector) and mw.mode == "local"
     mw.close()
@@ -200,8 +202,11 @@ def test_detector_process(tmp_path):
     the crawl before it starts; its page errors pass the page."""
     settings = {"NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_EXTRACTOR": "fast"}
     crawler = get_crawler(_Spider, settings)
+    gc.unfreeze()
     mw = NeardupDownloaderMiddleware.from_crawler(crawler)
     assert mw.mode == "process" and mw.detector is None
+    assert gc.get_freeze_count() > 0  # NEARDUP_GC_FREEZE: what is loaded is not scanned again
+    gc.unfreeze()
     stats = crawler.stats
     stats.open_spider()
     page, copy = _page("https://a.example/a"), _page("https://a.example/b")

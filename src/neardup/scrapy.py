@@ -26,6 +26,11 @@ Settings:
   ``NEARDUP_HOST_MAX_DUPLICATE_RATE`` / ``NEARDUP_HOST_MIN_PAGES`` (the host budget, off by
   default).
 - ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
+- ``NEARDUP_PROCESS`` (default True): the detector in a process of its own (see below).
+- ``NEARDUP_GC_FREEZE`` (default True): ``gc.freeze()`` once when the middleware is built,
+  before the crawl: the objects loaded by then (Scrapy, neardup and its numba kernels) are
+  never scanned by the cyclic garbage collector again, whose full collections otherwise
+  stall the reactor thread about twice as long as without neardup loaded.
 
 Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``html``, or an
 ``HtmlResponse`` without one); everything else passes untouched. Requests with
@@ -34,23 +39,28 @@ Only HTML responses with status 200 are fingerprinted (``Content-Type`` with ``h
 for the first time), ``neardup/unchanged`` and ``neardup/changed`` (re-fetches of stored URLs,
 which keep their first decision: an unchanged or changed page is never its own duplicate),
 ``neardup/error`` (a page the detector refused or failed on, passed on untouched),
-``neardup/dropped``, ``neardup/tagged``, ``neardup/skipped_before_fetch`` (and ``.../<reason>``), ``neardup/not_html``,
-``neardup/not_200``, ``neardup/links_not_followed``, ``neardup/should_fetch_error`` (a
-``should_fetch`` that failed: the request goes on).
+``neardup/dropped``, ``neardup/tagged``, ``neardup/skipped_before_fetch`` (and
+``.../<reason>``), ``neardup/not_html``, ``neardup/not_200``, ``neardup/links_not_followed``,
+``neardup/should_fetch_error`` (a ``should_fetch`` that failed: the request goes on).
 
 The crawl never waits on neardup: ``process_request`` and ``process_response`` are
-coroutines (Scrapy >= 2.13, with the asyncio reactor, Scrapy's default, with any other
-Twisted reactor, or without a reactor) that run the detector's work in threads of the
-middleware's own: ``NEARDUP_THREADS`` (default 2) fingerprint pages (the extractor and the
-numba kernels release the GIL only in part: more threads than cores buy nothing) or, with
-``NEARDUP_URL``, make the service calls; the store calls of a local detector run in one
-more thread, one at a time, in the order the responses arrive. Any error inside neardup
-(not only a :class:`NeardupError`) leaves the page or request untouched and is counted.
+coroutines (Scrapy >= 2.13; under the asyncio reactor, Scrapy's default, they await asyncio
+futures, under Twisted's other reactors Deferreds; both tested) and the detector's work runs
+elsewhere (:class:`NeardupDownloaderMiddleware`): by default in a process of its own, which
+fingerprints and stores the pages, the responses that arrive while it works together in one
+transaction; with ``NEARDUP_PROCESS = False`` in threads (``NEARDUP_THREADS`` fingerprint,
+one more makes the store calls, in the order the responses arrive: the extractor and the
+numba kernels release the GIL only in part, so these threads slow the reactor down more
+than the process does); with ``NEARDUP_URL``, threads make the service calls. A store that
+cannot be opened stops the crawl at its start; after that, any error inside neardup (not
+only a :class:`NeardupError`; a detector process that died too) leaves the page or request
+untouched and is counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 import threading
@@ -291,6 +301,12 @@ class NeardupDownloaderMiddleware:
                 mw._store.shutdown(wait=False, cancel_futures=True)
                 raise
         crawler.signals.connect(mw.spider_closed, signal=_scrapy().signals.spider_closed)
+        if s.getbool("NEARDUP_GC_FREEZE", True):
+            # before the crawl: what is loaded by now (Scrapy, neardup's numba kernels: about as
+            # many objects again) is never scanned by a collection again, which halves the
+            # collector's pauses in the reactor thread (docs/benchmarks.md)
+            gc.collect()
+            gc.freeze()
         return mw
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
