@@ -58,6 +58,7 @@ EXAMPLE = ROOT / "examples" / "scrapy"
 CONFIGS = ("without", "before", "threads", "process", "service")
 BEFORE_MODULE = "neardup_scrapy_before"
 FREEZE = "+freeze"  # a configuration with gc.freeze() at the engine's start
+END = "<!-- end of the output of benchmarks/scrapy_crawl.py -->"
 SECTION = "## Scrapy crawl: the reactor never waits on neardup (`benchmarks/scrapy_crawl.py`)"
 TICK = 0.010
 
@@ -327,12 +328,22 @@ def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 def write_section(path: Path, lines: list[str]) -> None:
+    """Replace the section's generated part (up to :data:`END`, or the whole section) in
+    ``path``, keeping what follows the marker (the findings written by hand); append it when
+    the file has no such section."""
     text = path.read_text() if path.exists() else ""
+    block = "\n".join(lines) + "\n\n" + END + "\n"
     at = text.find(SECTION)
-    if at >= 0:
+    if at < 0:
+        path.write_text(text.rstrip("\n") + "\n\n" + block)
+        return
+    end = text.find(END, at)
+    if end >= 0:
+        rest = text[end + len(END):].lstrip("\n")
+    else:
         nxt = text.find("\n## ", at + len(SECTION))
-        text = text[:at].rstrip("\n") + ("\n\n" + text[nxt + 1:] if nxt >= 0 else "")
-    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
+        rest = text[nxt + 1:] if nxt >= 0 else ""
+    path.write_text(text[:at] + block + ("\n" + rest if rest else ""))
 
 
 def main() -> None:
