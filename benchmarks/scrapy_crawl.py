@@ -3,7 +3,7 @@ and the reactor's longest stall.
 
 Serves the example's local site (``examples/scrapy/serve_sample.py``) on 127.0.0.1 only and
 runs, each in a fresh process (a Twisted reactor cannot restart), the same bounded crawl
-with the example project's settings under three configurations, alternated ``--repeats``
+with the example project's settings under each configuration, alternated ``--repeats``
 times:
 
 - ``without``: no neardup middleware;

@@ -243,11 +243,14 @@ def test_detector_process(tmp_path):
         NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "dir.db")}))
 
 
-@pytest.mark.parametrize("process", [True, False])
-def test_crawl_with_another_reactor(site, tmp_path, process):
-    """The same crawl under Twisted's default (non-asyncio) reactor: the coroutines await Deferreds."""
-    stats, items = crawl(site, tmp_path, "TWISTED_REACTOR=twisted.internet.epollreactor.EPollReactor",
-                         f"NEARDUP_PROCESS={process}")
+EPOLL = "TWISTED_REACTOR=twisted.internet.epollreactor.EPollReactor"
+
+
+@pytest.mark.parametrize(("loop", "process"), [(EPOLL, True), (EPOLL, False), ("TWISTED_REACTOR_ENABLED=False", True)])
+def test_crawl_with_another_reactor(site, tmp_path, loop, process):
+    """The same crawl under Twisted's default (non-asyncio) reactor, where the coroutines await
+    Deferreds, and under asyncio without a Twisted reactor (Scrapy >= 2.19)."""
+    stats, items = crawl(site, tmp_path, loop, f"NEARDUP_PROCESS={process}")
     main = {i["url"] for i in on_main(items, site)}
     assert {f"{site}a/{g}/" for g in ARTICLES} <= main
     assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
