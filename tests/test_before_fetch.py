@@ -36,7 +36,7 @@ def politico(fps, det, *, t0=1_000_000.0):
     for group in ("politico-vp-debate", "politico-student-debt", "politico-morning-money"):
         url, fp = fps[group]
         url = url.replace("http://", "https://")
-        for variant in ("", "?sessionid=1", "?sessionid=2&utm_source=feed"):
+        for variant in ("", "?sessionid=1", "?sessionid=2&src=feed"):
             verdicts.append(det.add_fingerprint(url + variant, fp, fetched_at=t))
             t += 1
     return verdicts
@@ -47,13 +47,13 @@ def test_rules_from_sample_duplicates_and_skips_naming_them(fps):
     statuses = [v.status for v in politico(fps, det)]
     assert statuses == ["new", "exact", "exact"] * 3
     rules = det.rules("www.politico.com")
-    assert [r.name for r in rules] == ["drop-param:sessionid", "drop-param:utm_source"]
-    assert [r.support for r in rules] == [3, 3]  # the utm_source variants also carry a session id
+    assert [r.name for r in rules] == ["drop-param:sessionid", "drop-param:src"]
+    assert [r.support for r in rules] == [3, 3]  # the src variants also carry a session id
     url = fps["politico-student-debt"][0]
-    d = det.should_fetch(url + "?utm_source=mail&sessionid=99")
+    d = det.should_fetch(url + "?src=mail&sessionid=99&utm_source=x")  # utm_*: dropped from every key
     assert (d.fetch, d.reason) == (False, "rule")
     assert d.known_url == url and d.canonical_url == url
-    assert set(d.rules) == {"drop-param:sessionid", "drop-param:utm_source"}
+    assert set(d.rules) == {"drop-param:sessionid", "drop-param:src"}
     # a distinct page of the same host is fetched, with or without a session id
     other = "https://www.politico.com/news/2022/10/18/another-article"
     assert det.should_fetch(other + "?sessionid=5").reason == "unknown"

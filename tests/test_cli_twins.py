@@ -138,8 +138,8 @@ def test_db_help_and_k_range():
                     "cluster"):
         out = " ".join(run(command, "--help").stdout.split())
         assert "SQLite file or postgresql:// URL" in out, command
-    assert "0..64" in run("add", "--help").stdout
-    assert run("check", "--db", "x.db", "-k", "65", "https://x.example/", "-").exit_code == 2
+    assert "0<=x<=128" in run("add", "--help").stdout or "0..128" in run("add", "--help").stdout
+    assert run("check", "--db", "x.db", "-k", "129", "https://x.example/", "-").exit_code == 2
 
 
 def test_threshold_with_simhash_is_a_usage_error(tmp_path):

@@ -180,7 +180,8 @@ def test_different_articles_of_one_site_are_all_new():
     assert len({v.cluster_id for v in verdicts}) == len(names)
     assert all(v.canonical_url == v.url for v in verdicts)
     assert det.stats() == {"pages": len(names), "clusters": len(names), "new": len(names),
-                           "exact": 0, "near": 0, "partial": 0, "empty": 0}
+                           "exact": 0, "near": 0, "partial": 0, "empty": 0, "fetches": len(names),
+                           "changed_pages": 0}
 
 
 def test_whole_sample_never_matches_across_groups():
@@ -385,7 +386,8 @@ def test_empty_pages(content):
     assert b.status == "empty"  # never an exact duplicate of another empty page
     assert b.match_id is None and b.cluster_id is None
     assert len(det.index) == 0
-    assert det.stats() == {"pages": 2, "clusters": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 2}
+    assert det.stats() == {"pages": 2, "clusters": 0, "new": 0, "exact": 0, "near": 0, "partial": 0, "empty": 2,
+                           "fetches": 2, "changed_pages": 0}
     # a check of the same content is empty too
     assert det.check("https://c.example/x", content).status == "empty"
 

@@ -362,9 +362,14 @@ def test_query_refuses_a_signature_of_the_wrong_length():
 def test_detector_on_the_sample(sample_pages, method):
     det = Detector(method=method)
     seen_groups: set[str] = set()
+    seen_urls: set[str] = set()
     near = 0
     for name, p in sample_pages.items():
         v = det.add(p.url, p.content)
+        if p.url in seen_urls:  # a recapture of the same URL: a version of it, never its own duplicate
+            assert v.version in ("unchanged", "changed") and v.match_url != v.url, (name, v)
+            continue
+        seen_urls.add(p.url)
         if p.group in seen_groups:
             assert v.status in ("exact", "near"), (name, v)
             if v.status == "near":
@@ -378,7 +383,7 @@ def test_detector_on_the_sample(sample_pages, method):
             assert v.status == "new", (name, v)
             assert v.method is None and v.score is None
         seen_groups.add(p.group)
-    assert near >= 6
+    assert near >= 3
     # the LSH holds one page per SimHash value (exact copies share one entry)
     assert len(det.lsh) == distinct_simhashes(det) < det.store.page_count()
     # different articles of the same site are not near duplicates of each other

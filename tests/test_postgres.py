@@ -135,3 +135,40 @@ def test_a_check_sees_what_another_worker_committed(pg_dsn):
     assert b.check("https://b.example/", text).status == "new"
     a.close()
     b.close()
+
+
+# -- connection failures name their cause, within a few seconds ---------------------------------
+
+def _silent_port():
+    """A local port that accepts TCP connections and never answers (a hung server)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock
+
+
+def test_connection_failures_name_their_cause_quickly(pg_server):
+    import time
+    from urllib.parse import urlsplit, urlunsplit
+
+    from neardup.postgres import PostgresStore, connect_cause
+
+    silent = _silent_port()
+    parts = urlsplit(pg_server)
+    cases = {
+        "no such database": urlunsplit(parts._replace(path="/neardup_no_such_database")),
+        "connection refused": "postgresql://127.0.0.1:1/x",
+        "timed out": f"postgresql://127.0.0.1:{silent.getsockname()[1]}/x",
+    }
+    try:
+        for cause, dsn in cases.items():
+            started = time.monotonic()
+            with pytest.raises(neardup.StoreError) as err:
+                PostgresStore(dsn)
+            assert cause in str(err.value) and "\n" not in str(err.value), (cause, str(err.value))
+            assert time.monotonic() - started < 4.0, cause
+    finally:
+        silent.close()
+    assert connect_cause('FATAL:  password authentication failed for user "x"').startswith("authentication failed")

@@ -162,7 +162,7 @@ def test_readme_shell_blocks(workdir):
                     elif "/v1/hosts" in command:
                         assert answer["total"] >= 1 and answer["hosts"][0]["pages"] >= 1, answer
                     else:  # a verdict
-                        assert answer["status"] in ("new", "exact", "near", "empty"), answer
+                        assert answer["status"] in ("new", "exact", "near"), answer  # real enough: not empty
     finally:
         for server in servers:
             server.terminate()

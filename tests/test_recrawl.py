@@ -280,7 +280,8 @@ def test_export_and_history_errors_are_one_line(tmp_path):
     r = run("export", "--db", tmp_path / "missing.db", "--out", tmp_path / "x.csv")
     assert r.exit_code == 3 and len(r.stderr.strip().splitlines()) == 1
     db = tmp_path / "s.db"
-    assert run("add", "--db", db, "https://a.example/1", SAMPLE / "pages" / "newyorker-teas-2019.html.gz").exit_code == 0
+    page = SAMPLE / "pages" / "newyorker-teas-2019.html.gz"
+    assert run("add", "--db", db, "https://a.example/1", page).exit_code == 0
     r = run("export", "--db", db, "--out", tmp_path / "x.xlsx")
     assert r.exit_code == 2 and "format" in r.stderr
     r = run("history", "--db", db, "https://a.example/unknown")

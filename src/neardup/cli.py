@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,12 +24,19 @@ from neardup import __version__
 from neardup.cli_crawl import export_cmd, history_cmd
 from neardup.cli_errors import EXIT_INPUT, handle_errors
 from neardup.cli_errors import one_line as _one_line
+from neardup.cli_settings import (
+    FINGERPRINT_FIELDS,
+    build_config,
+    config_options,
+    settings_from_options,
+    settings_options,
+)
 from neardup.cli_tools import report_cmd, tune_cmd
-from neardup.detector import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_VERIFY, Detector, Verdict
+from neardup.detector import Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError, URLError
-from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.inputs import InputItem, TooLargeError, read_file, read_input
+from neardup.settings import DetectorSettings
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
@@ -60,39 +67,6 @@ class OneLineGroup(click.Group):
             click.echo("neardup: error: aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def fingerprint_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options that set the fingerprint config (for a new store; an existing one keeps its own)."""
-    options = [
-        click.option("--extractor", type=click.Choice(["fast", "accurate", "full"]), default=None,
-                     help="Main-content extractor: accurate (trafilatura, default), fast (Resiliparse, ~10x faster, lower recall), full (no boilerplate removal)."),
-        click.option("--features", "scheme", type=click.Choice(["words", "shingles", "chars"]), default=None,
-                     help=f"Feature scheme (default {DEFAULT_CONFIG.features.scheme})."),
-        click.option("--ngram", type=click.IntRange(1, 16), default=None, help="n for shingles / chars schemes."),
-        click.option("--bits", type=click.Choice(["64", "128"]), default=None, help="SimHash width (default 64)."),
-        click.option("--min-tokens", type=click.IntRange(0), default=None,
-                     help=f"Pages with fewer main-content tokens are 'empty' (default {DEFAULT_CONFIG.min_tokens})."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def build_config(extractor: str | None, scheme: str | None, ngram: int | None, bits: str | None,
-                 min_tokens: int | None) -> FingerprintConfig | None:
-    """None when nothing was given (use the store's config, else the default)."""
-    if extractor is None and scheme is None and ngram is None and bits is None and min_tokens is None:
-        return None
-    base = DEFAULT_CONFIG
-    features = base.features
-    if scheme is not None or ngram is not None:
-        chosen = scheme or features.scheme
-        default_n = {"words": 1, "shingles": 3, "chars": 4}[chosen]
-        features = FeatureConfig(**{**features.to_dict(), "scheme": chosen, "ngram": ngram or default_n})
-    return base.with_(extractor=extractor or base.extractor, features=features,
-                      bits=int(bits) if bits else base.bits,
-                      min_tokens=base.min_tokens if min_tokens is None else min_tokens)
 
 
 def _read_content(file: str, max_bytes: int) -> bytes:
@@ -138,14 +112,15 @@ def main() -> None:
 @click.argument("files", nargs=-1, required=True)
 @click.option("--url", default=None, help="Page URL (resolves relative rel=canonical links).")
 @click.option("--text", "with_text", is_flag=True, help="Include the normalised main text.")
-@fingerprint_options
+@settings_options(FINGERPRINT_FIELDS)
+@config_options
 @handle_errors
 def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **opts: Any) -> None:
     """Print one JSON line per FILE (or - for stdin): digest, simhash (hex), spec, title, canonical.
 
     A file that cannot be read gets a JSON line with an "error" field; the exit code is 1
     if any file failed."""
-    config = build_config(**opts) or DEFAULT_CONFIG
+    config = build_config(settings_from_options(opts), **opts) or DEFAULT_CONFIG
     failed = False
     for file in files:
         try:
@@ -158,17 +133,6 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **
             click.echo(f"neardup: error: {msg}", err=True)
     if failed:
         sys.exit(EXIT_INPUT)
-
-
-def _decision(opts: dict[str, Any]) -> dict[str, Any]:
-    """The decision options out of ``opts``; ``--threshold`` only means something to MinHash."""
-    decide = {name: opts.pop(name) for name in ("method", "threshold", "containment")}
-    if decide["threshold"] is None:
-        decide["threshold"] = DEFAULT_THRESHOLD
-    elif decide["method"] == "simhash":
-        raise click.UsageError("--threshold is the MinHash Jaccard threshold: it needs --method minhash or both "
-                               "(with simhash, -k decides)")
-    return decide
 
 
 #: seconds to wait for a locked SQLite store or a PostgreSQL connection
@@ -189,14 +153,14 @@ def open_detector(db: str, *, create: bool = True, **kwargs: Any) -> Detector:
     return Detector.open(db, create=create, timeout=STORE_TIMEOUT, **kwargs)
 
 
-def _single(add: bool, db: str, url: str, file: str, k: int | None, header: tuple[str, ...], opts: dict[str, Any]) -> None:
-    decide = _decision(opts)
-    config = build_config(**opts)
+def _single(add: bool, db: str, url: str, file: str, header: tuple[str, ...], opts: dict[str, Any]) -> None:
+    settings = settings_from_options(opts)
+    config = build_config(settings, **opts)
     content = _read_content(file, (config or DEFAULT_CONFIG).max_bytes)
     # check never writes: against a store file that does not exist yet, every page is new;
     # a postgresql:// URL is always connected to (a server that is down is exit 3)
-    opener = (open_detector(db, k=k, config=config, **decide) if add or is_url(db) or Path(db).exists()
-              else Detector(k=k, config=config, **decide))
+    opener = (open_detector(db, config=config, settings=settings) if add or is_url(db) or Path(db).exists()
+              else Detector(config=config, settings=settings))
     with opener as det:
         verdict = det.add(url, content, _headers(header)) if add else det.check(url, content, _headers(header))
     click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
@@ -207,24 +171,6 @@ _db_option = click.option("--db", required=True, type=click.Path(dir_okay=False)
                           help=f"{DB_HELP} (a file is created if missing).")
 _existing_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
                                    help=f"{DB_HELP} (must exist).")
-_k_option = click.option("-k", "--k", "k", type=click.IntRange(0, 64), default=None,
-                         help="Hamming threshold 0..64: distance <= k is a candidate (then the sketch check). "
-                              f"Default: the store's tuned thresholds ('neardup tune --apply', per host), else {DEFAULT_K}.")
-def decision_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """How near duplicates are decided: SimHash distance, MinHash Jaccard, or both."""
-    options = [
-        click.option("--method", type=click.Choice(["simhash", "minhash", "both"]), default="simhash",
-                     show_default=True, help="simhash: distance <= k; minhash: estimated Jaccard >= --threshold; both: either."),
-        click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
-                     help=f"MinHash Jaccard threshold (methods minhash and both only; default {DEFAULT_THRESHOLD})."),
-        click.option("--containment", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
-                     help="Also report 'partial' copies: share of a page found in a longer stored page >= this."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
 _header_option = click.option("-H", "--header", multiple=True, help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
 
 
@@ -232,28 +178,26 @@ _header_option = click.option("-H", "--header", multiple=True, help="HTTP header
 @_db_option
 @click.argument("url")
 @click.argument("file")
-@_k_option
-@decision_options
 @_header_option
-@fingerprint_options
+@settings_options()
+@config_options
 @handle_errors
-def add_cmd(db: str, url: str, file: str, k: int | None, header: tuple[str, ...], **opts: Any) -> None:
+def add_cmd(db: str, url: str, file: str, header: tuple[str, ...], **opts: Any) -> None:
     """Decide what FILE (fetched from URL; - for stdin) is, record it, print the JSON verdict."""
-    _single(True, db, url, file, k, header, opts)
+    _single(True, db, url, file, header, opts)
 
 
 @main.command("check")
 @_db_option
 @click.argument("url")
 @click.argument("file")
-@_k_option
-@decision_options
 @_header_option
-@fingerprint_options
+@settings_options()
+@config_options
 @handle_errors
-def check_cmd(db: str, url: str, file: str, k: int | None, header: tuple[str, ...], **opts: Any) -> None:
+def check_cmd(db: str, url: str, file: str, header: tuple[str, ...], **opts: Any) -> None:
     """Like add, without writing anything to the store."""
-    _single(False, db, url, file, k, header, opts)
+    _single(False, db, url, file, header, opts)
 
 
 class VerdictWriter:
@@ -316,24 +260,19 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @click.option("--batch", is_flag=True,
               help="Decide on the whole input at once (neardup.batch: order-independent clusters and canonicals; "
                    "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance.")
-@click.option("--verify", type=click.FloatRange(0.0, 1.0), default=DEFAULT_VERIFY, show_default=True,
-              help="Sketch (word 3-shingle Jaccard) a SimHash candidate needs to be near.")
-@click.option("--canonical", default=None, help="Canonical policy chain, e.g. 'rel-canonical,first-seen' (the default).")
 @click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
-@_k_option
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes that extract and fingerprint pages (default: every CPU this process may use); one writer.")
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
-@decision_options
-@fingerprint_options
+@settings_options()
+@config_options
 @handle_errors
-def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: float, canonical: str | None,
-              out: str | None, fmt: str | None, errors_path: str | None, k: int | None,
-              jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
+def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | None, fmt: str | None,
+              errors_path: str | None, jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
@@ -343,7 +282,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     never its own duplicate: 'unchanged' or 'changed' (the 'version' column), keeping its
     first decision while it stays a near copy of it. Items that cannot be read or fingerprinted are
     skipped and counted by reason; WARC records that are not pages (other content types,
-    statuses other than 200, revisits) are counted by reason under 'skipped'."""
+    statuses other than 200, revisits) are counted by reason under 'skipped'. Exit 0 when
+    at least one page was read (failed items are counted, and listed with --errors); exit 1
+    when none of the input items could be read."""
     from tqdm import tqdm
 
     from neardup.inputs import count_items
@@ -352,12 +293,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
         if not Path(path).is_dir():
             read_input(path)
-    decide = _decision(opts)
+    settings = settings_from_options(opts)
+    config = build_config(settings, **opts)
     if batch:
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
-        _dedup_batch(inputs, out, fmt, errors_path, k=k, verify=verify, canonical=canonical, jobs=jobs,
-                     config=build_config(**opts), **decide)
+        _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config)
         return
     if db is None:
         raise click.UsageError("Missing option '--db' (or use --batch)")
@@ -370,7 +311,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     skipped: dict[str, int] = {}
     clusters_touched: set[int] = set()
     jobs = jobs or default_jobs()
-    with open_detector(db, k=k, config=build_config(**opts), verify=verify, canonical=canonical, **decide) as det:
+    with open_detector(db, config=config, settings=settings) as det:
         if out:
             stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         if errors_path:
@@ -435,19 +376,21 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, verify: floa
     )
     # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
     click.echo(json.dumps(summary), err=out == "-")
+    if counts["pages"] and counts["error"] == counts["pages"]:
+        click.echo(f"neardup: error: none of the {counts['pages']} input items could be read", err=True)
+        sys.exit(EXIT_INPUT)
 
 
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
 
 
-def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *, k: int | None,
-                 verify: float, canonical: str | None, jobs: int | None, config: FingerprintConfig | None,
-                 method: str, threshold: float, containment: float | None) -> None:
+def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *,
+                 settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None) -> None:
     """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs."""
     from neardup.batch import dedup_batch
     from neardup.parallel import default_jobs
 
-    if containment is not None:
+    if settings.containment is not None:
         raise click.UsageError("--containment is not available with --batch")
     jobs = jobs or default_jobs()
     pages, unread = [], []
@@ -456,8 +399,8 @@ def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, erro
             pages.append(item.page)
         elif item.skip is None:
             unread.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
-    res = dedup_batch(pages, k=k, verify=verify, canonical=canonical, method=method, threshold=threshold,
-                      config=config, jobs=jobs)
+    res = dedup_batch(pages, k=settings.k, verify=settings.verify, canonical=settings.canonical,
+                      method=settings.method, threshold=settings.threshold, config=config, jobs=jobs)
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     if out:
         stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
@@ -545,17 +488,20 @@ HOST_FIELDS = ("host", "pages", "new", "exact", "near", "partial", "empty", "dup
               help="Only pages fetched in the last S seconds.")
 @click.option("--trap-members", type=click.IntRange(1), default=10, show_default=True,
               help="URLs of one host in one cluster that make the host a trap.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True,
-              help="json: one line per host; csv: a table with a header.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "json"]), default="jsonl", show_default=True,
+              help="jsonl: one JSON line per host; csv: a table with a header; json: one JSON array.")
 @handle_errors
 def hosts_cmd(db: str, top: int | None, sort: str, window: float | None, trap_members: int, fmt: str) -> None:
     """Per-host duplicate signals, sorted: pages, counts by status, duplicate rate, distinct
     contents, the largest cluster, trap and a suggested budget factor."""
     with open_detector(db, create=False) as det:
         rows = det.hosts(top, window=window, sort=sort, trap_members=trap_members)
-    if fmt == "json":
+    if fmt == "jsonl":
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if fmt == "json":
+        click.echo(json.dumps(rows, ensure_ascii=False))
         return
     stream = sys.stdout
     writer = csv.DictWriter(stream, fieldnames=HOST_FIELDS, lineterminator="\n")
@@ -615,12 +561,11 @@ def cluster_cmd(db: str, cluster_id: int) -> None:
               help="Request body bytes held at once per worker; more get 503 with Retry-After (bounds memory).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes sharing the store (each keeps its index current from the store's change log).")
-@_k_option
-@decision_options
-@fingerprint_options
+@settings_options()
+@config_options
 @handle_errors
 def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, max_body: int, body_timeout: float,
-              max_inflight: int, max_inflight_bytes: int, workers: int, k: int | None, **opts: Any) -> None:
+              max_inflight: int, max_inflight_bytes: int, workers: int, **opts: Any) -> None:
     """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
     postgresql:// URL)."""
     try:
@@ -631,10 +576,10 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
         raise ConfigError(f"the service needs the 'service' extra: pip install 'neardup[service]' ({exc})") from None
     if private and not token:
         raise ConfigError("--private needs --token (or NEARDUP_TOKEN)")
-    decide = _decision(opts)
+    settings = settings_from_options(opts)
     limits = {"body_timeout": body_timeout, "max_inflight": max_inflight, "max_inflight_bytes": max_inflight_bytes,
               "private": private}
-    det = open_detector(db, k=k, config=build_config(**opts), **decide)  # creates / checks the store once
+    det = open_detector(db, config=build_config(settings, **opts), settings=settings)  # creates / checks the store
     from neardup.parallel import warm_up
 
     warm_up(det.config)  # compile (cold cache: with a notice) before the first request, not during it
@@ -646,9 +591,9 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
             det.close()
         return
 
-    settings = {"config": det.config.to_dict(), "k": k, "max_body": max_body, **limits, **decide}
+    passed = {"config": det.config.to_dict(), "settings": settings.to_dict(), "max_body": max_body, **limits}
     det.close()
-    os.environ.update({"NEARDUP_DB": db, "NEARDUP_SETTINGS": json.dumps(settings), "NEARDUP_TOKEN": token or ""})
+    os.environ.update({"NEARDUP_DB": db, "NEARDUP_SETTINGS": json.dumps(passed), "NEARDUP_TOKEN": token or ""})
     serve_workers(workers, host, port)
 
 

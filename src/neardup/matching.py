@@ -14,7 +14,9 @@ In order:
 3. equal digests: ``exact``;
 4. SimHash distance ``<= k``: a candidate, ``near`` when the verification sketches
    (:mod:`neardup.sketch`) estimate a word 3-shingle Jaccard similarity ``>= verify`` (or when
-   either page has no sketch, or ``verify`` is None).
+   ``verify`` is None, or neither page's spec has a sketch: spec version 1). A fingerprint
+   whose spec has a sketch but that comes without one (a crawler sending only a SimHash)
+   is never ``near``: it can only be ``exact``.
 
 >>> from neardup import fingerprint
 >>> text = " ".join(f"word{i}" for i in range(300))
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 #: the repeated-boilerplate guard; longer ones are content whatever the title (a news site
 #: editing a headline keeps the article). Measured in docs/quality.md.
 GUARD_MAX_LENGTH = 1000
+#: what a fingerprint spec with a verification sketch says (spec version 2 on)
+SKETCH_SPEC = ";sketch="
 
 
 @dataclass(frozen=True)
@@ -55,25 +59,29 @@ class Side:
     title: str | None = None
     host: str | None = None  # None when unknown (file: URLs): the guard never applies
     length: int = 0
+    expects_sketch: bool = False  # its spec has a sketch (version 2 on): a missing one is not "no check"
 
     @classmethod
     def of(cls, fp: Fingerprint, url: str | None = None) -> Side:
         """From a fingerprint (and the URL it was fetched from)."""
         return cls(simhash=fp.simhash, digest=fp.digest, empty=fp.empty, sketch=fp.sketch,
-                   title=fp.title, host=(host_of(url) or None) if url else None, length=fp.length)
+                   title=fp.title, host=(host_of(url) or None) if url else None, length=fp.length,
+                   expects_sketch=SKETCH_SPEC in fp.spec)
 
     @classmethod
     def of_record(cls, rec: PageRecord) -> Side:
         """From a stored page."""
         return cls(simhash=rec.simhash, digest=rec.digest, empty=rec.status == "empty",
-                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length)
+                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length,
+                   expects_sketch=SKETCH_SPEC in rec.spec)
 
 
 @dataclass(frozen=True)
 class Match:
     """The outcome for one pair: ``status`` ``exact`` | ``near`` | None (no match), the
     SimHash ``distance``, the sketch's Jaccard estimate ``score`` (None without sketches)
-    and, for no match, ``reason``: ``empty``, ``boilerplate``, ``distance`` or ``verify``."""
+    and, for no match, ``reason``: ``empty``, ``boilerplate``, ``distance``, ``no-sketch``
+    or ``verify``."""
 
     status: str | None
     distance: int
@@ -106,6 +114,8 @@ def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
     if distance > k:
         return Match(None, distance, reason="distance")
     score = sketch_score(a, b)
+    if verify is not None and score is None and (a.expects_sketch or b.expects_sketch):
+        return Match(None, distance, reason="no-sketch")  # a SimHash alone never makes "near"
     if verify is not None and score is not None and score < verify:
         return Match(None, distance, score, reason="verify")
     return Match("near", distance, score)

@@ -62,6 +62,28 @@ class _Rows:
         return iter(self._rows)
 
 
+#: seconds a store waits for the server's first answer before saying why it cannot connect
+PROBE_TIMEOUT = 3.0
+
+
+def connect_cause(message: str) -> str:
+    """Why a connection failed, in words, from the driver's message (its first line kept).
+
+    >>> connect_cause('connection failed: FATAL:  database "crawl" does not exist')
+    'no such database (connection failed: FATAL:  database "crawl" does not exist)'
+    """
+    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    low = message.lower()
+    causes = (("refused", "connection refused (is the server running on that host and port?)"),
+              ("does not exist", "no such database"), ("password", "authentication failed"),
+              ("authentication", "authentication failed"), ("timeout", "timed out"), ("timed out", "timed out"),
+              ("could not translate host name", "unknown host"), ("name or service not known", "unknown host"))
+    for needle, cause in causes:
+        if needle in low:
+            return f"{cause} ({first})"
+    return first
+
+
 class PostgresStore(SQLStore):
     """Pages, clusters and the change log in a PostgreSQL database (psycopg 3 pool)."""
 
@@ -84,6 +106,7 @@ class PostgresStore(SQLStore):
         if self.statement_timeout is not None:  # every statement of every pooled session
             kwargs["options"] = f"-c statement_timeout={max(1, round(self.statement_timeout * 1000))}"
         self._local = threading.local()
+        self._probe(dsn, kwargs)
         try:
             self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True, timeout=timeout,
                                         kwargs=kwargs)
@@ -91,6 +114,31 @@ class PostgresStore(SQLStore):
         except Exception as exc:  # psycopg_pool raises PoolTimeout wrapping the connection error
             raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(exc).splitlines()[0]}") from None
         self._migrate(create)
+
+    def _probe(self, dsn: str, kwargs: dict[str, Any]) -> None:
+        """One direct connection before the pool, within :data:`PROBE_TIMEOUT` seconds: a
+        server that cannot be used is a :class:`StoreError` naming why (refused, no such
+        database, authentication, timeout), not a pool timeout after ``timeout`` seconds."""
+        wait = min(self.timeout, PROBE_TIMEOUT)
+        outcome: list[Any] = []
+
+        def attempt() -> None:  # libpq may try twice (SSL, then not): a deadline of our own
+            try:
+                outcome.append(self._psycopg.connect(dsn, **{**kwargs, "connect_timeout": max(1, int(wait))}))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                outcome.append(exc)
+
+        worker = threading.Thread(target=attempt, name="neardup-pg-probe", daemon=True)
+        worker.start()
+        worker.join(wait)
+        if not outcome:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: timed out (no answer within {wait:g} s)")
+        found = outcome[0]
+        if isinstance(found, self._psycopg.Error):
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {connect_cause(str(found))}")
+        if isinstance(found, Exception):  # a malformed DSN
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(found).splitlines()[0]}")
+        found.close()
 
     # -- plumbing ---------------------------------------------------------------------
     def _run(self, conn: Any, sql: str, params: Sequence[Any]) -> _Rows:

@@ -118,6 +118,27 @@ _STEPS: dict[int, list[Step]] = {
 #: the tables a store of the current schema has
 TABLES = ("meta", "pages", "clusters", "changes", "cluster_links", "page_versions")
 
+def _normalise_urls(execute: Any) -> None:
+    """Schema 4 -> 5: stored URLs become their keys (:func:`neardup.urls.normalize_url`, the
+    default settings), the URL as fetched kept in ``fetched_url``. A URL whose key another
+    stored page already has keeps its form (two fetches of one key cannot be merged after
+    the fact); one that is no valid URL any more is left as it was."""
+    from neardup.errors import NeardupError
+    from neardup.urls import normalize_url
+
+    rows = execute("SELECT id, url FROM pages ORDER BY id").fetchall()
+    taken = {str(url) for _, url in rows}
+    for pid, url in rows:
+        try:
+            key = normalize_url(str(url))
+        except NeardupError:
+            continue
+        if key == url or key in taken:
+            continue
+        taken.add(key)
+        execute("UPDATE pages SET url=?, fetched_url=?, url_key=? WHERE id=?", (key, url, url_key(key), pid))
+
+
 #: Schema 4 -> 5, common to both dialects: every fetch of a URL (a bounded history per page,
 #: :data:`neardup.storeapi.HISTORY_LIMIT` rows) for its change rate and recrawl schedule.
 _VERSIONS_TABLE: list[Step] = [
@@ -132,6 +153,7 @@ _VERSIONS_TABLE: list[Step] = [
         score {real}
     )""",
     "CREATE INDEX page_versions_page ON page_versions(page_id, id)",
+    _normalise_urls,
     # the first fetch of every stored page, as far as the store knows it
     ("INSERT INTO page_versions(page_id, fetched_at, digest, simhash) "
      "SELECT id, fetched_at, digest, simhash FROM pages ORDER BY id"),

@@ -62,7 +62,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from neardup import __version__
-from neardup.detector import DEFAULT_THRESHOLD, DEFAULT_TRAP_MEMBERS, Detector, Verdict
+from neardup.detector import DEFAULT_TRAP_MEMBERS, Detector, Verdict
 from neardup.errors import (
     InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError,
 )
@@ -623,16 +623,20 @@ class _Metrics:
 def app_from_env() -> FastAPI:
     """App factory for ``uvicorn --factory`` and ``neardup serve --workers N``: every worker
     process opens its own Detector on the shared store named by ``NEARDUP_DB`` (settings in
-    ``NEARDUP_SETTINGS``, JSON written by the CLI)."""
+    ``NEARDUP_SETTINGS``, JSON written by the CLI; else the decision settings from
+    ``NEARDUP_K``, ``NEARDUP_VERIFY``, ...: :meth:`DetectorSettings.from_env`)."""
     import os
 
     from neardup.fingerprint import FingerprintConfig
 
+    from neardup.settings import DetectorSettings
+
     settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
     config = FingerprintConfig.from_dict(settings["config"]) if settings.get("config") else None
-    detector = Detector.open(os.environ["NEARDUP_DB"], k=settings.get("k"), config=config,
-                             method=settings.get("method", "simhash"), threshold=settings.get("threshold", DEFAULT_THRESHOLD),
-                             containment=settings.get("containment"))
+    # the CLI passes every decision setting; without it, the NEARDUP_K, NEARDUP_VERIFY, ... variables
+    decide = (DetectorSettings.from_dict(settings["settings"]) if settings.get("settings")
+              else DetectorSettings.from_env())
+    detector = Detector.open(os.environ["NEARDUP_DB"], config=config, settings=decide)
     limits = {name: settings[name] for name in ("body_timeout", "max_inflight", "max_inflight_bytes", "private")
               if name in settings}
     return create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,

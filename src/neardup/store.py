@@ -42,7 +42,17 @@ import numpy as np
 from neardup.canonical import link_key, url_key
 from neardup.errors import StoreError, StoreLockedError
 from neardup.schema import SCHEMA_VERSION, TABLES, migrations
-from neardup.storeapi import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store, VersionRow
+from neardup.storeapi import (
+    HISTORY_LIMIT,
+    PAGE_COLUMNS,
+    ClusterRow,
+    HostFigures,
+    Lookup,
+    MemberRow,
+    PageRecord,
+    Store,
+    VersionRow,
+)
 
 __all__ = ["GROWTH_HALF_LIFE", "HISTORY_LIMIT", "MIGRATIONS", "PAGE_COLUMNS", "SCHEMA_VERSION", "ClusterRow",
            "Lookup", "PageRecord", "SQLStore", "SQLiteStore", "VersionRow"]
@@ -363,6 +373,49 @@ class SQLStore(Store):
 
     def status_counts(self) -> dict[str, int]:
         return {str(s): int(n) for s, n in self._exec("SELECT status, count(*) FROM pages GROUP BY status")}
+
+    # -- aggregates: host figures ----------------------------------------------------------
+    @staticmethod
+    def _where_host(host: str | None, since: float | None, extra: str = "") -> tuple[str, list[Any]]:
+        terms: list[str] = [extra] if extra else []
+        params: list[Any] = []
+        if host is not None:
+            terms.append("host = ?")
+            params.append(host)
+        if since is not None:
+            terms.append("fetched_at >= ?")
+            params.append(float(since))
+        return (" WHERE " + " AND ".join(terms)) if terms else "", params
+
+    def host_figures(self, host: str | None = None, since: float | None = None) -> list[HostFigures]:
+        where, params = self._where_host(host, since)
+        statuses = ("new", "exact", "near", "partial", "empty")
+        by_status = ", ".join(f"sum(CASE WHEN status = '{s}' THEN 1 ELSE 0 END)" for s in statuses)
+        rows = self._exec(
+            f"SELECT host, {by_status}, count(DISTINCT CASE WHEN status != 'empty' THEN cluster_id END), "
+            "sum(CASE WHEN fetches > 1 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN fetches > 1 AND change_count > 0 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN fetches > 1 THEN change_count ELSE 0 END), "
+            f"sum(CASE WHEN fetches > 1 THEN fetched_at - first_seen ELSE 0 END) FROM pages{where} GROUP BY host",
+            params).fetchall()
+        out = []
+        for r in rows:
+            counts = {s: int(n or 0) for s, n in zip(statuses, r[1:6]) if n}
+            out.append(HostFigures(str(r[0]), counts, int(r[6] or 0), int(r[7] or 0), int(r[8] or 0),
+                                   int(r[9] or 0), float(r[10] or 0.0)))
+        return out
+
+    def largest_host_clusters(self, hosts: Sequence[str], since: float | None = None) -> dict[str, tuple[int, int]]:
+        if not hosts:
+            return {}
+        where, params = self._where_host(None, since, "status != 'empty' AND cluster_id IS NOT NULL")
+        marks = ",".join("?" * len(hosts))
+        rows = self._exec(
+            "SELECT host, cluster_id, n FROM (SELECT host, cluster_id, count(*) AS n, row_number() OVER "
+            "(PARTITION BY host ORDER BY count(*) DESC, cluster_id) AS r FROM pages"
+            f"{where} AND host IN ({marks}) GROUP BY host, cluster_id) AS ranked WHERE r = 1",
+            [*params, *hosts]).fetchall()
+        return {str(h): (int(c), int(n)) for h, c, n in rows}
 
     def export_batches(self, batch: int = 5000) -> Iterator[list[dict[str, Any]]]:
         """Every stored URL with its cluster's current canonical and its match's URL (one

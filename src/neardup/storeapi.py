@@ -97,6 +97,29 @@ class VersionRow:
                 "changed": self.changed, "distance": self.distance, "score": self.score}
 
 
+@dataclass(frozen=True)
+class HostFigures:
+    """One host's pages, as :meth:`Store.host_figures` counts them."""
+
+    host: str
+    counts: dict[str, int]
+    """pages by status (each URL's decision against the other URLs)"""
+    distinct_contents: int
+    """non-empty clusters behind the host's URLs"""
+    refetched: int
+    """URLs fetched more than once"""
+    changed_pages: int
+    """of those, URLs whose content changed"""
+    changes: int
+    """changes seen on the re-fetched URLs"""
+    watched: float
+    """seconds the re-fetched URLs were watched (first to last fetch, summed)"""
+
+    @property
+    def pages(self) -> int:
+        return sum(self.counts.values())
+
+
 @dataclass
 class ClusterRow:
     """A cluster as stored: its canonical page, size and growth."""
@@ -229,6 +252,18 @@ class Store(ABC):
 
     @abstractmethod
     def host_stats(self, host: str) -> dict[str, int]: ...
+
+    # -- aggregates: host figures (Detector.hosts, the service, the report) ------------------
+    @abstractmethod
+    def host_figures(self, host: str | None = None, since: float | None = None) -> list[HostFigures]:
+        """Per host (or only ``host``), over its pages fetched at or after ``since``: counts
+        by status, distinct non-empty clusters and the fetch/change counters; one grouped
+        query."""
+
+    @abstractmethod
+    def largest_host_clusters(self, hosts: Sequence[str], since: float | None = None) -> dict[str, tuple[int, int]]:
+        """For each of ``hosts``: ``(cluster_id, urls)`` of the cluster holding most of its
+        non-empty pages (ties: the lowest id)."""
 
     @abstractmethod
     def export_batches(self, batch: int = 5000) -> Iterator[list[dict[str, Any]]]:

@@ -65,12 +65,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from neardup.detector import DEFAULT_K, DEFAULT_VERIFY
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, fingerprint_text
 from neardup.matching import Side, match
 from neardup.minhash import MinHashSignature, jaccard
+from neardup.model import DEFAULT_K, DEFAULT_VERIFY
 from neardup.storeapi import PageRecord, Store
+from neardup.thresholds import META_KEY, META_VERSION, apply, stored_choice, thresholds_for
 from neardup.urls import host_of
 
 #: Hamming thresholds measured
@@ -85,9 +86,6 @@ DEFAULT_MIN_PRECISION = 0.99
 MIN_HOST_PAIRS = 20
 #: ... and at least this many of each label
 MIN_HOST_EACH = 5
-#: the store meta key :func:`apply` writes
-META_KEY = "thresholds"
-META_VERSION = 1
 
 SAME_LABELS = frozenset({"same", "same-content", "duplicate", "dup", "near-duplicate", "near", "1", "true", "yes",
                          "positive", "y"})
@@ -667,31 +665,6 @@ def tune(pairs: str | Path | PairsFile | Sequence[LabelledPair], *, store: Store
 # --------------------------------------------------------------------------------------------
 # Storing the choice, the plot, the text summary
 # --------------------------------------------------------------------------------------------
-
-def apply(store: Store, choice: TuneResult | dict[str, Any], method: str = "simhash") -> dict[str, Any]:
-    """Store the choice in ``store``'s settings (meta :data:`META_KEY`); returns what was stored."""
-    settings = choice.settings(method) if isinstance(choice, TuneResult) else dict(choice)
-    if settings.get("method") not in ("simhash", "minhash"):
-        raise NeardupError(f"unknown method {settings.get('method')!r} in the thresholds to apply")
-    settings.setdefault("version", META_VERSION)
-    store.set_meta(META_KEY, settings)
-    return settings
-
-
-def stored_choice(store: Store) -> dict[str, Any] | None:
-    """The thresholds :func:`apply` stored, or None."""
-    value = store.get_meta(META_KEY)
-    return value if isinstance(value, dict) else None
-
-
-def thresholds_for(settings: dict[str, Any], host: str | None) -> dict[str, Any]:
-    """The thresholds a page of ``host`` should be decided with: the host's own values when
-    the settings list it, else the top-level ones (``k``, ``verify``, ``threshold``, ``method``)."""
-    out = {key: settings.get(key) for key in ("method", "k", "verify", "threshold")}
-    if host and host in (settings.get("hosts") or {}):
-        out.update({key: v for key, v in settings["hosts"][host].items() if key in ("k", "verify", "threshold")})
-    return out
-
 
 def pr_curve_svg(result: TuneResult, verifies: Iterable[float] | None = None) -> str:
     """The precision/recall curve (one line per verify threshold, points over k; MinHash as
