@@ -24,7 +24,9 @@ Settings:
   ``process_request`` and ignore requests it answers ``skip`` (known duplicates, learned URL
   rules, host budget); ``NEARDUP_MAX_AGE`` (seconds: skip known URLs fetched more recently),
   ``NEARDUP_HOST_MAX_DUPLICATE_RATE`` / ``NEARDUP_HOST_MIN_PAGES`` (the host budget, off by
-  default).
+  default). A URL that the store already holds from this crawl (the same page under another
+  spelling: tracking parameters, case, default port...) is skipped too (``this-crawl``),
+  unless the request has ``dont_filter``.
 - ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
 - ``NEARDUP_PROCESS`` (default True): the detector in a process of its own (see below).
 - ``NEARDUP_GC_FREEZE`` (default True): ``gc.freeze()`` once when the middleware is built,
@@ -64,6 +66,7 @@ import gc
 import logging
 import multiprocessing
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
@@ -254,6 +257,7 @@ class NeardupDownloaderMiddleware:
         self.host_min_pages = host_min_pages
         self.owns_detector = owns_detector
         self.threads = threads
+        self.started = time.time()  # a URL fetched since is not fetched again in this crawl
         self._workers: Executor | None = None
         self._store: Executor
         self._lock = threading.Lock()
@@ -328,11 +332,17 @@ class NeardupDownloaderMiddleware:
             self.stats.inc_value("neardup/should_fetch_error")
             logger.warning("neardup: should_fetch failed for %s: %s", request.url, _why(exc))
             return None
+        reason = decision.reason
         if decision.fetch:
-            return None
+            fetched = getattr(decision, "fetched_at", None)
+            if reason != "known" or request.dont_filter or fetched is None or fetched < self.started:
+                return None
+            # the URL, as the store keys it (tracking parameters dropped...), was fetched
+            # during this crawl already: Scrapy's duplicate filter compares URLs as written
+            reason = "this-crawl"
         self.stats.inc_value("neardup/skipped_before_fetch")
-        self.stats.inc_value(f"neardup/skipped_before_fetch/{decision.reason}")
-        why = decision.reason + (f" ({', '.join(decision.rules)})" if decision.rules else "")
+        self.stats.inc_value(f"neardup/skipped_before_fetch/{reason}")
+        why = reason + (f" ({', '.join(decision.rules)})" if decision.rules else "")
         logger.debug("neardup: skipped before the fetch: %s: %s -> %s", request.url, why,
                      decision.known_url or decision.canonical_url or "")
         raise _scrapy().exceptions.IgnoreRequest(f"neardup: {why}: {request.url}")
