@@ -139,6 +139,15 @@ def test_not_configured_and_untouched_responses(tmp_path):
     mw = NeardupDownloaderMiddleware.from_crawler(crawler)
     assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector) and mw.mode == "local"
     mw.close()
+    # every decision setting of DetectorSettings, as NEARDUP_<FIELD>
+    mw = NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {
+        "NEARDUP_DB": str(tmp_path / "y.db"), "NEARDUP_PROCESS": False, "NEARDUP_GC_FREEZE": False,
+        "NEARDUP_K": "9", "NEARDUP_VERIFY": "none", "NEARDUP_EXTRACTOR": "fast", "NEARDUP_MIN_TOKENS": 5}))
+    assert (mw.detector.settings.k, mw.detector.settings.verify, mw.detector.settings.min_tokens) == (9, None, 5)
+    mw.close()
+    with pytest.raises(NeardupError, match="method"):
+        NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {
+            "NEARDUP_DB": str(tmp_path / "z.db"), "NEARDUP_PROCESS": False, "NEARDUP_METHOD": "nope"}))
 
     stats = MemoryStatsCollector(crawler)
     mw = NeardupDownloaderMiddleware(Detector(), stats, on_duplicate="drop")

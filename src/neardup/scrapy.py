@@ -13,8 +13,12 @@ Settings:
   so does a configuration with neither ``NEARDUP_DB`` nor ``NEARDUP_URL``.
 - ``NEARDUP_DB``: a SQLite store file or a ``postgresql://`` URL (:meth:`Detector.open`);
   ``NEARDUP_URL`` / ``NEARDUP_TOKEN``: a ``neardup serve`` service (:class:`neardup.Client`).
-- ``NEARDUP_K``, ``NEARDUP_METHOD`` (``simhash`` | ``minhash`` | ``both``),
-  ``NEARDUP_EXTRACTOR`` (``fast`` | ``accurate`` | ``full``; for a new store): detector settings.
+- the detector's settings, every field of :class:`neardup.settings.DetectorSettings` as
+  ``NEARDUP_<FIELD>``: ``NEARDUP_K``, ``NEARDUP_VERIFY``, ``NEARDUP_METHOD`` (``simhash`` |
+  ``minhash`` | ``both``), ``NEARDUP_THRESHOLD``, ``NEARDUP_CONTAINMENT``,
+  ``NEARDUP_CANONICAL``, ``NEARDUP_EXTRACTOR`` (``fast`` | ``accurate`` | ``full``),
+  ``NEARDUP_MIN_TOKENS``, ``NEARDUP_MAX_BYTES`` (these three for a new store),
+  ``NEARDUP_KEEP_CHANGES``.
 - ``NEARDUP_ON_DUPLICATE``: ``drop`` (default: ``IgnoreRequest``, the spider never sees the
   page) or ``tag`` (the page goes on with ``response.meta["neardup"]``, the verdict's dict).
 - ``NEARDUP_FOLLOW_DUPLICATES`` (default False): with ``tag``, whether requests the spider
@@ -74,7 +78,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from neardup.detector import Detector
 from neardup.errors import NeardupError
-from neardup.fingerprint import DEFAULT_CONFIG
+from neardup.settings import DetectorSettings, setting_names
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -156,12 +160,8 @@ def open_detector(settings: Any) -> tuple[Any, bool]:
         from neardup.client import Client
 
         return Client(url, token=settings.get("NEARDUP_TOKEN") or None), True
-    db = settings.get("NEARDUP_DB")
-    k = settings.get("NEARDUP_K")
-    extractor = settings.get("NEARDUP_EXTRACTOR")
-    config = DEFAULT_CONFIG.with_(extractor=extractor) if extractor else None
-    det = Detector.open(db, k=int(k) if k not in (None, "") else None, config=config,
-                        method=settings.get("NEARDUP_METHOD", "simhash"))
+    # every decision setting, as NEARDUP_K, NEARDUP_VERIFY, NEARDUP_EXTRACTOR... (DetectorSettings)
+    det = Detector.open(settings.get("NEARDUP_DB"), settings=DetectorSettings.from_env(settings))
     return det, True
 
 
@@ -212,7 +212,8 @@ class DetectorProcessError(NeardupError):
     """A page the detector process could not fingerprint or add (its message: why)."""
 
 
-SETTINGS = ("NEARDUP_DB", "NEARDUP_K", "NEARDUP_METHOD", "NEARDUP_EXTRACTOR")
+#: The settings a detector process is opened with: the store and every decision setting.
+SETTINGS = ("NEARDUP_DB", *(f"NEARDUP_{name.upper()}" for name in setting_names()))
 
 
 class NeardupDownloaderMiddleware:
