@@ -59,7 +59,9 @@ class Side:
     title: str | None = None
     host: str | None = None  # None when unknown (file: URLs): the guard never applies
     length: int = 0
-    expects_sketch: bool = False  # its spec has a sketch (version 2 on): a missing one is not "no check"
+    #: a fingerprint being decided whose spec has a sketch (version 2 on): a missing sketch is
+    #: then no reason to skip the check (a stored page without one, written before sketches, is)
+    expects_sketch: bool = False
 
     @classmethod
     def of(cls, fp: Fingerprint, url: str | None = None) -> Side:
@@ -72,8 +74,7 @@ class Side:
     def of_record(cls, rec: PageRecord) -> Side:
         """From a stored page."""
         return cls(simhash=rec.simhash, digest=rec.digest, empty=rec.status == "empty",
-                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length,
-                   expects_sketch=SKETCH_SPEC in rec.spec)
+                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
     if distance > k:
         return Match(None, distance, reason="distance")
     score = sketch_score(a, b)
-    if verify is not None and score is None and (a.expects_sketch or b.expects_sketch):
+    missing = (a.expects_sketch and a.sketch is None) or (b.expects_sketch and b.sketch is None)
+    if verify is not None and score is None and missing:
         return Match(None, distance, reason="no-sketch")  # a SimHash alone never makes "near"
     if verify is not None and score is not None and score < verify:
         return Match(None, distance, score, reason="verify")
