@@ -181,7 +181,7 @@ def _process_open(settings: dict[str, Any]) -> None:
 def _process_call(name: str, *args: Any, **kwargs: Any) -> Any:
     """In the detector process: one of its detector's methods (``add``, ``should_fetch``,
     ``close``)."""
-    if _PROCESS_DETECTOR is None:  # pragma: no cover - the initializer failed
+    if _PROCESS_DETECTOR is None:  # pragma: no cover - opening failed, from_crawler raised
         raise RuntimeError("neardup: the detector process has no detector")
     return getattr(_PROCESS_DETECTOR, name)(*args, **kwargs)
 
@@ -248,7 +248,7 @@ class NeardupDownloaderMiddleware:
         if threads < 1:
             raise NotConfigured(f"NEARDUP_THREADS must be at least 1, got {threads}")
         if (detector is None) == (settings is None):
-            raise TypeError("pass a detector, or the settings of a detector process, not both")
+            raise TypeError("pass either a detector or the settings of a detector process")
         self.detector = detector
         self.stats = stats
         self.on_duplicate = on_duplicate
