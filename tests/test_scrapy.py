@@ -9,9 +9,12 @@ import asyncio
 import gc
 import importlib
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -338,3 +341,40 @@ def test_two_crawls_into_one_store(changing_site, tmp_path):
     assert _host_rates(store) == rates2
     assert stats3.get("neardup/changed", 0) == 0 and stats3["neardup/unchanged"] >= len(ARTICLES) + 1
     assert all(stats3.get(f"neardup/{s}", 0) == 0 for s in ("new", "exact", "near", "dropped"))
+
+
+@pytest.fixture
+def service(tmp_path):
+    """``neardup serve`` over a fresh store on a free port of 127.0.0.1 (for NEARDUP_URL)."""
+    pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from neardup.cli import main; main()", "serve", "--db",
+                             str(tmp_path / "service.db"), "--port", str(port), "--extractor", "fast"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("neardup serve did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_crawl_through_the_service(site, tmp_path, service):
+    """NEARDUP_URL: the same crawl with the service deciding (its calls in the middleware's threads)."""
+    stats, items = crawl(site, tmp_path, f"NEARDUP_URL={service}")
+    assert {i["status"] for i in items} <= {"new", "empty"}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= {i["url"] for i in on_main(items, site)}
+    assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
+    assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats
+    assert not (tmp_path / "crawl.db").exists()  # NEARDUP_URL wins over NEARDUP_DB
