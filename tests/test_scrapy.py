@@ -256,6 +256,21 @@ def test_detector_process(tmp_path):
     mw.spider_closed()
     with Detector.open(tmp_path / "p.db") as det:
         assert det.stats()["pages"] == 7
+    # a detector process that dies: pages and requests pass, counted; the crawl goes on
+    crawler = get_crawler(_Spider, {**settings, "NEARDUP_GC_FREEZE": False})
+    mw = NeardupDownloaderMiddleware.from_crawler(crawler)
+    crawler.stats.open_spider()
+    for proc in list(mw._store._processes.values()):  # type: ignore[attr-defined]
+        proc.kill()
+        proc.join()
+    page = _page("https://c.example/a")
+    assert run(mw.process_response(Request(page.url), page)) is page
+    assert run(mw.process_request(Request("https://c.example/b"))) is None
+    page = _page("https://c.example/c")
+    assert run(mw.process_response(Request(page.url), page)) is page
+    got = crawler.stats.get_stats()
+    assert (got["neardup/error"], got["neardup/should_fetch_error"]) == (2, 1)
+    mw.spider_closed()  # a warning, no exception
     (tmp_path / "dir.db").mkdir()
     with pytest.raises(NeardupError):
         NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "dir.db")}))
