@@ -21,15 +21,20 @@ The crawl: ``--rounds`` x 14 article URLs of the site, each URL distinct
 URLs of one path differ in content, no URL rule is learned and every request is fetched in
 every configuration; 14 pages are new, the others exact duplicates of another URL),
 ``NEARDUP_ON_DUPLICATE=tag`` (the spider sees every page in every configuration), Scrapy's
-default concurrency (16 requests, here all on one host), a
-fresh SQLite store per crawl, the example's ``fast`` extractor, no warm-up (the first page
-loads the numba kernels from their cache, as in a real crawl). The spider does the example
-spider's work on each page (an item, the navigation links extracted) but follows nothing.
+default concurrency (16 requests, here all on one host), a fresh SQLite store per crawl,
+the example's ``fast`` extractor, no warm-up by the benchmark (the blocking middleware loads
+the numba kernels at the first page; the detector process and the service load them before
+the crawl starts, as they do in a real crawl). The spider does the example spider's work on
+each page (an item, the navigation links extracted) but follows nothing.
 
 Measured in the crawl process: pages per second (responses received by the spider, from the
 first request to the last response) and the reactor's lag: a
 ``twisted.internet.task.LoopingCall`` every 10 ms records how late each call runs; the
-longest lag is the reactor's longest stall.
+longest lag is the reactor's longest stall. Also: the reactor thread's longest busy stretch
+between two ticks in its own CPU time (``time.thread_time()``: the code's share of a stall,
+not the machine's load), its CPU time per page, the CPU time per page of the crawl's process
+and the detector process or service, and the longest garbage collection. ``--configs``
+picks configurations; a name with ``+freeze`` adds ``gc.freeze()`` at the engine's start.
 
     python benchmarks/scrapy_crawl.py                      # prints the table
     python benchmarks/scrapy_crawl.py --write docs/benchmarks.md
