@@ -23,8 +23,8 @@ every configuration; 14 pages are new, the others exact duplicates of another UR
 ``NEARDUP_ON_DUPLICATE=tag`` (the spider sees every page in every configuration), Scrapy's
 default concurrency (16 requests, here all on one host), a fresh SQLite store per crawl,
 the example's ``fast`` extractor, no warm-up by the benchmark (the blocking middleware loads
-the numba kernels at the first page; the detector process and the service load them before
-the crawl starts, as they do in a real crawl). The spider does the example spider's work on
+the numba kernels at the first page in the reactor thread, the detector process before the
+crawl starts, the service in its own process: as in a real crawl). The spider does the example spider's work on
 each page (an item, the navigation links extracted) but follows nothing.
 
 Measured in the crawl process: pages per second (responses received by the spider, from the
