@@ -5,10 +5,16 @@ the middleware's contract in process (NotConfigured, non-HTML untouched)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import importlib
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,22 +22,24 @@ import pytest
 
 scrapy = pytest.importorskip("scrapy")
 
+from scrapy import Spider  # noqa: E402
 from scrapy.exceptions import IgnoreRequest, NotConfigured  # noqa: E402
 from scrapy.http import HtmlResponse, Request, TextResponse  # noqa: E402
 from scrapy.statscollectors import MemoryStatsCollector  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from neardup import Detector  # noqa: E402
+from neardup.errors import NeardupError  # noqa: E402
 from neardup.scrapy import NeardupDownloaderMiddleware, NeardupSpiderMiddleware  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scrapy"
 sys.path.insert(0, str(EXAMPLE))
-import serve_sample  # noqa: E402
+serve_sample = importlib.import_module("serve_sample")  # examples/scrapy, on the path
 
 sys.path.remove(str(EXAMPLE))
 
 ARTICLES = sorted(serve_sample.load_articles())
-KINDS = ("?sessionid=", "?utm_source=", "/index.html", "/print/")
+KINDS = ("?sessionid=", "/index.html", "/print/")  # ?utm_* is the article's own URL (tracking parameters)
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +84,16 @@ def test_tag_and_follow_duplicates_rules_stop_variants_and_the_trap(site, tmp_pa
     assert all(n <= 4 for n in per_kind.values()), per_kind
     requested = len(ARTICLES) * len(KINDS)
     assert 1 - len(variants) / requested >= 0.7
+    # ?utm_source=...: the store drops tracking parameters, so it is the article's own URL,
+    # fetched in this crawl already: skipped before the fetch
+    assert not any("utm_source" in u for u in by_url)
+    assert stats["neardup/skipped_before_fetch/this-crawl"] == len(ARTICLES)
     # the calendar trap stops by rule (drop-param:date) after a few pages
     calendar = [u for u in by_url if "/calendar/" in u]
     assert 2 <= len(calendar) <= 5
-    assert stats["neardup/skipped_before_fetch"] == stats["neardup/skipped_before_fetch/rule"] >= 40
+    skipped = {k.rsplit("/", 1)[1]: v for k, v in stats.items() if k.startswith("neardup/skipped_before_fetch/")}
+    assert stats["neardup/skipped_before_fetch"] == sum(skipped.values()) and skipped["rule"] >= 40
+    assert set(skipped) <= {"rule", "known-duplicate", "this-crawl"}
     assert stats["neardup/tagged"] == stats["neardup/exact"] + stats["neardup/near"]
     assert stats["neardup/not_html"] == 2  # the style sheet, on both host names
     assert stats.get("neardup/links_not_followed", 0) == 0
@@ -87,7 +101,7 @@ def test_tag_and_follow_duplicates_rules_stop_variants_and_the_trap(site, tmp_pa
         host = urlsplit(site).hostname
         rules = {r.name for r in det.rules(host)}
         assert {"index-file:index.html", "drop-segment:print", "drop-param:date"} <= rules
-        assert any("sessionid" in r for r in rules) and any("utm_source" in r for r in rules)
+        assert any("sessionid" in r for r in rules) and not any("utm_source" in r for r in rules)
         d = det.should_fetch(f"{site}print/a/{ARTICLES[-1]}/index.html?utm_source=x&sessionid=5")
         assert (d.fetch, d.reason, d.known_url) == (False, "rule", f"{site}a/{ARTICLES[-1]}/")
         top = det.hosts(top=1, sort="pages")[0]
@@ -106,7 +120,12 @@ def test_drop_duplicates_and_do_not_follow_them(site, tmp_path):
     assert stats["neardup/near"] == 1 and sum("/calendar/" in u for u in main) == 1
 
 
-class _Spider(scrapy.Spider):
+def run(coro):
+    """A middleware coroutine run to its end (outside a crawl: on a fresh asyncio loop)."""
+    return asyncio.run(coro)
+
+
+class _Spider(Spider):
     name = "t"
 
 
@@ -118,34 +137,259 @@ def test_not_configured_and_untouched_responses(tmp_path):
             get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ENABLED": False}))
     with pytest.raises(NotConfigured):
         NeardupSpiderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_ENABLED": False}))
-    crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag"})
+    crawler = get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "x.db"), "NEARDUP_ON_DUPLICATE": "tag",
+                                    "NEARDUP_PROCESS": False, "NEARDUP_GC_FREEZE": False})
     mw = NeardupDownloaderMiddleware.from_crawler(crawler)
-    assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector)
-    mw.detector.close()
+    assert mw.on_duplicate == "tag" and isinstance(mw.detector, Detector) and mw.mode == "local"
+    mw.close()
+    # every decision setting of DetectorSettings, as NEARDUP_<FIELD>
+    mw = NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {
+        "NEARDUP_DB": str(tmp_path / "y.db"), "NEARDUP_PROCESS": False, "NEARDUP_GC_FREEZE": False,
+        "NEARDUP_K": "9", "NEARDUP_VERIFY": "none", "NEARDUP_EXTRACTOR": "fast", "NEARDUP_MIN_TOKENS": 5}))
+    assert (mw.detector.settings.k, mw.detector.settings.verify, mw.detector.settings.min_tokens) == (9, None, 5)
+    mw.close()
+    with pytest.raises(NeardupError, match="method"):
+        NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {
+            "NEARDUP_DB": str(tmp_path / "z.db"), "NEARDUP_PROCESS": False, "NEARDUP_METHOD": "nope"}))
 
     stats = MemoryStatsCollector(crawler)
     mw = NeardupDownloaderMiddleware(Detector(), stats, on_duplicate="drop")
     text = "<html><body><article>" + " ".join(f"word{i}" for i in range(400)) + "</article></body></html>"
     css = TextResponse("https://a.example/s.css", body=b"body{}", headers={"Content-Type": "text/css"})
     req = Request("https://a.example/s.css")
-    assert mw.process_response(req, css) is css and "neardup" not in req.meta
+    assert mw.mode == "local"
+    assert run(mw.process_response(req, css)) is css and "neardup" not in req.meta
     r404 = HtmlResponse("https://a.example/x", status=404, body=text.encode(), headers={"Content-Type": "text/html"})
-    assert mw.process_response(Request(r404.url), r404) is r404
+    assert run(mw.process_response(Request(r404.url), r404)) is r404
     page = HtmlResponse("https://a.example/a", body=text.encode(), headers={"Content-Type": "text/html"})
     req = Request(page.url)
-    assert mw.process_response(req, page) is page and req.meta["neardup"]["status"] == "new"
+    assert run(mw.process_response(req, page)) is page and req.meta["neardup"]["status"] == "new"
     copy = HtmlResponse("https://a.example/b", body=text.encode(), headers={"Content-Type": "text/html"})
     with pytest.raises(IgnoreRequest):
-        mw.process_response(Request(copy.url), copy)
+        run(mw.process_response(Request(copy.url), copy))
     with pytest.raises(IgnoreRequest):  # known duplicate: skipped before the fetch
-        mw.process_request(Request("https://a.example/b"))
-    assert mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True})) is None
+        run(mw.process_request(Request("https://a.example/b")))
+    assert run(mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True}))) is None
     got = stats.get_stats()
     assert (got["neardup/not_html"], got["neardup/not_200"], got["neardup/new"], got["neardup/exact"],
             got["neardup/dropped"], got["neardup/skipped_before_fetch/known-duplicate"]) == (1, 1, 1, 1, 1, 1)
+    mw.close()
 
     smw = NeardupSpiderMiddleware(stats, follow_duplicates=False)
     dup = HtmlResponse("https://a.example/b", body=b"<html></html>", request=Request(
         "https://a.example/b", meta={"neardup": {"status": "exact"}}))
     out = list(smw.process_spider_output(dup, [Request("https://a.example/c"), {"item": 1}]))
     assert out == [{"item": 1}] and stats.get_value("neardup/links_not_followed") == 1
+
+
+class _Broken(Detector):
+    """A detector that fails inside (not with a NeardupError) for pages and URLs with "bad"."""
+
+    def fingerprint(self, content, url=None, headers=None):
+        if url and "bad" in url:
+            raise RuntimeError("kernel crashed")
+        return super().fingerprint(content, url, headers)
+
+    def should_fetch(self, url, **kwargs):
+        if "bad" in url:
+            raise OSError("store gone")
+        return super().should_fetch(url, **kwargs)
+
+
+def _page(url, words=400, html=True):
+    text = "<html><body><article>" + " ".join(f"word{i}" for i in range(words)) + "</article></body></html>"
+    return HtmlResponse(url, body=text.encode(), headers={"Content-Type": "text/html" if html else "text/plain"})
+
+
+def test_errors_inside_neardup_never_stop_the_crawl():
+    stats = MemoryStatsCollector(get_crawler(_Spider, {}))
+    mw = NeardupDownloaderMiddleware(_Broken(), stats, on_duplicate="drop")
+    page = _page("https://a.example/bad")
+    req = Request(page.url)
+    assert run(mw.process_response(req, page)) is page and "neardup" not in req.meta  # passes untouched
+    assert run(mw.process_request(Request("https://a.example/bad"))) is None  # fetched
+    good = _page("https://a.example/good")
+    assert run(mw.process_response(Request(good.url), good)) is good
+    got = stats.get_stats()
+    assert (got["neardup/error"], got["neardup/should_fetch_error"], got["neardup/new"]) == (1, 1, 1)
+    mw.close()
+
+
+def test_detector_process(tmp_path):
+    """The default arrangement: the detector in a process of its own; its store errors stop
+    the crawl before it starts; its page errors pass the page."""
+    settings = {"NEARDUP_DB": str(tmp_path / "p.db"), "NEARDUP_EXTRACTOR": "fast"}
+    crawler = get_crawler(_Spider, settings)
+    gc.unfreeze()
+    mw = NeardupDownloaderMiddleware.from_crawler(crawler)
+    assert mw.mode == "process" and mw.detector is None
+    assert gc.get_freeze_count() > 0  # NEARDUP_GC_FREEZE: what is loaded is not scanned again
+    gc.unfreeze()
+    stats = crawler.stats
+    stats.open_spider()
+    page, copy = _page("https://a.example/a"), _page("https://a.example/b")
+    req = Request(page.url)
+    assert run(mw.process_response(req, page)) is page and req.meta["neardup"]["status"] == "new"
+    with pytest.raises(IgnoreRequest):
+        run(mw.process_response(Request(copy.url), copy))
+    with pytest.raises(IgnoreRequest):
+        run(mw.process_request(Request("https://a.example/b")))
+    binary = HtmlResponse("https://a.example/c", body=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40,
+                          headers={"Content-Type": "text/html"})
+    assert run(mw.process_response(Request(binary.url), binary)) is binary
+    got = stats.get_stats()
+    assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (1, 1, 1)
+    # responses that arrive while the process works go in one transaction, verdicts in order
+    many = [_page(f"https://b.example/{i}", words=300) for i in range(6)]
+    many[3] = HtmlResponse("https://b.example/bad", body=binary.body, headers={"Content-Type": "text/html"})
+
+    async def together():
+        return await asyncio.gather(*(mw.process_response(Request(r.url), r) for r in many), return_exceptions=True)
+
+    batches = mw.batches
+    out = run(together())
+    assert mw.batches - batches < len(many)
+    assert out[0] is many[0] and out[3] is many[3]
+    assert all(isinstance(out[i], IgnoreRequest) for i in (1, 2, 4, 5))
+    got = stats.get_stats()
+    assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (2, 5, 2)
+    mw.spider_closed()
+    with Detector.open(tmp_path / "p.db") as det:
+        assert det.stats()["pages"] == 7
+    # a detector process that dies: pages and requests pass, counted; the crawl goes on
+    crawler = get_crawler(_Spider, {**settings, "NEARDUP_GC_FREEZE": False})
+    mw = NeardupDownloaderMiddleware.from_crawler(crawler)
+    crawler.stats.open_spider()
+    for proc in list(mw._store._processes.values()):  # type: ignore[attr-defined]
+        proc.kill()
+        proc.join()
+    page = _page("https://c.example/a")
+    assert run(mw.process_response(Request(page.url), page)) is page
+    assert run(mw.process_request(Request("https://c.example/b"))) is None
+    page = _page("https://c.example/c")
+    assert run(mw.process_response(Request(page.url), page)) is page
+    got = crawler.stats.get_stats()
+    assert (got["neardup/error"], got["neardup/should_fetch_error"]) == (2, 1)
+    mw.spider_closed()  # a warning, no exception
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(NeardupError):
+        NeardupDownloaderMiddleware.from_crawler(get_crawler(_Spider, {"NEARDUP_DB": str(tmp_path / "dir.db")}))
+
+
+EPOLL = "TWISTED_REACTOR=twisted.internet.epollreactor.EPollReactor"
+
+
+@pytest.mark.parametrize(("loop", "process"), [(EPOLL, True), (EPOLL, False), ("TWISTED_REACTOR_ENABLED=False", True)])
+def test_crawl_with_another_reactor(site, tmp_path, loop, process):
+    """The same crawl under Twisted's default (non-asyncio) reactor, where the coroutines await
+    Deferreds, and under asyncio without a Twisted reactor (Scrapy >= 2.19)."""
+    stats, items = crawl(site, tmp_path, loop, f"NEARDUP_PROCESS={process}")
+    main = {i["url"] for i in on_main(items, site)}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= main
+    assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
+    assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats
+
+
+CHANGED = ARTICLES[:3]  # changed between the two crawls (an update sentence in the main text)
+
+
+@pytest.fixture
+def changing_site():
+    """A site of its own whose articles change between two crawls (``server.site``)."""
+    srv = serve_sample.make_server(0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv, f"http://127.0.0.1:{srv.server_address[1]}/"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _host_rates(db):
+    with Detector.open(db) as det:
+        return {h["host"]: (h["pages"], h["duplicates"], h["duplicate_rate"]) for h in det.hosts()}
+
+
+def test_two_crawls_into_one_store(changing_site, tmp_path):
+    """A recrawl: the second crawl of the example (drop duplicates) into the first one's store,
+    with some articles changed, the others unchanged, and a new variant kind (?ref=rss) on
+    every article. Re-fetches are versions of their URL: nothing unchanged is counted or
+    dropped as a duplicate, changed pages are fetched and reported changed, and every host's
+    duplicate rate counts each URL once, as a single crawl does (a third crawl of the same
+    site leaves it as it is). Twice fetched, an article is fresh until its next_fetch."""
+    srv, site = changing_site
+    store = tmp_path / "crawl.db"
+    crawl(site, tmp_path)
+    rates1 = _host_rates(store)
+    srv.site.changed = {g: serve_sample.changed_version(srv.site.articles[g]) for g in CHANGED}
+    srv.site.extra_variants = True
+    stats2, items2 = crawl(site, tmp_path)
+    articles = {f"{site}a/{g}/" for g in ARTICLES}
+    changed = {f"{site}a/{g}/" for g in CHANGED}
+    got = {i["url"]: i for i in on_main(items2, site)}
+    # every article re-fetched and passed to the spider (none dropped), with its first decision
+    assert articles <= set(got)
+    assert all(got[u]["status"] == "new" for u in articles)
+    assert {u for u in articles if got[u]["version"] == "changed"} == changed
+    assert all(got[u]["version"] == "unchanged" for u in articles - changed)
+    assert stats2["neardup/changed"] == len(CHANGED)
+    assert stats2["neardup/unchanged"] >= len(ARTICLES) - len(CHANGED) + 1  # and the calendar's first page
+    # the only first decisions of the recrawl: the new variants (?ref=rss), exact duplicates, dropped
+    assert stats2.get("neardup/new", 0) == stats2.get("neardup/near", 0) == 0
+    new_dups = stats2.get("neardup/exact", 0)
+    assert stats2["neardup/dropped"] == new_dups > 0
+    assert not any("ref=rss" in u for u in got)
+    assert stats2["neardup/skipped_before_fetch"] > 0  # known duplicates and learned rules
+    with Detector.open(store) as det:
+        assert all(det.store.page_by_url(u).status == "new" for u in articles)
+    # every host's rate: each stored URL counted once, by its first decision
+    main, mirror = urlsplit(site).hostname, serve_sample.MIRROR_HOST
+    rates2 = _host_rates(store)
+    pages1, dups1, _ = rates1[main]
+    assert rates2[main] == (pages1 + new_dups, dups1 + new_dups, round((dups1 + new_dups) / (pages1 + new_dups), 4))
+    assert rates2[mirror] == rates1[mirror]
+    # fetched twice: the schedule now says fresh (no change expected yet) ...
+    with Detector.open(store) as det:
+        d = det.should_fetch(f"{site}a/{ARTICLES[-1]}/")
+        assert (d.fetch, d.reason) == (False, "fresh") and d.next_fetch is not None
+    # ... a third crawl that re-fetches anyway (NEARDUP_MAX_AGE=0): every page unchanged, no rate moves
+    stats3, _ = crawl(site, tmp_path, "NEARDUP_MAX_AGE=0")
+    assert _host_rates(store) == rates2
+    assert stats3.get("neardup/changed", 0) == 0 and stats3["neardup/unchanged"] >= len(ARTICLES) + 1
+    assert all(stats3.get(f"neardup/{s}", 0) == 0 for s in ("new", "exact", "near", "dropped"))
+
+
+@pytest.fixture
+def service(tmp_path):
+    """``neardup serve`` over a fresh store on a free port of 127.0.0.1 (for NEARDUP_URL)."""
+    pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from neardup.cli import main; main()", "serve", "--db",
+                             str(tmp_path / "service.db"), "--port", str(port), "--extractor", "fast"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("neardup serve did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_crawl_through_the_service(site, tmp_path, service):
+    """NEARDUP_URL: the same crawl with the service deciding (its calls in the middleware's threads)."""
+    stats, items = crawl(site, tmp_path, f"NEARDUP_URL={service}")
+    assert {i["status"] for i in items} <= {"new", "empty"}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= {i["url"] for i in on_main(items, site)}
+    assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
+    assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats
+    assert not (tmp_path / "crawl.db").exists()  # NEARDUP_URL wins over NEARDUP_DB

@@ -10,6 +10,12 @@ Serves, on every host name that reaches it (the crawl uses a second one as a mir
   to the next day, without end;
 - ``/static/style.css``: not HTML.
 
+For tests and benchmarks: ``make_server(changed=...)`` serves a changed version (an update
+sentence in its main text) of some articles and ``make_server(extra_variants=True)`` adds a
+variant kind (``?ref=rss``) to every article's links; both can be switched between two
+crawls (``server.site``, the handler class). ``/a/<group>/?edition=N`` serves the article
+``N`` places further in the list (the benchmark's distinct URLs whose content differs).
+
 Run it alone: ``python serve_sample.py --port 8000`` (then ``scrapy crawl site``).
 """
 
@@ -20,6 +26,7 @@ import csv
 import datetime
 import gzip
 import random
+import re
 import zlib
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,11 +47,32 @@ def load_articles(sample: Path = SAMPLE) -> dict[str, bytes]:
     return out
 
 
-def variants(group: str, port: int) -> list[str]:
-    """The duplicate URLs an article links to (paths on this host, then the mirror URL)."""
+def variants(group: str, port: int, extra: bool = False) -> list[str]:
+    """The duplicate URLs an article links to (paths on this host, then the mirror URL; with
+    ``extra``, one more kind: ``?ref=rss``)."""
     sid = zlib.crc32(group.encode()) % 100000
-    return [f"/a/{group}/?sessionid={sid}", f"/a/{group}/?utm_source=newsletter&utm_medium=email",
-            f"/a/{group}/index.html", f"/print/a/{group}/", f"http://{MIRROR_HOST}:{port}/a/{group}/"]
+    out = [f"/a/{group}/?sessionid={sid}", f"/a/{group}/?utm_source=newsletter&utm_medium=email",
+           f"/a/{group}/index.html", f"/print/a/{group}/", f"http://{MIRROR_HOST}:{port}/a/{group}/"]
+    return out + [f"/a/{group}/?ref=rss"] if extra else out
+
+
+UPDATE = (b" Update: the figures in this report were revised on Tuesday after the regional office"
+          b" published corrected numbers, and two quotes were added from people who attended.")
+
+
+def changed_version(html: bytes) -> bytes:
+    """``html`` with an update sentence in its main text: the first paragraph, longest first,
+    whose change changes the page's fingerprint digest (the ``fast`` extractor's main text)."""
+    from neardup.fingerprint import DEFAULT_CONFIG, fingerprint
+
+    config = DEFAULT_CONFIG.with_(extractor="fast")
+    digest = fingerprint(html, url="http://127.0.0.1/", config=config).digest
+    paras = sorted(re.finditer(rb"<p[^>]*>(.*?)</p>", html, re.S | re.I), key=lambda m: -len(m.group(1)))
+    for m in paras:
+        new = html[:m.end(1)] + UPDATE + html[m.end(1):]
+        if fingerprint(new, url="http://127.0.0.1/", config=config).digest != digest:
+            return new
+    raise ValueError("no paragraph of the main text found")
 
 
 def _calendar_text() -> str:
@@ -70,6 +98,8 @@ def _with_nav(html: bytes, nav: bytes) -> bytes:
 
 class SiteHandler(BaseHTTPRequestHandler):
     articles: dict[str, bytes] = {}
+    changed: dict[str, bytes] = {}  # group -> its changed version, served instead
+    extra_variants = False
 
     def log_message(self, *args: object) -> None:  # quiet
         pass
@@ -83,7 +113,7 @@ class SiteHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         parts = urlsplit(self.path)
-        path, port = parts.path, self.server.server_address[1]
+        path, port = parts.path, int(self.server.server_address[1])  # type: ignore[index]
         segs = [s for s in path.split("/") if s]
         if segs[:1] == ["print"]:
             segs = segs[1:]
@@ -94,7 +124,13 @@ class SiteHandler(BaseHTTPRequestHandler):
         if len(segs) in (2, 3) and segs[0] == "a" and segs[1] in self.articles and segs[2:] in ([], ["index.html"]):
             if len(segs) == 2 and not path.endswith("/"):
                 return self._send(404, b"not found")
-            return self._send(200, _with_nav(self.articles[segs[1]], _nav(["/"] + variants(segs[1], port))))
+            group = segs[1]
+            edition = parse_qs(parts.query).get("edition", [""])[0]
+            if edition.isdigit():
+                groups = list(self.articles)
+                group = groups[(groups.index(group) + int(edition)) % len(groups)]
+            html = self.changed.get(group) or self.articles[group]
+            return self._send(200, _with_nav(html, _nav(["/"] + variants(segs[1], port, self.extra_variants))))
         if path == "/calendar/":
             try:
                 day = datetime.date.fromisoformat(parse_qs(parts.query).get("date", [""])[0])
@@ -109,9 +145,16 @@ class SiteHandler(BaseHTTPRequestHandler):
         return self._send(404, b"not found")
 
 
-def make_server(port: int = 0, host: str = "0.0.0.0", sample: Path = SAMPLE) -> ThreadingHTTPServer:
-    handler = type("Handler", (SiteHandler,), {"articles": load_articles(sample)})
-    return ThreadingHTTPServer((host, port), partial(handler))
+def make_server(port: int = 0, host: str = "0.0.0.0", sample: Path = SAMPLE, *, changed: tuple[str, ...] = (),
+                extra_variants: bool = False) -> ThreadingHTTPServer:
+    """The site's server; ``server.site`` is its handler class (``articles``, ``changed``,
+    ``extra_variants``: set ``changed`` with :func:`changed_version`)."""
+    articles = load_articles(sample)
+    handler = type("Handler", (SiteHandler,), {"articles": articles, "extra_variants": extra_variants,
+                                               "changed": {g: changed_version(articles[g]) for g in changed}})
+    srv = ThreadingHTTPServer((host, port), partial(handler))
+    srv.site = handler  # type: ignore[attr-defined]
+    return srv
 
 
 if __name__ == "__main__":

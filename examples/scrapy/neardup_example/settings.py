@@ -10,6 +10,8 @@ NEARDUP_DB = "crawl.db"            # a SQLite store; or "postgresql://...", or N
 NEARDUP_ON_DUPLICATE = "drop"      # or "tag": response.meta["neardup"] holds the verdict
 NEARDUP_FOLLOW_DUPLICATES = False  # with "tag": follow links found on duplicate pages?
 NEARDUP_EXTRACTOR = "fast"
+NEARDUP_PROCESS = True             # the detector in a process of its own (the default): the reactor never waits
+NEARDUP_THREADS = 2                # with NEARDUP_PROCESS = False or NEARDUP_URL: worker threads
 
 SITE_URL = "http://127.0.0.1:8000/"
 STATS_OUT = None                   # a JSON file for the final stats (the tests read it)

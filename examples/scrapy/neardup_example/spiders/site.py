@@ -19,7 +19,8 @@ class SiteSpider(scrapy.Spider):
         if not isinstance(response, HtmlResponse):
             return
         verdict = response.meta.get("neardup") or {}
-        yield {"url": response.url, "status": verdict.get("status"), "canonical_url": verdict.get("canonical_url")}
+        yield {"url": response.url, "status": verdict.get("status"), "version": verdict.get("version"),
+               "canonical_url": verdict.get("canonical_url")}
         for href in response.css("nav.site a::attr(href)").getall():
             yield response.follow(href)
 
