@@ -155,7 +155,7 @@ def test_metrics_are_bounded_and_not_injectable(client):
     assert len(text) < base + 2000
     for line in text.splitlines():
         assert line.startswith(("#", "neardup_"))
-    assert 'route="unmatched",code="404"' in text
+    assert 'code="404",route="unmatched"' in text
 
 
 def test_private_requires_the_token_for_metrics_and_docs(tmp_path):

@@ -58,9 +58,14 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
 
 
 def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
-    return {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
+    """The JSON of a fingerprint route: everything the match rule reads (the sketch, as hex,
+    and the title included)."""
+    body = {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
             "length": fp.length, "features": fp.features, "title": fp.title, "canonical_url": fp.canonical_url,
             "language": fp.language, **{k: v for k, v in extra.items() if v is not None}}
+    if fp.sketch is not None:
+        body["sketch"] = fp.sketch.hex()
+    return body
 
 
 class ServiceError(NeardupError):

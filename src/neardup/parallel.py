@@ -23,12 +23,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from neardup.errors import NeardupError
+from neardup.errors import InputError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
 from neardup.urls import validate_url
 
@@ -69,39 +71,146 @@ def warm_up(config: FingerprintConfig = DEFAULT_CONFIG) -> None:
     fingerprint(" ".join(f"w{i}" for i in range(20)), config=config.with_(extractor="full"))
 
 
-_config: FingerprintConfig = DEFAULT_CONFIG
+DEFAULT_PAGE_TIMEOUT = 10.0
+"""Seconds one page may take to decode, parse, extract and fingerprint in a worker process
+(``neardup dedup --jobs N``, the service's page routes); past it the worker is killed and
+replaced, and the page gets an error naming the limit."""
 
 
-def _init_worker(config: FingerprintConfig) -> None:
-    global _config
-    _config = config
+class PageTimeoutError(InputError):
+    """A page took longer than the per-page limit to process (its worker was replaced)."""
 
 
-def _work(pages: list["Page"]) -> list[Result]:
-    return [fingerprint_one(page, _config) for page in pages]
+def timeout_message(limit: float) -> str:
+    """The error a page over the per-page time limit gets."""
+    return (f"page processing took over {limit:g} s (the per-page time limit); "
+            "its worker process was stopped and replaced")
 
 
-def _chunks(pages: Iterable["Page"], size: int) -> Iterator[list["Page"]]:
-    chunk: list["Page"] = []
-    for page in pages:
-        chunk.append(page)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def page_result(url: str, content: bytes | str, headers: Any, config: FingerprintConfig) -> Result:
+    """A dedup worker's task: :func:`fingerprint_one` of the page."""
+    return fingerprint_one(_page(url, content, headers), config)
+
+
+def typed_result(url: str, content: bytes | str, headers: Any, config: FingerprintConfig) -> Result:
+    """A service worker's task: ``fingerprint(content, url, headers, config)`` (the URL is
+    checked later, by the decision), errors as ``"TypeName: message"`` so that the caller
+    raises the same library exception (:func:`raise_typed`)."""
+    try:
+        return url, fingerprint(content, url, headers, config), None
+    except NeardupError as exc:
+        return url, None, f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a bug in an extractor: reported, the worker lives on
+        message = " ".join(str(exc).split())[:300]
+        return url, None, f"RuntimeError: unexpected {type(exc).__name__}: {message}"
+
+
+def raise_typed(message: str) -> None:
+    """Raise the exception a :func:`typed_result` error names."""
+    from neardup import errors
+
+    name, _, text = message.partition(": ")
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, NeardupError):
+        raise cls(text)
+    raise RuntimeError(text if name == "RuntimeError" else message)
+
+
+Task = Callable[[str, "bytes | str", Any, FingerprintConfig], Result]
+
+
+def _serve_pages(conn: Connection, config: FingerprintConfig, task: Task) -> None:
+    """A page worker's loop: ``(url, content, headers)`` in, ``task(...)`` out, until the
+    pipe closes. Niced, so that the process answering requests keeps its CPU share."""
+    try:
+        os.nice(5)
+    except OSError:  # pragma: no cover - not permitted here
+        pass
+    while True:
+        try:
+            url, content, headers = conn.recv()
+        except (EOFError, OSError):
+            return
+        result = task(url, content, headers, config)
+        try:
+            conn.send(result)
+        except OSError:
+            return
+
+
+def _page(url: str, content: bytes | str, headers: Any) -> "Page":
+    from neardup.detector import Page
+
+    return Page(url, content, headers)
+
+
+class PageWorker:
+    """One worker process fed through a pipe, which can be killed when a page overruns
+    (a :class:`concurrent.futures.ProcessPoolExecutor` cannot stop one task)."""
+
+    def __init__(self, ctx: Any, config: FingerprintConfig, task: Task = page_result) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve_pages, args=(child, config, task), daemon=True,
+                                name="neardup-page-worker")
+        self.proc.start()
+        child.close()
+        self.started = 0.0  # when the page in work was sent (0: idle)
+        self.seq = -1  # that page's position in the input
+        self.url = ""  # and its URL
+
+    def send(self, url: str, content: bytes | str, headers: Any) -> None:
+        """Give the worker one page (it must be idle)."""
+        self.conn.send((url, content, headers))
+        self.url = str(url)[:2000]
+        self.started = time.monotonic()
+
+    def receive(self) -> Result:
+        self.started = 0.0
+        return cast(Result, self.conn.recv())
+
+    def run(self, url: str, content: bytes | str, headers: Any, limit: float) -> Result:
+        """The page's result; :class:`PageTimeoutError` (the worker is then dead) past ``limit``."""
+        self.send(url, content, headers)
+        if not self.conn.poll(limit):
+            self.kill()
+            raise PageTimeoutError(timeout_message(limit))
+        try:
+            return self.receive()
+        except (EOFError, OSError):  # the worker died (out of memory, a crash in a parser)
+            self.kill()
+            return url, None, "the page worker process died while processing this page"
+
+    def alive(self) -> bool:
+        return self.proc.is_alive() and not self.conn.closed
+
+    def kill(self) -> None:
+        """Stop the process at once (SIGKILL) and close the pipe."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+def worker_context() -> Any:
+    """The multiprocessing context page workers start in."""
+    # Linux: fork (the workers start at once with the kernels and the extractor loaded, and a
+    # caller's script is not imported again); elsewhere spawn (fork is unsafe on macOS)
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
 def fingerprint_pages(pages: Iterable["Page"], config: FingerprintConfig = DEFAULT_CONFIG, jobs: int | None = None,
-                      chunk_size: int = 4, ahead: int = 4) -> Iterator[Result]:
+                      chunk_size: int = 4, ahead: int = 4,
+                      page_timeout: float | None = DEFAULT_PAGE_TIMEOUT) -> Iterator[Result]:
     """``fingerprint_one(page, config)`` for every page, in input order.
 
     jobs: worker processes (default: every CPU this process may use); 1 computes in this
-    process. Pages are read from ``pages`` only as workers need them: at most
-    ``jobs * ahead`` chunks of ``chunk_size`` pages are in flight. Workers are forked on
-    Linux (they never touch the parent's store or threads) and spawned elsewhere (a script
-    that calls this then needs the ``if __name__ == "__main__":`` guard); they are stopped
-    when the iterator is closed or exhausted.
+    process (no time limit: nothing can stop it). Pages are read from ``pages`` only as
+    workers need them: at most ``jobs * ahead * chunk_size`` results wait for an earlier
+    page. A page that takes over ``page_timeout`` seconds (None: no limit) gets an error
+    naming the limit and its worker is killed and replaced. Workers are forked on Linux
+    (they never touch the parent's store or threads) and spawned elsewhere (a script that
+    calls this then needs the ``if __name__ == "__main__":`` guard); they are stopped when
+    the iterator is closed or exhausted.
     """
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1:
@@ -109,23 +218,56 @@ def fingerprint_pages(pages: Iterable["Page"], config: FingerprintConfig = DEFAU
             yield fingerprint_one(page, config)
         return
     warm_up(config)
-    # Linux: fork (the workers start at once with the kernels and the extractor loaded, and a
-    # caller's script is not imported again); elsewhere spawn (fork is unsafe on macOS)
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    pending: deque[Future[list[Result]]] = deque()
-    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(config,)) as pool:
-        try:
-            chunks = _chunks(pages, chunk_size)
-            limit = jobs * ahead
-            for chunk in chunks:
-                pending.append(pool.submit(_work, chunk))
-                if len(pending) >= limit:
-                    yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+    ctx = worker_context()
+    workers = [PageWorker(ctx, config) for _ in range(jobs)]
+    try:
+        yield from _ordered(iter(pages), workers, ctx, config, jobs * ahead * chunk_size, page_timeout)
+    finally:
+        for w in workers:
+            w.kill()
+
+
+def _ordered(pages: Iterator["Page"], workers: list[PageWorker], ctx: Any, config: FingerprintConfig,
+             window: int, limit: float | None) -> Iterator[Result]:
+    """Feed idle workers, collect their results, replace those past ``limit``; yield the
+    results in input order."""
+    done: dict[int, Result] = {}
+    sent = following = 0
+    exhausted = False
+    while True:
+        while done.get(following) is not None:
+            yield done.pop(following)
+            following += 1
+        for w in workers:
+            if w.started == 0.0 and not exhausted and sent - following < window:
+                page = next(pages, None)
+                if page is None:
+                    exhausted = True
+                    break
+                w.seq = sent
+                sent += 1
+                w.send(page.url, page.content, page.headers)
+        busy = [w for w in workers if w.started]
+        if not busy:
+            if exhausted:
+                return
+            continue
+        now = time.monotonic()
+        wait = None if limit is None else max(0.0, min(w.started for w in busy) + limit - now)
+        ready = set(connection_wait([w.conn for w in busy], wait))
+        for i, w in enumerate(workers):
+            if w.conn in ready:
+                seq = w.seq
+                try:
+                    done[seq] = w.receive()
+                except (EOFError, OSError):  # the worker died
+                    done[seq] = (w.url, None, "the page worker process died while processing this page")
+                    w.kill()
+                    workers[i] = PageWorker(ctx, config)
+            elif limit is not None and w.started and time.monotonic() - w.started >= limit:
+                done[w.seq] = (w.url, None, timeout_message(limit))
+                w.kill()
+                workers[i] = PageWorker(ctx, config)
 
 
 def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batch_size: int = 200,
