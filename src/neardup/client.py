@@ -49,7 +49,8 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
         text = content
     body: dict[str, Any] = {"url": url, "html": text}
     if headers:
-        body["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type" or "charset" not in v.lower()}
+        body["headers"] = {k: v for k, v in headers.items()
+                           if k.lower() != "content-type" or "charset" not in v.lower()}
     if fetched_at is not None:
         body["fetched_at"] = fetched_at.timestamp() if isinstance(fetched_at, datetime) else float(fetched_at)
     if priority is not None:

@@ -81,6 +81,13 @@ class PageTimeoutError(InputError):
     """A page took longer than the per-page limit to process (its worker was replaced)."""
 
 
+class PageWorkerError(InputError):
+    """The worker process died while processing a page (out of memory, a crash in a parser)."""
+
+
+DIED = "the page worker process died while processing this page (out of memory, or a crash in a parser)"
+
+
 def timeout_message(limit: float) -> str:
     """The error a page over the per-page time limit gets."""
     return (f"page processing took over {limit:g} s (the per-page time limit); "
@@ -116,6 +123,11 @@ def raise_typed(message: str) -> None:
     raise RuntimeError(text if name == "RuntimeError" else message)
 
 
+READY = "ready"
+"""What a page worker sends once it can take pages."""
+STARTUP_TIMEOUT = 300.0
+"""Seconds a page worker may take to start (import, load the kernels) before it is replaced."""
+
 Task = Callable[[str, "bytes | str", Any, FingerprintConfig], Result]
 
 
@@ -126,6 +138,8 @@ def _serve_pages(conn: Connection, config: FingerprintConfig, task: Task) -> Non
         os.nice(5)
     except OSError:  # pragma: no cover - not permitted here
         pass
+    warm_up(config)  # kernels compiled or loaded before the first page's clock starts
+    conn.send(READY)
     while True:
         try:
             url, content, headers = conn.recv()
@@ -154,12 +168,23 @@ class PageWorker:
                                 name="neardup-page-worker")
         self.proc.start()
         child.close()
+        self.ready = False  # the worker said it can take pages
         self.started = 0.0  # when the page in work was sent (0: idle)
         self.seq = -1  # that page's position in the input
         self.url = ""  # and its URL
 
+    def wait_ready(self) -> None:
+        """Wait until the worker has started (:data:`STARTUP_TIMEOUT`): a page's clock starts
+        when the worker can work on it."""
+        if self.ready:
+            return
+        if not self.conn.poll(STARTUP_TIMEOUT) or self.conn.recv() != READY:
+            raise OSError("a page worker process did not start")
+        self.ready = True
+
     def send(self, url: str, content: bytes | str, headers: Any) -> None:
         """Give the worker one page (it must be idle)."""
+        self.wait_ready()
         self.conn.send((url, content, headers))
         self.url = str(url)[:2000]
         self.started = time.monotonic()
@@ -169,16 +194,17 @@ class PageWorker:
         return cast(Result, self.conn.recv())
 
     def run(self, url: str, content: bytes | str, headers: Any, limit: float) -> Result:
-        """The page's result; :class:`PageTimeoutError` (the worker is then dead) past ``limit``."""
-        self.send(url, content, headers)
-        if not self.conn.poll(limit):
-            self.kill()
-            raise PageTimeoutError(timeout_message(limit))
+        """The page's result; :class:`PageTimeoutError` past ``limit``, :class:`PageWorkerError`
+        when the worker died (either way the worker is then dead: replace it)."""
         try:
+            self.send(url, content, headers)
+            if not self.conn.poll(limit):
+                self.kill()
+                raise PageTimeoutError(timeout_message(limit))
             return self.receive()
         except (EOFError, OSError):  # the worker died (out of memory, a crash in a parser)
             self.kill()
-            return url, None, "the page worker process died while processing this page"
+            raise PageWorkerError(DIED) from None
 
     def alive(self) -> bool:
         return self.proc.is_alive() and not self.conn.closed
@@ -238,7 +264,7 @@ def _ordered(pages: Iterator["Page"], workers: list[PageWorker], ctx: Any, confi
         while done.get(following) is not None:
             yield done.pop(following)
             following += 1
-        for w in workers:
+        for i, w in enumerate(workers):
             if w.started == 0.0 and not exhausted and sent - following < window:
                 page = next(pages, None)
                 if page is None:
@@ -246,7 +272,12 @@ def _ordered(pages: Iterator["Page"], workers: list[PageWorker], ctx: Any, confi
                     break
                 w.seq = sent
                 sent += 1
-                w.send(page.url, page.content, page.headers)
+                try:
+                    w.send(page.url, page.content, page.headers)
+                except (EOFError, OSError):  # the worker died before taking the page
+                    done[w.seq] = (str(page.url)[:2000], None, DIED)
+                    w.kill()
+                    workers[i] = PageWorker(ctx, config)
         busy = [w for w in workers if w.started]
         if not busy:
             if exhausted:
@@ -261,13 +292,17 @@ def _ordered(pages: Iterator["Page"], workers: list[PageWorker], ctx: Any, confi
                 try:
                     done[seq] = w.receive()
                 except (EOFError, OSError):  # the worker died
-                    done[seq] = (w.url, None, "the page worker process died while processing this page")
+                    done[seq] = (w.url, None, DIED)
                     w.kill()
                     workers[i] = PageWorker(ctx, config)
             elif limit is not None and w.started and time.monotonic() - w.started >= limit:
                 done[w.seq] = (w.url, None, timeout_message(limit))
                 w.kill()
                 workers[i] = PageWorker(ctx, config)
+
+
+def _itself(x: Any) -> Any:
+    return x
 
 
 def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batch_size: int = 200,
@@ -283,7 +318,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
     from neardup.detector import Verdict
     from neardup.errors import StoreError
 
-    get = page or (lambda x: x)  # type: ignore[assignment,return-value]
+    get: Callable[[T], "Page | None"] = page if page is not None else cast(Callable[[T], "Page | None"], _itself)
     order: deque[T] = deque()
     batch: list[tuple[T, Result | None, "Page | None"]] = []
 
@@ -303,7 +338,8 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
                 raise
             except Exception as exc:  # noqa: BLE001
                 message = " ".join(str(exc).split())[:300]
-                out.append(Verdict(status="error", url=row[0][:2000], error=f"unexpected {type(exc).__name__}: {message}"))
+                out.append(Verdict(status="error", url=row[0][:2000],
+                                   error=f"unexpected {type(exc).__name__}: {message}"))
         return out
 
     def flush() -> Iterator[tuple[T, Verdict | None]]:

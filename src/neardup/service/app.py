@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from neardup import __version__
 from neardup.detector import DEFAULT_THRESHOLD, Detector
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
-from neardup.parallel import DEFAULT_PAGE_TIMEOUT, PageTimeoutError
+from neardup.parallel import DEFAULT_PAGE_TIMEOUT, PageTimeoutError, PageWorkerError
 from neardup.service import lookups, routes
 from neardup.service.guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -61,6 +61,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if getattr(app.state, "start_page_workers", False):
+            await pool.start()  # under serve: ready before the first page, not during it
         try:
             yield
         finally:
@@ -122,6 +124,7 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(FieldError)
     @app.exception_handler(PageTimeoutError)
+    @app.exception_handler(PageWorkerError)
     async def field_error(request: Request, exc: NeardupError) -> JSONResponse:
         return error(422, str(exc), kind="InputError")
 
@@ -157,8 +160,10 @@ def app_from_env() -> FastAPI:
     names = ("body_timeout", "max_inflight", "max_inflight_bytes", "private", "page_timeout", "page_workers",
              "stats_interval")
     limits = {name: settings[name] for name in names if name in settings}
-    return create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
-                      max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)), **limits)
+    app = create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
+                     max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)), **limits)
+    app.state.start_page_workers = True
+    return app
 
 
 def _offline_docs(app: FastAPI) -> None:

@@ -23,7 +23,15 @@ from starlette.concurrency import run_in_threadpool
 
 from neardup.errors import NeardupError
 from neardup.fingerprint import Fingerprint, FingerprintConfig
-from neardup.parallel import DEFAULT_PAGE_TIMEOUT, PageTimeoutError, PageWorker, default_jobs, raise_typed, typed_result
+from neardup.parallel import (
+    DEFAULT_PAGE_TIMEOUT,
+    PageTimeoutError,
+    PageWorker,
+    PageWorkerError,
+    default_jobs,
+    raise_typed,
+    typed_result,
+)
 from neardup.service.metrics import Metrics
 
 DEFAULT_PAGE_WORKERS = min(4, default_jobs())
@@ -81,6 +89,8 @@ class PagePool:
         except PageTimeoutError as exc:
             self.metrics.page_timeouts.inc()
             return self._replace(worker), exc
+        except PageWorkerError as exc:
+            return self._replace(worker), exc
         if not worker.alive():
             return self._replace(worker), result
         return worker, result
@@ -97,7 +107,7 @@ class PagePool:
         that cannot be read; :class:`PageTimeoutError` past the limit."""
         if self._closed:
             raise NeardupError("the service is shutting down")
-        idle = self._started()
+        idle = self._idle if self._idle is not None else await run_in_threadpool(self._started)
         worker = await idle.get()
         try:
             worker, result = await run_in_threadpool(self._run, worker, url, content, headers)

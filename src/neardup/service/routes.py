@@ -4,7 +4,7 @@ and fingerprints computed by the client (with the sketch and title the match rul
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -50,7 +50,10 @@ async def _check(svc: Service, page: PageIn) -> Verdict:
     return verdict
 
 
-async def _each(svc: Service, pages: list[PageIn], decide: Callable[[Service, PageIn], Any]) -> list[dict[str, Any]]:
+Decide = Callable[[Service, PageIn, Fingerprint], Awaitable[Verdict]]
+
+
+async def _each(svc: Service, pages: list[PageIn], decide: Decide) -> list[dict[str, Any]]:
     """Every page's verdict in order; a page that cannot be read (or runs over the time limit)
     gets status 'error'. Pages are fingerprinted by all workers at once, decided in order."""
     fingerprints = await asyncio.gather(*(_page_fingerprint(svc, p) for p in pages), return_exceptions=True)

@@ -170,6 +170,8 @@ def serve(app: Any, host: str, port: int) -> None:
 
     state = getattr(app, "state", None)
     detector = getattr(state, "detector", None)
+    if state is not None:
+        state.start_page_workers = True
     if detector is not None:
         settings = {"k": detector.k, "method": detector.method, "spec": detector.config.spec,
                     **getattr(state, "settings", {})}
@@ -188,7 +190,13 @@ def serve_workers(workers: int, host: str, port: int) -> None:
 
     metrics_dir = tempfile.mkdtemp(prefix="neardup-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
+    from neardup.detector import DEFAULT_K
+    from neardup.parallel import DEFAULT_PAGE_TIMEOUT
+    from neardup.service.pages import DEFAULT_PAGE_WORKERS
+
+    settings = {"k": DEFAULT_K, "method": "simhash", "page_timeout": DEFAULT_PAGE_TIMEOUT,
+                "page_workers": DEFAULT_PAGE_WORKERS}
+    settings.update({k: v for k, v in json.loads(os.environ.get("NEARDUP_SETTINGS", "{}")).items() if v is not None})
     shown = {k: settings.get(k) for k in ("k", "method", "max_body", "body_timeout", "max_inflight", "private",
                                           "page_timeout", "page_workers")}
     print(startup_line(host, port, _redacted(os.environ.get("NEARDUP_DB", "")), workers,
