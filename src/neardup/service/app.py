@@ -76,9 +76,10 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
                           "body_timeout": body_timeout, "max_inflight": max_inflight,
                           "page_timeout": page_timeout, "page_workers": page_workers}
     _offline_docs(app)
-    app.include_router(routes.router)
-    app.include_router(lookups.router)
-    app.include_router(_health_router())
+    for router in (routes.router, lookups.router, _health_router()):
+        # the routers' routes in place, not behind an included-router entry (newer FastAPI
+        # keeps ``include_router`` lazy): ``app.routes`` lists every APIRoute, as before
+        app.router.routes.extend(router.routes)
     _error_handlers(app)
     app.add_middleware(Guard, token=token, limit=max_body, metrics=metrics, routes=app.router.routes,
                        body_timeout=body_timeout, max_inflight=max_inflight, max_inflight_bytes=max_inflight_bytes,
