@@ -29,7 +29,7 @@ def html(name: str) -> str:
 @pytest.fixture()
 def client(tmp_path):
     det = Detector.open(tmp_path / "s.db")
-    with TestClient(create_app(det, max_body=4 * 1024 * 1024)) as c:
+    with TestClient(create_app(det, max_body=4 * 1024 * 1024, metrics_max_age=0)) as c:
         yield c, det
     det.close()
 

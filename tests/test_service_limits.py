@@ -63,7 +63,7 @@ def test_a_slow_page_is_killed_and_its_worker_replaced_while_healthz_answers():
 
 def test_a_slow_page_in_a_batch_is_one_error(tmp_path):
     det = Detector()
-    app = create_app(det, page_timeout=0.3, page_workers=2)
+    app = create_app(det, page_timeout=0.3, page_workers=2, metrics_max_age=0)
     try:
         with TestClient(app) as c:
             pages = [{"url": "https://a.example/", "text": TEXT}, {"url": "https://bomb.example/", "html": BOMB},
@@ -89,7 +89,7 @@ def test_dedup_workers_have_the_same_per_page_limit():
 
 def test_metrics_never_wait_for_the_decision_lock():
     det = Detector()
-    app = create_app(det, stats_interval=0)
+    app = create_app(det, stats_interval=0, metrics_max_age=0)
     with TestClient(app) as c:
         c.post("/v1/pages", json={"url": "https://a.example/", "text": TEXT})
         lock = app.state.service.lock
@@ -103,6 +103,15 @@ def test_metrics_never_wait_for_the_decision_lock():
                 break
             time.sleep(0.05)
         assert 'neardup_pages{status="new"} 1.0' in c.get("/metrics").text
+    app.state.service.pool.close()
+
+
+def test_a_metrics_flood_renders_at_most_once_per_max_age():
+    app = create_app(Detector(), metrics_max_age=60)
+    with TestClient(app) as c:
+        first = c.get("/metrics").text
+        c.get("/healthz")
+        assert c.get("/metrics").text == first  # the same text for a minute: a flood costs one render
     app.state.service.pool.close()
 
 

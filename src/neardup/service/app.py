@@ -28,7 +28,7 @@ from neardup.service.guard import (
     error,
     json_response,
 )
-from neardup.service.metrics import CONTENT_TYPE, DEFAULT_STATS_INTERVAL, Metrics
+from neardup.service.metrics import CONTENT_TYPE, DEFAULT_MAX_AGE, DEFAULT_STATS_INTERVAL, Metrics
 from neardup.service.models import FieldError, HealthOut
 from neardup.service.pages import DEFAULT_PAGE_WORKERS, PagePool
 from neardup.service.state import Service, ServiceDep
@@ -40,7 +40,7 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
                body_timeout: float = DEFAULT_BODY_TIMEOUT, max_inflight: int = DEFAULT_MAX_INFLIGHT,
                max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES, private: bool = False,
                page_timeout: float = DEFAULT_PAGE_TIMEOUT, page_workers: int = DEFAULT_PAGE_WORKERS,
-               stats_interval: float = DEFAULT_STATS_INTERVAL) -> FastAPI:
+               stats_interval: float = DEFAULT_STATS_INTERVAL, metrics_max_age: float = DEFAULT_MAX_AGE) -> FastAPI:
     """An ASGI app serving ``detector`` (shared by all requests, writes serialised).
 
     ``token``: bearer token required for /v1 (and, with ``private``, for /metrics and the
@@ -49,7 +49,8 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
     and ``max_inflight_bytes`` of bodies are worked on at once (503 + Retry-After beyond).
     Pages are fingerprinted by ``page_workers`` processes, each page within ``page_timeout``
     seconds (422 beyond, the worker replaced). The store figures of ``/metrics`` are counted
-    at most every ``stats_interval`` seconds."""
+    at most every ``stats_interval`` seconds, and its text rendered at most every
+    ``metrics_max_age`` seconds."""
     if private and not token:
         raise ConfigError("private=True needs a token")
     if not page_timeout > 0 or page_workers < 1:
@@ -80,6 +81,7 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
         # the routers' routes in place, not behind an included-router entry (newer FastAPI
         # keeps ``include_router`` lazy): ``app.routes`` lists every APIRoute, as before
         app.router.routes.extend(router.routes)
+    app.state.metrics_max_age = metrics_max_age
     _error_handlers(app)
     app.add_middleware(Guard, token=token, limit=max_body, metrics=metrics, routes=app.router.routes,
                        body_timeout=body_timeout, max_inflight=max_inflight, max_inflight_bytes=max_inflight_bytes,
@@ -101,10 +103,10 @@ def _health_router() -> Any:
     @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse,
                 responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                                  "description": "Prometheus text format 0.0.4"}})
-    async def get_metrics(svc: ServiceDep) -> PlainTextResponse:
+    async def get_metrics(request: Request, svc: ServiceDep) -> PlainTextResponse:
         """The counters as they are; never waits for the decision lock."""
         svc.snapshot.maybe_refresh()
-        return PlainTextResponse(svc.metrics.render(), media_type=CONTENT_TYPE)
+        return PlainTextResponse(svc.metrics.render(request.app.state.metrics_max_age), media_type=CONTENT_TYPE)
 
     return router
 
@@ -159,7 +161,7 @@ def app_from_env() -> FastAPI:
                              threshold=settings.get("threshold", DEFAULT_THRESHOLD),
                              containment=settings.get("containment"))
     names = ("body_timeout", "max_inflight", "max_inflight_bytes", "private", "page_timeout", "page_workers",
-             "stats_interval")
+             "stats_interval", "metrics_max_age")
     limits = {name: settings[name] for name in names if name in settings}
     app = create_app(detector, token=os.environ.get("NEARDUP_TOKEN") or None,
                      max_body=int(settings.get("max_body", DEFAULT_MAX_BODY)), **limits)

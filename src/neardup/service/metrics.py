@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_STATS_INTERVAL = 10.0
+DEFAULT_MAX_AGE = 1.0
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 log = logging.getLogger("neardup.service")
 disable_created_metrics()  # no ``_created`` series: half the text, nothing a dashboard reads
@@ -75,6 +76,7 @@ class Metrics:
                                    multiprocess_mode="mostrecent")
         self._series: set[tuple[str, int]] = set()
         self._series_lock = threading.Lock()
+        self._rendered = (-1e9, b"")
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         """Count one answered request."""
@@ -99,9 +101,16 @@ class Metrics:
         self.clusters.set(stats.get("clusters", 0))
         self.snapshot_time.set(time.time())
 
-    def render(self) -> bytes:
-        """The Prometheus text format."""
-        return generate_latest(self.registry)
+    def render(self, max_age: float = 0.0) -> bytes:
+        """The Prometheus text format, rendered at most once per ``max_age`` seconds (a scrape
+        every 15 s sees fresh counts; 16 clients looping on /metrics cost one render a second,
+        not one per request)."""
+        at, text = self._rendered
+        now = time.monotonic()
+        if now - at >= max_age or not text:
+            text = generate_latest(self.registry)
+            self._rendered = (now, text)
+        return text
 
 
 class StoreSnapshot:
