@@ -63,6 +63,7 @@ from _docs import replace_section, table  # noqa: E402
 from fuzz import http_case  # noqa: E402
 
 DOC_START, DOC_END = "<!-- http-hostile:start -->", "<!-- http-hostile:end -->"
+STOCK_START, STOCK_END = "<!-- http-stock:start -->", "<!-- http-stock:end -->"
 TOKEN = "s3cret-token"
 BODY_TIMEOUT = 5.0
 
@@ -441,6 +442,56 @@ def idle_connections(port: int, count: int, limit: float = 45.0) -> dict[str, An
             **{f"{k}_closed_max_s": round(max(v), 1) if v else None for k, v in closed.items()}}
 
 
+STOCK = ("import sys, uvicorn; from neardup import Detector; from neardup.service import create_app; "
+         "from neardup.service.server import GuardedHttpToolsProtocol; "
+         "http = {'httptools': 'httptools', 'h11': 'h11', 'neardup': GuardedHttpToolsProtocol}[sys.argv[2]]; "
+         "uvicorn.run(create_app(Detector()), host='127.0.0.1', port=int(sys.argv[1]), http=http, "
+         "log_level='warning', timeout_keep_alive=25, limit_concurrency=1000, h11_max_incomplete_event_size=65536)")
+
+
+def stock(count: int = 20, limit: float = 40.0) -> dict[str, Any]:
+    """Which settings hold: idle and half-sent connections against uvicorn's own protocols
+    (httptools, h11) with every limit uvicorn offers (``timeout_keep_alive=25``,
+    ``limit_concurrency=1000``, ``h11_max_incomplete_event_size=65536``) and against
+    neardup's protocol (:class:`neardup.service.server.GuardedHttpToolsProtocol`)."""
+    out = {}
+    for proto in ("httptools", "h11", "neardup"):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-c", STOCK, str(port), proto])
+        try:
+            for _ in range(600):
+                with contextlib.suppress(httpx.HTTPError):
+                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                    break
+                time.sleep(0.2)
+            out[proto] = idle_connections(port, count, limit)
+            log(f"stock {proto}: {out[proto]}")
+        finally:
+            proc.terminate()
+            proc.wait()
+    return out
+
+
+def render_stock(res: dict[str, Any], command: str) -> str:
+    """The docs/benchmarks.md section of the ``stock`` phase."""
+    rows = [[proto, f"{r['idle_closed']} of {r['connections'] // 2}", f"{r['half_closed']} of {r['connections'] // 2}",
+             r["idle_closed_max_s"] or "-", r["half_closed_max_s"] or "-", r["still_open"]]
+            for proto, r in res["stock"].items()]
+    lines = [STOCK_START, "### Which connection limits hold (`benchmarks/http_hostile.py --phases stock`)", "",
+             f"`{command}` (load average {res['load_start']} at the start, {res['load_end']} at the end). "
+             "Connections that send nothing, and connections that stop inside their headers, against uvicorn "
+             "0.54's own HTTP protocols with every limit it offers (`timeout_keep_alive=25`, "
+             "`limit_concurrency=1000`, `h11_max_incomplete_event_size=65536`) and against neardup's protocol "
+             "(`neardup.service.server.GuardedHttpToolsProtocol`: a header-read timeout of 10 s from the "
+             "connection's opening or its request's first byte, a 64 KiB header limit, and an open-connection "
+             "limit that closes the longest-idle connection). uvicorn's keep-alive timer only runs between "
+             "requests and `limit_concurrency` answers 503 but keeps the connection, so neither closes them.", ""]
+    lines += table(("protocol", "idle closed", "half-sent closed", "last idle closed (s)",
+                    "last half-sent closed (s)", f"still open after {res['stock_limit']:g} s"), rows)
+    lines.append(STOCK_END)
+    return "\n".join(lines)
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     with contextlib.suppress(OSError):
@@ -520,7 +571,7 @@ def render(res: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-PHASES = ("mixed", "slowloris", "big", "metrics", "flood", "idle")
+PHASES = ("mixed", "slowloris", "big", "metrics", "flood", "idle")  # and "stock", only when named
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -542,6 +593,15 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/http_hostile.py " + " ".join(sys.argv[1:] if argv is None else argv)
     res: dict[str, Any] = {"machine": machine(), "load_start": round(os.getloadavg()[0], 1),
                            "page_timeout": args.page_timeout}
+    if phases == {"stock"}:
+        res["stock_limit"] = 40.0
+        res["stock"] = stock(20, res["stock_limit"])
+        res["load_end"] = round(os.getloadavg()[0], 1)
+        if args.docs:
+            replace_section(REPO_ROOT / "docs" / "benchmarks.md", STOCK_START, STOCK_END,
+                            render_stock(res, command.strip()))
+        print(json.dumps(res))
+        return 0
     with tempfile.TemporaryDirectory(prefix="neardup-http-") as tmp:
         port = free_port()
         base = f"http://127.0.0.1:{port}"

@@ -248,3 +248,11 @@ def test_idle_and_half_sent_connections_are_closed_and_serve_says_where(tmp_path
         half.close()
         assert results["idle"] is not None and results["idle"] < HEADER_TIMEOUT + 3
         assert results["half"] is not None and results["half"] < HEADER_TIMEOUT + 3
+        # the workers' counters are shared (prometheus_client's multiprocess mode): whichever
+        # worker answers /metrics counts every worker's requests
+        for _ in range(20):
+            with httpx.Client(headers={"Authorization": "Bearer T"}) as fresh:  # new connections
+                assert fresh.get(f"http://127.0.0.1:{port}/v1/stats").status_code == 200
+        time.sleep(1.1)  # past the render cache
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert 'neardup_requests_total{code="200",route="/v1/stats"} 20.0' in text

@@ -2,9 +2,11 @@
 
 Extraction (trafilatura) and fingerprinting are the cost of a page; deciding and recording
 it is cheap but must happen in one place (one :class:`~neardup.detector.Detector`, one
-transaction at a time). :func:`fingerprint_pages` runs the first part in a pool of worker
-processes, fed in order with a bounded number of chunks in flight, and yields the results
-in input order, so that :func:`add_pages` (and ``neardup dedup --jobs N``) give the same
+transaction at a time). :func:`fingerprint_pages` runs the first part in worker processes
+of its own (:class:`PageWorker`, a pipe each), fed one page at a time with a bounded number
+of results waiting, and yields the results in input order; a page that takes over the
+per-page time limit (:data:`DEFAULT_PAGE_TIMEOUT`) gets an error naming it and its worker is
+killed and replaced (a ``ProcessPoolExecutor`` cannot stop one task). So :func:`add_pages` (and ``neardup dedup --jobs N``) give the same
 verdicts as one process:
 
 >>> from neardup import Detector, Page
@@ -306,12 +308,15 @@ def _itself(x: Any) -> Any:
 
 
 def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batch_size: int = 200,
-              page: Callable[[T], "Page | None"] | None = None) -> Iterator[tuple[T, "Verdict | None"]]:
+              page: Callable[[T], "Page | None"] | None = None,
+              page_timeout: float | None = DEFAULT_PAGE_TIMEOUT) -> Iterator[tuple[T, "Verdict | None"]]:
     """``(item, verdict)`` for every item, in input order: the verdicts of
     :meth:`Detector.add_many` for the pages (in batches of ``batch_size`` pages, one
     transaction each, later pages matching earlier ones), fingerprinted by ``jobs``
     processes. ``page(item)`` is the item's :class:`Page` (default: the item itself); an
-    item without one (None: an input record that could not be read) gets verdict None.
+    item without one (None: an input record that could not be read) gets verdict None. With
+    ``jobs`` > 1, a page that takes over ``page_timeout`` seconds gets an error verdict naming
+    the limit (its worker is replaced).
 
     Should a batch fail for a reason that is not one page's (a bug), its pages are added one
     by one, so that the rest of the batch still goes in; store errors are raised."""
@@ -366,7 +371,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
         while order and get(order[0]) is None:
             batch.append((order.popleft(), None, None))
 
-    for result in fingerprint_pages(pages_of(items), det.config, jobs):
+    for result in fingerprint_pages(pages_of(items), det.config, jobs, page_timeout=page_timeout):
         drain_unreadable()
         item = order.popleft()
         batch.append((item, result, get(item)))
