@@ -6,8 +6,8 @@ transaction at a time). :func:`fingerprint_pages` runs the first part in worker 
 of its own (:class:`PageWorker`, a pipe each), fed one page at a time with a bounded number
 of results waiting, and yields the results in input order; a page that takes over the
 per-page time limit (:data:`DEFAULT_PAGE_TIMEOUT`) gets an error naming it and its worker is
-killed and replaced (a ``ProcessPoolExecutor`` cannot stop one task). So :func:`add_pages` (and ``neardup dedup --jobs N``) give the same
-verdicts as one process:
+killed and replaced (a ``ProcessPoolExecutor`` cannot stop one task). So :func:`add_pages`
+(and ``neardup dedup --jobs N``) give the same verdicts as one process:
 
 >>> from neardup import Detector, Page
 >>> det = Detector()
@@ -155,6 +155,7 @@ def _serve_pages(conn: Connection, config: FingerprintConfig, task: Task) -> Non
 
 
 def _page(url: str, content: bytes | str, headers: Any) -> "Page":
+    """A :class:`Page` (imported late: the detector imports this module's callers)."""
     from neardup.detector import Page
 
     return Page(url, content, headers)
@@ -165,6 +166,7 @@ class PageWorker:
     (a :class:`concurrent.futures.ProcessPoolExecutor` cannot stop one task)."""
 
     def __init__(self, ctx: Any, config: FingerprintConfig, task: Task = page_result) -> None:
+        """Start a worker process with ``config``, running ``task`` on each page it is sent."""
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve_pages, args=(child, config, task), daemon=True,
                                 name="neardup-page-worker")
@@ -192,6 +194,7 @@ class PageWorker:
         self.started = time.monotonic()
 
     def receive(self) -> Result:
+        """The result of the page in work (the worker is then idle)."""
         self.started = 0.0
         return cast(Result, self.conn.recv())
 
@@ -209,6 +212,7 @@ class PageWorker:
             raise PageWorkerError(DIED) from None
 
     def alive(self) -> bool:
+        """Whether the process runs and its pipe is open."""
         return self.proc.is_alive() and not self.conn.closed
 
     def kill(self) -> None:
@@ -304,6 +308,7 @@ def _ordered(pages: Iterator["Page"], workers: list[PageWorker], ctx: Any, confi
 
 
 def _itself(x: Any) -> Any:
+    """The item itself (the default ``page`` of :func:`add_pages`)."""
     return x
 
 
@@ -328,6 +333,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
     batch: list[tuple[T, Result | None, "Page | None"]] = []
 
     def add(rows: list[tuple[str, Fingerprint, Any, Any]]) -> list[Verdict]:
+        """The verdicts of a batch; one page at a time when the batch fails for a reason not a page's."""
         try:
             return det.add_fingerprints(rows)
         except StoreError:
@@ -348,6 +354,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
         return out
 
     def flush() -> Iterator[tuple[T, Verdict | None]]:
+        """The verdicts of the pages gathered so far, in input order."""
         rows = [(r[0], r[1], p.fetched_at, p.priority) for _, r, p in batch
                 if r is not None and r[1] is not None and p is not None]
         added = iter(add(rows))
@@ -361,6 +368,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
         batch.clear()
 
     def pages_of(items_: Iterable[T]) -> Iterator["Page"]:
+        """The pages of the items, noting their order."""
         for item in items_:
             order.append(item)
             p = get(item)
@@ -368,6 +376,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
                 yield p
 
     def drain_unreadable() -> None:
+        """Move the items without a page (unreadable records) to the batch."""
         while order and get(order[0]) is None:
             batch.append((order.popleft(), None, None))
 

@@ -62,6 +62,7 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """Start the page workers (under serve); stop them at shutdown."""
         if getattr(app.state, "start_page_workers", False):
             await pool.start()  # under serve: ready before the first page, not during it
         try:
@@ -116,10 +117,12 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """404, 405 and the other HTTP errors, typed by their name."""
         return error(exc.status_code, str(exc.detail), dict(exc.headers) if exc.headers else None)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """422: the first field that failed validation, typed ValidationError."""
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         msg = first.get("msg", "invalid request")
@@ -129,22 +132,27 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PageTimeoutError)
     @app.exception_handler(PageWorkerError)
     async def field_error(request: Request, exc: NeardupError) -> JSONResponse:
+        """422, typed InputError: a missing sketch, a page over the per-page limit."""
         return error(422, str(exc), kind="InputError")
 
     @app.exception_handler(SpecMismatchError)
     async def spec_error(request: Request, exc: SpecMismatchError) -> JSONResponse:
+        """409: a fingerprint of another spec."""
         return error(409, str(exc), kind=type(exc).__name__)
 
     @app.exception_handler(StoreLockedError)
     async def locked_error(request: Request, exc: StoreLockedError) -> JSONResponse:
+        """503 with Retry-After: the store is busy."""
         return error(503, str(exc), {"retry-after": "1"}, kind=type(exc).__name__)
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        """500: the store failed."""
         return error(500, str(exc), kind=type(exc).__name__)
 
     @app.exception_handler(NeardupError)
     async def input_error(request: Request, exc: NeardupError) -> JSONResponse:
+        """400: any other library error, typed by its name."""
         return error(400, str(exc), kind=type(exc).__name__)
 
 
@@ -182,6 +190,7 @@ def _offline_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> Response:
+        """The Swagger UI page."""
         if swagger_ui_path is None:
             return HTMLResponse("<p>The API docs need the swagger-ui-bundle package: "
                                 "<code>pip install 'neardup[service]'</code>. The OpenAPI description is at "
@@ -194,6 +203,7 @@ def _offline_docs(app: FastAPI) -> None:
 
     @app.get("/docs/oauth2-redirect", include_in_schema=False)
     async def oauth2_redirect() -> Response:
+        """Swagger UI's OAuth2 redirect page."""
         return get_swagger_ui_oauth2_redirect_html()
 
     if swagger_ui_path is not None:

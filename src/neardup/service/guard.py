@@ -40,6 +40,7 @@ class Guard:
     def __init__(self, app: Any, *, token: str | None, limit: int, metrics: Metrics, routes: list[Any],
                  body_timeout: float = DEFAULT_BODY_TIMEOUT, max_inflight: int = DEFAULT_MAX_INFLIGHT,
                  max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES, private: bool = False) -> None:
+        """The guard in front of ``app``, with the service's limits."""
         self.app = app
         self.expected = f"Bearer {token}".encode("latin-1") if token else None
         self.limit = limit
@@ -161,11 +162,13 @@ class Guard:
         status = [0]
 
         async def send_status(message: Any) -> None:
+            """Pass a message on, noting the response's status."""
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
             await send(message)
 
         async def reply(code: int, message: str, headers: dict[str, str] | None = None) -> None:
+            """Answer with a JSON error."""
             await error(code, message, headers)(scope, receive, send_status)
 
         held = [0]  # request body bytes reserved under max_inflight_bytes
@@ -211,6 +214,7 @@ class Guard:
                 del body
 
                 async def replay() -> Any:
+                    """The buffered body, then whatever the client sends next (a disconnect)."""
                     return buffered.pop() if buffered else await receive()
             await self.app(scope, replay, send_status)
         except Exception as exc:  # noqa: BLE001 - a bug: log it, answer JSON, keep serving

@@ -48,6 +48,7 @@ class Metrics:
     MAX_SERIES = 2000  # a safety net: routes x codes stays far below it
 
     def __init__(self) -> None:
+        """The metrics, in this process's registry or the multiprocess files."""
         self.multiprocess = multiprocess_dir() is not None
         self.registry = CollectorRegistry()
         reg = None if self.multiprocess else self.registry
@@ -119,6 +120,7 @@ class StoreSnapshot:
     ``/metrics`` is read: a scrape never waits for the lock, nor for the count."""
 
     def __init__(self, metrics: Metrics, detector: "Detector", lock: threading.Lock, interval: float) -> None:
+        """Figures of ``detector`` counted under ``lock`` at most every ``interval`` s."""
         self.metrics = metrics
         self.detector = detector
         self.lock = lock
@@ -138,6 +140,7 @@ class StoreSnapshot:
             self.counted = time.monotonic()
 
     def _refresh(self) -> None:
+        """Count, then let the next refresh start."""
         try:
             self.count_now()
         finally:

@@ -54,6 +54,7 @@ class PagePool:
 
     def __init__(self, config: FingerprintConfig, metrics: Metrics, size: int = DEFAULT_PAGE_WORKERS,
                  timeout: float = DEFAULT_PAGE_TIMEOUT) -> None:
+        """A pool for pages fingerprinted with ``config``, each within ``timeout`` seconds."""
         self.config = config
         self.metrics = metrics
         self.size = max(1, size)
@@ -64,11 +65,13 @@ class PagePool:
         self._closed = False
 
     def _new_worker(self) -> PageWorker:
+        """Start one worker process (it says when it is ready)."""
         worker = PageWorker(service_context(), self.config, typed_result)
         self._all.append(worker)
         return worker
 
     def _started(self) -> asyncio.Queue[PageWorker]:
+        """The queue of idle workers, the workers started on first use."""
         with self._start_lock:
             if self._idle is None:
                 idle: asyncio.Queue[PageWorker] = asyncio.Queue()
@@ -96,6 +99,7 @@ class PagePool:
         return worker, result
 
     def _replace(self, worker: PageWorker) -> PageWorker:
+        """Kill ``worker`` and start another in its place."""
         self.metrics.worker_restarts.inc()
         worker.kill()
         if worker in self._all:

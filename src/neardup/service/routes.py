@@ -36,6 +36,7 @@ async def _page_fingerprint(svc: Service, page: PageIn) -> Fingerprint:
 
 
 async def _add(svc: Service, page: PageIn) -> Verdict:
+    """Fingerprint a page in a worker, then decide and record it."""
     fp = await _page_fingerprint(svc, page)  # outside the lock: the slow part
     verdict = await svc.locked(svc.detector.add_fingerprint, page.url, fp, fetched_at=page.fetched_at,
                                priority=page.priority)
@@ -44,6 +45,7 @@ async def _add(svc: Service, page: PageIn) -> Verdict:
 
 
 async def _check(svc: Service, page: PageIn) -> Verdict:
+    """Fingerprint a page in a worker, then decide it without writing."""
     fp = await _page_fingerprint(svc, page)
     verdict = await svc.locked(svc.detector.check_fingerprint, page.url, fp)
     svc.metrics.verdict("check", verdict.status)
@@ -72,6 +74,7 @@ async def _each(svc: Service, pages: list[PageIn], decide: Decide) -> list[dict[
 
 
 async def _add_fp(svc: Service, page: PageIn, fp: Fingerprint) -> Verdict:
+    """Decide and record a batch page already fingerprinted."""
     verdict = await svc.locked(svc.detector.add_fingerprint, page.url, fp, fetched_at=page.fetched_at,
                                priority=page.priority)
     svc.metrics.verdict("add", verdict.status)
@@ -79,6 +82,7 @@ async def _add_fp(svc: Service, page: PageIn, fp: Fingerprint) -> Verdict:
 
 
 async def _check_fp(svc: Service, page: PageIn, fp: Fingerprint) -> Verdict:
+    """Decide a batch page already fingerprinted."""
     verdict = await svc.locked(svc.detector.check_fingerprint, page.url, fp)
     svc.metrics.verdict("check", verdict.status)
     return verdict
@@ -158,6 +162,7 @@ def _fp_batch(items: list[tuple[Any, ...]], decide: Callable[[list[tuple[Any, ..
 
 
 def _count(svc: Service, op: str, verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Count the verdicts of a batch in the metrics; return them."""
     for v in verdicts:
         svc.metrics.verdict(op, v["status"])
     return verdicts

@@ -50,6 +50,7 @@ def max_connections() -> int:
 
 
 def _raw_error(code: int, reason: str, message: str, kind: str) -> bytes:
+    """A whole HTTP error response (JSON body, connection closed), for the protocol layer."""
     body = json.dumps({"error": message, "type": kind}).encode()
     return (f"HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
             "connection: close\r\n\r\n").encode() + body
@@ -94,15 +95,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         return not self._in_headers and (self.cycle is None or self.cycle.response_complete)
 
     def _arm_header_timer(self) -> None:
+        """Start the header clock (once)."""
         if self._header_timer is None:
             self._header_timer = self.loop.call_later(self.header_timeout, self._header_timeout_expired)
 
     def _cancel_header_timer(self) -> None:
+        """Stop the header clock."""
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
 
     def _header_timeout_expired(self) -> None:
+        """Headers late: 408 to a connection that started a request, then close it."""
         self._header_timer = None
         if self.transport.is_closing():
             return

@@ -22,6 +22,7 @@ class Service:
     page worker pool and the metrics."""
 
     def __init__(self, detector: Detector, pool: PagePool, metrics: Metrics, stats_interval: float) -> None:
+        """The shared state of one app."""
         self.detector = detector
         self.lock = threading.Lock()
         self.pool = pool
@@ -39,6 +40,7 @@ class Service:
                 self.lock.release()
 
         def wait_and_run() -> T:
+            """In a thread: wait for the lock, then run."""
             with self.lock:
                 return fn(*args, **kwargs)
         return await run_in_threadpool(wait_and_run)
