@@ -497,7 +497,7 @@ def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
              f"{res['timeout']:g} s). Targets (issue 25): 0 untyped exceptions; no input over 2 s of CPU (the "
              "cheap guards before the parser are the extractor's, `extract.py`); the service answers every bomb "
              "with a verdict or a typed error within the per-page limit, whatever the parser does.", ""]
-    lines += table(["bomb", "bytes", "extractor", "result", "CPU s", "wall s"], rows)
+    lines += table(["bomb", "bytes", "extractor", "result", "CPU s", "wall s"], rows, text_columns=(0, 2, 3))
     lines += ["", "Through the service: " + "; ".join(
         f"{r['bomb']}: {r['status']} {r['answer']} in {r['wall_s']} s" for r in res["http"])
         + f". Untyped exceptions or 5xx: {res['untyped']}.", BOMBS_END]

@@ -262,6 +262,12 @@ def load_corpus(limit: int | None) -> list[tuple[str, str]]:
     return pages
 
 
+SKETCH = (120).to_bytes(4, "little") + bytes(range(DEFAULT_CONFIG.sketch_bins))
+"""The one sketch of every synthetic fingerprint: the service refuses a fingerprint without
+the sketch its spec has, and a shared sketch verifies every SimHash candidate, so the
+verdicts are the SimHash rule's, as they were before the routes took a sketch."""
+
+
 class Synth:
     """Random fingerprints of the default spec; stored ones are remembered for probes."""
 
@@ -285,11 +291,11 @@ class Synth:
 
     def fingerprint(self, simhash: int, digest: str) -> Fingerprint:
         return Fingerprint(simhash=simhash, digest=digest, spec=self.spec, bits=64, tokens=120, length=900,
-                           features=110)
+                           features=110, sketch=SKETCH)
 
     def body(self, url: str, simhash: int, digest: str) -> dict[str, Any]:
         return {"url": url, "simhash": f"{simhash:016x}", "digest": digest, "spec": self.spec, "tokens": 120,
-                "length": 900, "features": 110}
+                "length": 900, "features": 110, "sketch": SKETCH.hex()}
 
 
 def preload(db: str, n: int, synth: Synth, real: list[RealPage]) -> dict[str, Any]:
@@ -660,7 +666,7 @@ class FpAdds:
     def _one(self, i: int, value: int) -> dict[str, Any]:
         digest = hashlib.sha256(f"{self.tag}-{i}".encode()).hexdigest()
         return {"url": f"https://add{i % 499}.example/{self.tag}/{i}", "simhash": f"{value:016x}", "digest": digest,
-                "spec": self.spec, "tokens": 120, "length": 900, "features": 110}
+                "spec": self.spec, "tokens": 120, "length": 900, "features": 110, "sketch": SKETCH.hex()}
 
     def __call__(self, i: int) -> tuple[bytes, Any]:
         n = self.batch or 1

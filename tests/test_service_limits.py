@@ -256,3 +256,36 @@ def test_idle_and_half_sent_connections_are_closed_and_serve_says_where(tmp_path
         time.sleep(1.1)  # past the render cache
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         assert 'neardup_requests_total{code="200",route="/v1/stats"} 20.0' in text
+
+
+def test_past_the_connection_limit_the_longest_idle_connection_makes_room():
+    """With the file descriptors of idle sockets at the limit, a real request still gets in:
+    the longest-idle connection is closed to make room (none idle: the new one gets 503)."""
+    import uvicorn
+
+    from neardup.service.server import GuardedHttpToolsProtocol
+
+    class Small(GuardedHttpToolsProtocol):
+        connection_limit = 5
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(Detector()), host="127.0.0.1", port=port, http=Small,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            time.sleep(0.05)
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        time.sleep(0.2)
+        r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert r.status_code == 200
+        closed = [_closed_after(s, 0.5) is not None for s in idle]
+        assert closed.count(True) >= 1, closed  # an idle one was closed to make room
+        for s in idle:
+            s.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
