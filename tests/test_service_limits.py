@@ -282,6 +282,10 @@ def test_past_the_connection_limit_the_longest_idle_connection_makes_room():
         time.sleep(0.2)
         r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
         assert r.status_code == 200
+        with socket.create_connection(("127.0.0.1", port)) as garbage:  # not HTTP: a JSON 400 with its type
+            garbage.sendall(b"\x00\x01 nonsense\r\n\r\n")
+            answer = garbage.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 400") and b'"type": "BadRequest"' in answer
         closed = [_closed_after(s, 0.5) is not None for s in idle]
         assert closed.count(True) >= 1, closed  # an idle one was closed to make room
         for s in idle:

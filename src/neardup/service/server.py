@@ -129,6 +129,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 return
         super().data_received(data)
 
+    def send_400_response(self, msg: str) -> None:
+        """A request that is not HTTP: 400 as JSON with its ``type``, like every error."""
+        self._cancel_header_timer()
+        self.transport.write(_raw_error(400, "Bad Request", msg, "BadRequest"))
+        self.transport.close()
+
     def on_message_begin(self) -> None:
         """A request's first byte: its headers have :data:`HEADER_TIMEOUT` seconds."""
         super().on_message_begin()
