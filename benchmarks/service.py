@@ -262,10 +262,11 @@ def load_corpus(limit: int | None) -> list[tuple[str, str]]:
     return pages
 
 
-SKETCH = (120).to_bytes(4, "little") + bytes(range(DEFAULT_CONFIG.sketch_bins))
-"""The one sketch of every synthetic fingerprint: the service refuses a fingerprint without
-the sketch its spec has, and a shared sketch verifies every SimHash candidate, so the
-verdicts are the SimHash rule's, as they were before the routes took a sketch."""
+SKETCH_HEADER = (120).to_bytes(4, "little")
+"""The shingle count of every synthetic sketch. Each synthetic page has a random sketch of its
+own (the service refuses a fingerprint without the sketch its spec has); a near copy carries
+the sketch of the page it copies, so the verification confirms planted copies and refutes
+chance SimHash neighbours, as it would for real pages."""
 
 
 class Synth:
@@ -276,6 +277,7 @@ class Synth:
         self.spec = DEFAULT_CONFIG.spec
         self.stored_simhash: list[int] = []
         self.stored_digest: list[str] = []
+        self.stored_sketch: list[bytes] = []
         self.serial = 0
 
     def fresh(self) -> tuple[int, str]:
@@ -284,18 +286,22 @@ class Synth:
         value = int(self.rng.integers(0, 2**63, dtype=np.int64)) << 1 | int(self.rng.integers(0, 2))
         return value, hashlib.sha256(f"fresh-{self.serial}-{self.rng.random()}".encode()).hexdigest()
 
+    def sketch(self) -> bytes:
+        """A random sketch of the default spec (an unrelated page's)."""
+        return SKETCH_HEADER + self.rng.bytes(DEFAULT_CONFIG.sketch_bins)
+
     def near_of(self, value: int) -> int:
         for bit in self.rng.choice(64, size=int(self.rng.integers(1, 4)), replace=False):
             value ^= 1 << int(bit)
         return value
 
-    def fingerprint(self, simhash: int, digest: str) -> Fingerprint:
+    def fingerprint(self, simhash: int, digest: str, sketch: bytes) -> Fingerprint:
         return Fingerprint(simhash=simhash, digest=digest, spec=self.spec, bits=64, tokens=120, length=900,
-                           features=110, sketch=SKETCH)
+                           features=110, sketch=sketch)
 
-    def body(self, url: str, simhash: int, digest: str) -> dict[str, Any]:
+    def body(self, url: str, simhash: int, digest: str, sketch: bytes) -> dict[str, Any]:
         return {"url": url, "simhash": f"{simhash:016x}", "digest": digest, "spec": self.spec, "tokens": 120,
-                "length": 900, "features": 110, "sketch": SKETCH.hex()}
+                "length": 900, "features": 110, "sketch": sketch.hex()}
 
 
 def preload(db: str, n: int, synth: Synth, real: list[RealPage]) -> dict[str, Any]:
@@ -310,13 +316,15 @@ def preload(db: str, n: int, synth: Synth, real: list[RealPage]) -> dict[str, An
         rng = random.Random(5)
         for i in range(n):
             if synth.stored_simhash and rng.random() < 0.1:
-                value = synth.near_of(synth.stored_simhash[rng.randrange(len(synth.stored_simhash))])
+                k = rng.randrange(len(synth.stored_simhash))
+                value, sketch = synth.near_of(synth.stored_simhash[k]), synth.stored_sketch[k]
                 digest = hashlib.sha256(f"planted-{i}".encode()).hexdigest()
             else:
-                value, digest = synth.fresh()
+                (value, digest), sketch = synth.fresh(), synth.sketch()
             synth.stored_simhash.append(value)
             synth.stored_digest.append(digest)
-            items.append((f"https://h{i % 997}.example/pre/{i}", synth.fingerprint(value, digest)))
+            synth.stored_sketch.append(sketch)
+            items.append((f"https://h{i % 997}.example/pre/{i}", synth.fingerprint(value, digest, sketch)))
         for start in range(0, len(items), chunk):
             with det._writing():  # one transaction per chunk (Detector has no public bulk add of fingerprints)
                 for url, fp in items[start:start + chunk]:
@@ -630,17 +638,18 @@ class FpChecks:
             r = rng.random()
             url = f"https://probe{j % 101}.example/c/{seed}/{j}"
             if r < 0.70:
-                value, digest = synth.fresh()
+                (value, digest), sketch = synth.fresh(), synth.sketch()
                 expect = "new"
             elif r < 0.85:
                 k = rng.randrange(stored)
                 value, digest = synth.near_of(synth.stored_simhash[k]), synth.fresh()[1]
+                sketch = synth.stored_sketch[k]
                 expect = "near"
             else:
                 k = rng.randrange(stored)
-                value, digest = synth.fresh()[0], synth.stored_digest[k]
+                value, digest, sketch = synth.fresh()[0], synth.stored_digest[k], synth.stored_sketch[k]
                 expect = "exact"
-            bodies.append((synth.body(url, value, digest), expect))
+            bodies.append((synth.body(url, value, digest, sketch), expect))
         self.items: list[tuple[bytes, Any]]
         if batch:
             self.items = [(post("/v1/fingerprints/check/batch", port, {"fingerprints": [b for b, _ in chunk]}),
@@ -666,7 +675,9 @@ class FpAdds:
     def _one(self, i: int, value: int) -> dict[str, Any]:
         digest = hashlib.sha256(f"{self.tag}-{i}".encode()).hexdigest()
         return {"url": f"https://add{i % 499}.example/{self.tag}/{i}", "simhash": f"{value:016x}", "digest": digest,
-                "spec": self.spec, "tokens": 120, "length": 900, "features": 110, "sketch": SKETCH.hex()}
+                "spec": self.spec, "tokens": 120, "length": 900, "features": 110,
+                "sketch": (SKETCH_HEADER + (hashlib.sha512(digest.encode()).digest()
+                                            * 2)[:DEFAULT_CONFIG.sketch_bins]).hex()}
 
     def __call__(self, i: int) -> tuple[bytes, Any]:
         n = self.batch or 1
@@ -747,11 +758,13 @@ def _stack_costs_child(db: str, synth: Synth, n: int, pages: list[tuple[str, str
     bodies, fps = [], []
     for j in range(n):
         if rng.random() < 0.15:
-            value, digest = synth.near_of(synth.stored_simhash[rng.randrange(len(synth.stored_simhash))]), synth.fresh()[1]
+            k = rng.randrange(len(synth.stored_simhash))
+            value, digest = synth.near_of(synth.stored_simhash[k]), synth.fresh()[1]
+            sketch = synth.stored_sketch[k]
         else:
-            value, digest = synth.fresh()
-        fps.append((f"https://probe.example/s/{j}", synth.fingerprint(value, digest)))
-        bodies.append(synth.body(f"https://probe.example/s/{j}", value, digest))
+            (value, digest), sketch = synth.fresh(), synth.sketch()
+        fps.append((f"https://probe.example/s/{j}", synth.fingerprint(value, digest, sketch)))
+        bodies.append(synth.body(f"https://probe.example/s/{j}", value, digest, sketch))
     raw = [json.dumps(b).encode() for b in bodies]
     nb = max(1, n // batch)
     fp_batches = [[fps[(i * batch + j) % n] for j in range(batch)] for i in range(nb)]
