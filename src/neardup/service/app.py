@@ -69,6 +69,7 @@ def create_app(detector: Detector, *, token: str | None = None, max_body: int = 
             yield
         finally:
             pool.close()
+            metrics.process_exits()
 
     app = FastAPI(title="neardup", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Near-duplicate web page detection: is this page new, an exact or a near duplicate?")

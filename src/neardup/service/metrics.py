@@ -102,6 +102,13 @@ class Metrics:
         self.clusters.set(stats.get("clusters", 0))
         self.snapshot_time.set(time.time())
 
+    def process_exits(self) -> None:
+        """Under ``--workers``: this worker's live gauges (requests in flight) leave the sum."""
+        if self.multiprocess:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid())
+
     def render(self, max_age: float = 0.0) -> bytes:
         """The Prometheus text format, rendered at most once per ``max_age`` seconds (a scrape
         every 15 s sees fresh counts; 16 clients looping on /metrics cost one render a second,
