@@ -286,6 +286,10 @@ def test_past_the_connection_limit_the_longest_idle_connection_makes_room():
             garbage.sendall(b"\x00\x01 nonsense\r\n\r\n")
             answer = garbage.recv(65536)
             assert answer.startswith(b"HTTP/1.1 400") and b'"type": "BadRequest"' in answer
+        with socket.create_connection(("127.0.0.1", port)) as huge:  # headers past 64 KiB: 431
+            huge.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000)
+            answer = huge.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 431") and b'"type": "HeadersTooLarge"' in answer
         closed = [_closed_after(s, 0.5) is not None for s in idle]
         assert closed.count(True) >= 1, closed  # an idle one was closed to make room
         for s in idle:
