@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
 DOC_START, DOC_END = "<!-- fuzz:start -->", "<!-- fuzz:end -->"
+BOMBS_START, BOMBS_END = "<!-- fuzz-bombs:start -->", "<!-- fuzz-bombs:end -->"
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus"))
 SAMPLE = ROOT / "examples" / "sample" / "pages"
 
@@ -86,6 +87,25 @@ SNIPPETS = [
 _pages: list[bytes] | None = None
 
 
+def bombs() -> dict[str, str]:
+    """The attribute, tag and entity bombs of issue 25 (each about 0.5 MB, real text inside):
+    what a page can make a parser do with little input."""
+    text = "<p>" + " ".join(f"word{i}" for i in range(300)) + "</p>"
+    return {
+        "attributes: one element with 50,000 (a1=x ...)": "<html><body><div "
+        + " ".join(f"a{i}=x" for i in range(50_000)) + ">" + text + "</div></body></html>",
+        "attributes: one element with 50,000 without values": "<html><body><div "
+        + " ".join(f"a{i}" for i in range(50_000)) + ">" + text + "</div></body></html>",
+        "attributes: 10,000 elements x 10": "<html><body>"
+        + "".join("<i " + " ".join(f"b{j}=y" for j in range(10)) + ">" for _ in range(10_000))
+        + text + "</body></html>",
+        "tags: 60,000 distinct unclosed": "<html><body>" + "".join(f"<t{i}>" for i in range(60_000)) + text,
+        "tags: 100,000 nested <b>": "<html><body>" + "<b>" * 100_000 + text + "</body></html>",
+        "entities: 100,000 (named, numeric, invalid)": "<html><body><p>"
+        + "&amp;&#x1F600;&bogus;&#99999999;&lt" * 20_000 + "</p>" + text + "</body></html>",
+    }
+
+
 def real_pages(limit: int = 400) -> list[bytes]:
     """Raw bytes of real pages: the shared corpus when present (every n-th file, up to
     ``limit``), else the bundled sample."""
@@ -100,8 +120,9 @@ def real_pages(limit: int = 400) -> list[bytes]:
     return _pages
 
 
-def mutate(r: random.Random, data: bytes) -> bytes:
-    data = bytearray(data)
+def mutate(r: random.Random, original: bytes) -> bytes:
+    """``original`` damaged one to five times (flips, cuts, copies, hostile snippets)."""
+    data = bytearray(original)
     for _ in range(r.randint(1, 5)):
         op = r.randrange(7)
         n = len(data)
@@ -145,7 +166,8 @@ def random_headers(r: random.Random) -> dict[str, str] | None:
         ctype = f"{ctype or 'text/html'}; charset={r.choice(CHARSETS)}"
     headers = {r.choice(["Content-Type", "content-type", "CONTENT-TYPE"]): ctype}
     if r.random() < 0.2:
-        headers[r.choice(["Content-Encoding", "X-\ud800", "", "Content-Length"])] = r.choice(["gzip", "\udfff", "-1", ""])
+        name = r.choice(["Content-Encoding", "X-\ud800", "", "Content-Length"])
+        headers[name] = r.choice(["gzip", "\udfff", "-1", ""])
     return headers
 
 
@@ -158,7 +180,8 @@ def library_case(r: random.Random) -> tuple[str, Any, str, dict[str, str] | None
         size = r.choice([0, 1, 10, 100, 1000, 10_000, 100_000])
         content: Any = r.randbytes(r.randint(0, size))
         if r.random() < 0.3:
-            content = r.choice([b"<html>", b"<!doctype html><p>", b"\xef\xbb\xbf<p>", b"\xff\xfe<\x00p\x00>\x00"]) + content
+            prefixes = [b"<html>", b"<!doctype html><p>", b"\xef\xbb\xbf<p>", b"\xff\xfe<\x00p\x00>\x00"]
+            content = r.choice(prefixes) + content
     elif kind in ("page", "page-str"):
         content = mutate(r, r.choice(real_pages()))
         if kind == "page-str":  # str input with lone surrogates where the bytes are not UTF-8
@@ -210,8 +233,9 @@ def input_case(r: random.Random, folder: Path) -> Path:
             if choice == 0:
                 lines.append("[" * r.choice([10, 100_000]) + "]" * 10)
             elif choice == 1:
-                lines.append(json.dumps({"url": random_url(r), "html": r.choice(real_pages())[:20000].decode("utf-8", "surrogateescape"),
-                                         "headers": random_headers(r), "fetched_at": r.choice([None, 1e300, -5, "x", 10**30])}))
+                page = r.choice(real_pages())[:20000].decode("utf-8", "surrogateescape")
+                lines.append(json.dumps({"url": random_url(r), "html": page, "headers": random_headers(r),
+                                         "fetched_at": r.choice([None, 1e300, -5, "x", 10**30])}))
             elif choice == 2:
                 lines.append(r.randbytes(r.randint(0, 500)).decode("latin-1"))
             else:
@@ -227,8 +251,8 @@ def input_case(r: random.Random, folder: Path) -> Path:
         path.mkdir()
         for j in range(r.randint(1, 3)):
             (path / f"p{j}.html").write_bytes(mutate(r, r.choice(real_pages()))[:20000])
-        (path / "urls.tsv").write_bytes(r.choice([b"file\turl\np0.html\t" + random_url(r).encode("utf-8", "surrogatepass"),
-                                                  r.randbytes(100), b""]))
+        (path / "urls.tsv").write_bytes(r.choice([
+            b"file\turl\np0.html\t" + random_url(r).encode("utf-8", "surrogatepass"), r.randbytes(100), b""]))
         return path
     if r.random() < 0.7:
         data = mutate(r, data) if r.random() < 0.5 else data[: r.randrange(len(data) + 1)]
@@ -289,7 +313,7 @@ class Runner:
         self.slow_cases: list[tuple[float, int, str]] = []
         self.examples: dict[str, int] = {}
         self.max_seconds = 0.0
-        self._client = None
+        self._client: Any = None
         self._tmp = tempfile.TemporaryDirectory(prefix="neardup-fuzz-")
 
     def client(self) -> Any:
@@ -346,12 +370,13 @@ class Runner:
 
                     shutil.rmtree(folder, ignore_errors=True)
             else:
-                method, path, body = http_case(r)
-                label = f"http/{method} {path[:40]}"
-                resp = self.client().request(method, path, content=body or None,
+                method, route, body = http_case(r)
+                label = f"http/{method} {route[:40]}"
+                resp = self.client().request(method, route, content=body or None,
                                              headers={"content-type": "application/json"})
                 if resp.status_code >= 500:
-                    self.http_bad[f"{resp.status_code} {method} {path.split('/')[2] if path.count('/') > 1 else path}"] += 1
+                    where = route.split("/")[2] if route.count("/") > 1 else route
+                    self.http_bad[f"{resp.status_code} {method} {where}"] += 1
                     self.examples.setdefault(f"http {resp.status_code}", i)
                 elif resp.status_code >= 400:
                     try:
@@ -377,7 +402,8 @@ class Runner:
     def result(self) -> dict[str, Any]:
         return {"tally": dict(self.tally), "untyped": dict(self.untyped), "wrapped": dict(self.wrapped),
                 "http_bad": dict(self.http_bad), "slow": self.slow_cases, "examples": self.examples,
-                "max_seconds": self.max_seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                "max_seconds": self.max_seconds,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def run_range(args: tuple[int, int, int, float, str | None]) -> dict[str, Any]:
@@ -415,6 +441,69 @@ def fuzz(n: int, seed: int = 0, jobs: int = 1, slow: float = 10.0, keep: str | N
         return merge(list(pool.imap_unordered(run_range, chunks)))
 
 
+def bomb_run(timeout: float = 10.0) -> dict[str, Any]:
+    """Every bomb through ``fingerprint`` with each extractor (CPU seconds, in this process),
+    then through the HTTP API with the page workers and the per-page limit ``timeout`` (in
+    process, the ASGI app): untyped exceptions, answers, and whether /healthz stayed quick."""
+    import neardup
+
+    out: dict[str, Any] = {"library": [], "http": [], "untyped": 0, "timeout": timeout}
+    for name, html in bombs().items():
+        for extractor in ("accurate", "fast", "full"):
+            config = neardup.FingerprintConfig(extractor=extractor)
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                neardup.fingerprint(html, "https://bomb.example/", config=config)
+                result = "ok"
+            except neardup.NeardupError as exc:
+                result = f"{type(exc).__name__}"
+            except Exception as exc:  # noqa: BLE001 - what the harness is looking for
+                result = f"untyped {type(exc).__name__}"
+                out["untyped"] += 1
+            out["library"].append({"bomb": name, "bytes": len(html.encode()), "extractor": extractor,
+                                   "result": result, "cpu_s": round(time.process_time() - cpu, 2),
+                                   "wall_s": round(time.perf_counter() - wall, 2)})
+            print(f"  {name} / {extractor}: {out['library'][-1]}", file=sys.stderr, flush=True)
+    from fastapi.testclient import TestClient
+
+    from neardup.service import create_app
+
+    app = create_app(neardup.Detector(), page_timeout=timeout, page_workers=2)
+    with TestClient(app) as c:
+        for name, html in bombs().items():
+            wall = time.perf_counter()
+            resp = c.post("/v1/check", json={"url": "https://bomb.example/", "html": html})
+            body = resp.json()
+            typed = resp.status_code < 400 or "type" in body
+            out["untyped"] += resp.status_code >= 500 or not typed
+            out["http"].append({"bomb": name, "status": resp.status_code,
+                                "answer": body.get("status") or body.get("type"),
+                                "wall_s": round(time.perf_counter() - wall, 2)})
+            print(f"  http {name}: {out['http'][-1]}", file=sys.stderr, flush=True)
+    app.state.service.pool.close()
+    return out
+
+
+def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
+    """The docs/benchmarks.md section for ``--bombs``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _docs import table
+
+    rows = [[r["bomb"], f"{r['bytes']:,}", r["extractor"], r["result"], r["cpu_s"], r["wall_s"]]
+            for r in res["library"]]
+    lines = [BOMBS_START, "## Attribute, tag and entity bombs (`benchmarks/fuzz.py --bombs`)", "",
+             f"`{command}` ({load}). Each bomb through `neardup.fingerprint` in one process (CPU and wall "
+             f"seconds), then through `POST /v1/check` of the service (page workers, per-page limit "
+             f"{res['timeout']:g} s). Targets (issue 25): 0 untyped exceptions; no input over 2 s of CPU (the "
+             "cheap guards before the parser are the extractor's, `extract.py`); the service answers every bomb "
+             "with a verdict or a typed error within the per-page limit, whatever the parser does.", ""]
+    lines += table(["bomb", "bytes", "extractor", "result", "CPU s", "wall s"], rows, text_columns=(0, 2, 3))
+    lines += ["", "Through the service: " + "; ".join(
+        f"{r['bomb']}: {r['status']} {r['answer']} in {r['wall_s']} s" for r in res["http"])
+        + f". Untyped exceptions or 5xx: {res['untyped']}.", BOMBS_END]
+    return "\n".join(lines)
+
+
 def render(res: dict[str, Any]) -> str:
     """The docs/benchmarks.md section for a run."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -427,7 +516,8 @@ def render(res: dict[str, Any]) -> str:
             ["untyped exceptions", sum(res["untyped"].values())],
             ["HTTP 5xx or non-JSON errors", sum(res["http_bad"].values())],
             [f"inputs over {a['slow']:g} s", len(res["slow"])], ["slowest input", f"{res['max_seconds']:.2f} s"],
-            ["peak RSS (largest process)", f"{res['peak_rss_mb']:.0f} MB"], ["wall time", f"{res['wall_seconds']:.0f} s"]]
+            ["peak RSS (largest process)", f"{res['peak_rss_mb']:.0f} MB"],
+            ["wall time", f"{res['wall_seconds']:.0f} s"]]
     lines = [DOC_START, "## Fuzzing: hostile input (`benchmarks/fuzz.py`)", "",
              f"`{command}` ({res['corpus_pages']} real pages mutated; the mix is described in the script's "
              "docstring: random bytes, mutated real pages, broken charsets and headers, odd URLs through "
@@ -465,7 +555,20 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="folder to write the traceback of every untyped exception to")
     ap.add_argument("--json", default=None, help="write the report here as JSON")
     ap.add_argument("--docs", action="store_true", help="write the results into docs/benchmarks.md")
+    ap.add_argument("--bombs", action="store_true", help="run the attribute, tag and entity bombs only")
+    ap.add_argument("--page-timeout", type=float, default=10.0, help="--bombs: the service's per-page limit")
     args = ap.parse_args()
+    if args.bombs:
+        load = f"load average {os.getloadavg()[0]:.1f} at the start"
+        res = bomb_run(args.page_timeout)
+        load += f", {os.getloadavg()[0]:.1f} at the end"
+        print(json.dumps(res))
+        if args.docs:
+            from _docs import replace_section
+
+            command = f"python benchmarks/fuzz.py --bombs --page-timeout {args.page_timeout:g} --docs"
+            replace_section(DOC, BOMBS_START, BOMBS_END, render_bombs(res, command, load))
+        sys.exit(1 if res["untyped"] else 0)
     t0 = time.perf_counter()
     if args.only is not None:
         res = fuzz(1, args.seed, 1, args.slow, args.keep, start=args.only)
@@ -479,7 +582,8 @@ def main() -> None:
           f"untyped exceptions {sum(res['untyped'].values())}, HTTP 5xx/non-JSON {sum(res['http_bad'].values())}, "
           f"inputs over {args.slow:g} s {len(res['slow'])}, slowest {res['max_seconds']:.2f} s, "
           f"peak RSS {res['peak_rss_mb']:.0f} MB (per process), wall {res['wall_seconds']} s")
-    for title, key in (("untyped", "untyped"), ("wrapped third-party failures (typed)", "wrapped"), ("http", "http_bad")):
+    kinds = (("untyped", "untyped"), ("wrapped third-party failures (typed)", "wrapped"), ("http", "http_bad"))
+    for title, key in kinds:
         for what, count in sorted(res[key].items(), key=lambda kv: -kv[1]):
             example = res["examples"].get(what)
             print(f"  {title}: {count} x {what}" + (f" (e.g. --only {example})" if example is not None else ""))

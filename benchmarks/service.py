@@ -24,7 +24,7 @@ CPU seconds the server processes (and PostgreSQL) used per request. A *sustained
 same cores: ``extract_main_content(html, extractor="accurate")`` over the same pages in as
 many forked processes as the server has workers, right after each page row. An in-process
 table splits a request's CPU between the Detector call, the ASGI app (with and without its
-``_Guard`` middleware) and the extractor.
+``Guard`` middleware) and the extractor.
 
 The load generator is this process: one thread per connection, HTTP/1.1 keep-alive on raw
 sockets with pre-encoded requests (``TCP_NODELAY``, one ``sendall`` per request), so the
@@ -83,9 +83,9 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(REPO_ROOT / "src"))
     import neardup
-from neardup.detector import Detector
-from neardup.extract import decode, extract_main_content
-from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint
+from neardup.detector import Detector  # noqa: E402 (after the sys.path fallback above)
+from neardup.extract import decode, extract_main_content  # noqa: E402
+from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint  # noqa: E402
 
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", REPO_ROOT.parent / "shared" / "corpus")) / "scrapinghub-aeb"
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
@@ -113,7 +113,7 @@ def machine() -> dict[str, Any]:
                 mem = int(line.split()[1]) * 1024
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("neardup", "fastapi", "starlette", "uvicorn", "pydantic", "httpx", "h11", "anyio",
                 "psycopg", "psycopg-pool", "trafilatura", "lxml", "numpy", "numba", "uvloop", "httptools"):
         try:
@@ -221,7 +221,8 @@ class PgServer:
         import psycopg
 
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return str(conn.execute("SHOW server_version").fetchone()[0])
+            row = conn.execute("SHOW server_version").fetchone()
+            return str(row[0]) if row else "unknown"
 
 
 @contextmanager
@@ -235,7 +236,8 @@ def pg_server(fsync: bool) -> Iterator[PgServer]:
     import pgserver
 
     if not pgserver.installed():
-        raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl); set NEARDUP_BENCH_PG or use --stores sqlite")
+        raise RuntimeError("PostgreSQL server binaries not found (initdb, pg_ctl); set NEARDUP_BENCH_PG or use "
+                           "--stores sqlite")
     with pgserver.throwaway_server(fsync=fsync, max_connections=200) as (dsn, data):
         postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
         yield PgServer(dsn, postmaster, fsync)
@@ -262,6 +264,13 @@ def load_corpus(limit: int | None) -> list[tuple[str, str]]:
     return pages
 
 
+SKETCH_HEADER = (120).to_bytes(4, "little")
+"""The shingle count of every synthetic sketch. Each synthetic page has a random sketch of its
+own (the service refuses a fingerprint without the sketch its spec has); a near copy carries
+the sketch of the page it copies, so the verification confirms planted copies and refutes
+chance SimHash neighbours, as it would for real pages."""
+
+
 class Synth:
     """Random fingerprints of the default spec; stored ones are remembered for probes."""
 
@@ -270,6 +279,7 @@ class Synth:
         self.spec = DEFAULT_CONFIG.spec
         self.stored_simhash: list[int] = []
         self.stored_digest: list[str] = []
+        self.stored_sketch: list[bytes] = []
         self.serial = 0
 
     def fresh(self) -> tuple[int, str]:
@@ -278,18 +288,22 @@ class Synth:
         value = int(self.rng.integers(0, 2**63, dtype=np.int64)) << 1 | int(self.rng.integers(0, 2))
         return value, hashlib.sha256(f"fresh-{self.serial}-{self.rng.random()}".encode()).hexdigest()
 
+    def sketch(self) -> bytes:
+        """A random sketch of the default spec (an unrelated page's)."""
+        return SKETCH_HEADER + self.rng.bytes(DEFAULT_CONFIG.sketch_bins)
+
     def near_of(self, value: int) -> int:
         for bit in self.rng.choice(64, size=int(self.rng.integers(1, 4)), replace=False):
             value ^= 1 << int(bit)
         return value
 
-    def fingerprint(self, simhash: int, digest: str) -> Fingerprint:
+    def fingerprint(self, simhash: int, digest: str, sketch: bytes) -> Fingerprint:
         return Fingerprint(simhash=simhash, digest=digest, spec=self.spec, bits=64, tokens=120, length=900,
-                           features=110)
+                           features=110, sketch=sketch)
 
-    def body(self, url: str, simhash: int, digest: str) -> dict[str, Any]:
+    def body(self, url: str, simhash: int, digest: str, sketch: bytes) -> dict[str, Any]:
         return {"url": url, "simhash": f"{simhash:016x}", "digest": digest, "spec": self.spec, "tokens": 120,
-                "length": 900, "features": 110}
+                "length": 900, "features": 110, "sketch": sketch.hex()}
 
 
 def preload(db: str, n: int, synth: Synth, real: list[RealPage]) -> dict[str, Any]:
@@ -304,13 +318,15 @@ def preload(db: str, n: int, synth: Synth, real: list[RealPage]) -> dict[str, An
         rng = random.Random(5)
         for i in range(n):
             if synth.stored_simhash and rng.random() < 0.1:
-                value = synth.near_of(synth.stored_simhash[rng.randrange(len(synth.stored_simhash))])
+                k = rng.randrange(len(synth.stored_simhash))
+                value, sketch = synth.near_of(synth.stored_simhash[k]), synth.stored_sketch[k]
                 digest = hashlib.sha256(f"planted-{i}".encode()).hexdigest()
             else:
-                value, digest = synth.fresh()
+                (value, digest), sketch = synth.fresh(), synth.sketch()
             synth.stored_simhash.append(value)
             synth.stored_digest.append(digest)
-            items.append((f"https://h{i % 997}.example/pre/{i}", synth.fingerprint(value, digest)))
+            synth.stored_sketch.append(sketch)
+            items.append((f"https://h{i % 997}.example/pre/{i}", synth.fingerprint(value, digest, sketch)))
         for start in range(0, len(items), chunk):
             with det._writing():  # one transaction per chunk (Detector has no public bulk add of fingerprints)
                 for url, fp in items[start:start + chunk]:
@@ -371,7 +387,8 @@ def serve(db: str, workers: int) -> Iterator[Server]:
                 time.sleep(0.2)
         if workers > 1:  # every worker must be up (the supervisor answers through the first)
             deadline = time.perf_counter() + 120
-            while sum(1 for pid, ppid, _ in _all_procs() if ppid == proc.pid and b"spawn_main" in _cmdline(pid)) < workers:
+            while sum(1 for pid, ppid, _ in _all_procs()
+                      if ppid == proc.pid and b"spawn_main" in _cmdline(pid)) < workers:
                 if time.perf_counter() > deadline:
                     raise RuntimeError("workers did not start")
                 time.sleep(0.2)
@@ -624,17 +641,18 @@ class FpChecks:
             r = rng.random()
             url = f"https://probe{j % 101}.example/c/{seed}/{j}"
             if r < 0.70:
-                value, digest = synth.fresh()
+                (value, digest), sketch = synth.fresh(), synth.sketch()
                 expect = "new"
             elif r < 0.85:
                 k = rng.randrange(stored)
                 value, digest = synth.near_of(synth.stored_simhash[k]), synth.fresh()[1]
+                sketch = synth.stored_sketch[k]
                 expect = "near"
             else:
                 k = rng.randrange(stored)
-                value, digest = synth.fresh()[0], synth.stored_digest[k]
+                value, digest, sketch = synth.fresh()[0], synth.stored_digest[k], synth.stored_sketch[k]
                 expect = "exact"
-            bodies.append((synth.body(url, value, digest), expect))
+            bodies.append((synth.body(url, value, digest, sketch), expect))
         self.items: list[tuple[bytes, Any]]
         if batch:
             self.items = [(post("/v1/fingerprints/check/batch", port, {"fingerprints": [b for b, _ in chunk]}),
@@ -660,7 +678,9 @@ class FpAdds:
     def _one(self, i: int, value: int) -> dict[str, Any]:
         digest = hashlib.sha256(f"{self.tag}-{i}".encode()).hexdigest()
         return {"url": f"https://add{i % 499}.example/{self.tag}/{i}", "simhash": f"{value:016x}", "digest": digest,
-                "spec": self.spec, "tokens": 120, "length": 900, "features": 110}
+                "spec": self.spec, "tokens": 120, "length": 900, "features": 110,
+                "sketch": (SKETCH_HEADER + (hashlib.sha512(digest.encode()).digest()
+                                            * 2)[:DEFAULT_CONFIG.sketch_bins]).hex()}
 
     def __call__(self, i: int) -> tuple[bytes, Any]:
         n = self.batch or 1
@@ -717,10 +737,11 @@ def extractor_alone(pages: list[str], processes: int, passes: int, what: str = "
 
 
 # -- where a fingerprint check's time goes (in-process) -----------------------------------------
-def stack_costs(db: str, synth: Synth, n: int, pages: list[RealPage], batch: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def stack_costs(db: str, synth: Synth, n: int, pages: list[RealPage],
+                batch: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """CPU per request of the pieces of a fingerprint check and of a page check, on one
     thread: the Detector call, the extractor, and the ASGI app called directly (no socket, no
-    HTTP parsing) with and without its ``_Guard`` middleware; and a cProfile split of the
+    HTTP parsing) with and without its ``Guard`` middleware; and a cProfile split of the
     Detector call. Runs in a forked child so that the parent stays free of threads."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
@@ -741,11 +762,13 @@ def _stack_costs_child(db: str, synth: Synth, n: int, pages: list[tuple[str, str
     bodies, fps = [], []
     for j in range(n):
         if rng.random() < 0.15:
-            value, digest = synth.near_of(synth.stored_simhash[rng.randrange(len(synth.stored_simhash))]), synth.fresh()[1]
+            k = rng.randrange(len(synth.stored_simhash))
+            value, digest = synth.near_of(synth.stored_simhash[k]), synth.fresh()[1]
+            sketch = synth.stored_sketch[k]
         else:
-            value, digest = synth.fresh()
-        fps.append((f"https://probe.example/s/{j}", synth.fingerprint(value, digest)))
-        bodies.append(synth.body(f"https://probe.example/s/{j}", value, digest))
+            (value, digest), sketch = synth.fresh(), synth.sketch()
+        fps.append((f"https://probe.example/s/{j}", synth.fingerprint(value, digest, sketch)))
+        bodies.append(synth.body(f"https://probe.example/s/{j}", value, digest, sketch))
     raw = [json.dumps(b).encode() for b in bodies]
     nb = max(1, n // batch)
     fp_batches = [[fps[(i * batch + j) % n] for j in range(batch)] for i in range(nb)]
@@ -790,27 +813,33 @@ def _stack_costs_child(db: str, synth: Synth, n: int, pages: list[tuple[str, str
     loop = asyncio.new_event_loop()
     full = create_app(det)
     bare = create_app(det)
-    bare.user_middleware = []  # the _Guard (token, body limit, metrics); the stack is built on the first call
+    bare.user_middleware = []  # the Guard (token, body limit, metrics); the stack is built on the first call
     note = "no socket, no HTTP parsing"
-    for name, app in (("ASGI app", full), ("ASGI app without the _Guard middleware", bare)):
-        entries.append((f"{name}: GET /healthz",
-                        lambda j, app=app: loop.run_until_complete(call(app, "GET", "/healthz", b"")), note, per_round, 1))
-        entries.append((f"{name}: POST /v1/fingerprints/check",
-                        lambda j, app=app: loop.run_until_complete(call(app, "POST", "/v1/fingerprints/check", raw[j % n])),
-                        note, per_round, 1))
+    def healthz_of(app: Any) -> Callable[[int], Any]:
+        return lambda j: loop.run_until_complete(call(app, "GET", "/healthz", b""))
+
+    def check_of(app: Any) -> Callable[[int], Any]:
+        return lambda j: loop.run_until_complete(call(app, "POST", "/v1/fingerprints/check", raw[j % n]))
+
+    for name, app in (("ASGI app", full), ("ASGI app without the Guard middleware", bare)):
+        entries.append((f"{name}: GET /healthz", healthz_of(app), note, per_round, 1))
+        entries.append((f"{name}: POST /v1/fingerprints/check", check_of(app), note, per_round, 1))
     entries.append((f"ASGI app: POST /v1/fingerprints/check/batch ({batch} per request)",
-                    lambda j: loop.run_until_complete(call(full, "POST", "/v1/fingerprints/check/batch", raw_batches[j % nb])),
+                    lambda j: loop.run_until_complete(call(full, "POST", "/v1/fingerprints/check/batch",
+                                                           raw_batches[j % nb])),
                     note + "; the decision runs in the thread pool above 32 fingerprints", per_round_b, batch))
     if pages:
         m = len(pages)
         entries += [
-            ("page: extract_main_content(accurate)", lambda j: extract_main_content(pages[j % m][1], extractor="accurate"),
+            ("page: extract_main_content(accurate)", lambda j: extract_main_content(pages[j % m][1],
+                                                                                    extractor="accurate"),
              f"{m} scrapinghub-aeb pages, decoded", m, 1),
             ("page: Detector.fingerprint", lambda j: det.fingerprint(pages[j % m][1], pages[j % m][0]),
              "extraction + normalisation + SimHash", m, 1),
-            ("page: ASGI app: POST /v1/check", lambda j: loop.run_until_complete(call(full, "POST", "/v1/check", page_bodies[j % m])),
+            ("page: ASGI app: POST /v1/check", lambda j: loop.run_until_complete(call(full, "POST", "/v1/check",
+                                                                                      page_bodies[j % m])),
              note, m, 1),
-            ("page: ASGI app without the _Guard middleware: POST /v1/check",
+            ("page: ASGI app without the Guard middleware: POST /v1/check",
              lambda j: loop.run_until_complete(call(bare, "POST", "/v1/check", page_bodies[j % m])), note, m, 1),
         ]
     # round-robin rounds, the best (least CPU) round of each kept: the cores are shared
@@ -861,7 +890,8 @@ def _profile_checks(det: Detector, fps: list[tuple[str, Fingerprint]]) -> dict[s
             index_s = max(index_s, cumtime)
     n = max(len(fps), 1)
     return {"checks": len(fps), "profiled_ms_per_check": round(total / n * 1000, 4),
-            "sqlite_share": round(sqlite_s / total, 3) if total else None, "sqlite_queries_per_check": round(queries / n, 2),
+            "sqlite_share": round(sqlite_s / total, 3) if total else None,
+            "sqlite_queries_per_check": round(queries / n, 2),
             "validate_url_share": round(url_s / total, 3) if total else None,
             "index_search_share": round(index_s / total, 3) if total else None}
 
@@ -923,13 +953,17 @@ def run_config(cfg: Config, db: str, pg: PgServer | None, synth: Synth, real: li
         log(f"  page check    c={2 * cfg.workers:<3}{r.rps:8.2f}/s p50 {r.pct(50):6.1f} ms p99 {r.pct(99):7.1f} ms "
             f"errors {r.errors} server {r.server_cpu / max(r.requests, 1) * 1000:.1f} ms CPU/page")
         # the extractor alone right after, as many processes as workers, same pages (the server idles)
-        out["extractor_adjacent"] = extractor_alone([p.html for p in real][:args.page_requests], cfg.workers, 1, "extract")
-        log(f"  extractor alone, {cfg.workers} process(es), right after: {out['extractor_adjacent']['pages_per_s']:.2f} pages/s")
+        out["extractor_adjacent"] = extractor_alone([p.html for p in real][:args.page_requests], cfg.workers, 1,
+                                                    "extract")
+        log(f"  extractor alone, {cfg.workers} process(es), right after: "
+            f"{out['extractor_adjacent']['pages_per_s']:.2f} pages/s")
         tag = f"{cfg.store}-{cfg.workers}"
-        r = closed_loop("POST /v1/fingerprints/add", server, pg, FpAdds(server.port, synth, tag), 8, duration=args.duration)
+        r = closed_loop("POST /v1/fingerprints/add", server, pg, FpAdds(server.port, synth, tag), 8,
+                        duration=args.duration)
         out["rows"].append(r.row())
         _log_row("fp add", r)
-        r = closed_loop("POST /v1/fingerprints/add/batch", server, pg, FpAdds(server.port, synth, tag + "-b", args.batch),
+        r = closed_loop("POST /v1/fingerprints/add/batch", server, pg, FpAdds(server.port, synth, tag + "-b",
+                                                                              args.batch),
                         args.batch_conns, duration=args.duration, per_request=args.batch)
         out["rows"].append(r.row())
         _log_row("fp add/batch", r)
@@ -939,7 +973,8 @@ def run_config(cfg: Config, db: str, pg: PgServer | None, synth: Synth, real: li
                             total=args.sustained)
             out["sustained"] = r.row()
             log(f"  sustained {r.requests:,} in {r.seconds:.0f} s: {r.rps:.1f}/s p50 {r.pct(50):.2f} ms "
-                f"p99 {r.pct(99):.2f} ms max {r.latencies.max() * 1000:.0f} ms errors {r.errors} unexpected {r.unexpected}")
+                f"p99 {r.pct(99):.2f} ms max {r.latencies.max() * 1000:.0f} ms errors {r.errors} unexpected "
+                f"{r.unexpected}")
     return out
 
 
@@ -973,7 +1008,8 @@ def best_fp(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def where(r: dict[str, Any]) -> str:
-    return f"{r['conns']} connection{'s' if r['conns'] > 1 else ''}" + (", sustained run" if r["endpoint"] != FP_CHECK else "")
+    plural = "s" if r["conns"] > 1 else ""
+    return f"{r['conns']} connection{plural}" + (", sustained run" if r["endpoint"] != FP_CHECK else "")
 
 
 def label(c: dict[str, Any]) -> str:
@@ -987,11 +1023,13 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
     batch = summary["args"].get("batch", 100)
     http = (f"uvloop {v['uvloop']} and httptools {v['httptools']}, which uvicorn picks when installed"
             if v.get("uvloop") and v.get("httptools") else
-            f"uvloop {v.get('uvloop') or 'not installed'}, httptools {v.get('httptools') or 'not installed'}, h11 {v['h11']}")
+            f"uvloop {v.get('uvloop') or 'not installed'}, httptools {v.get('httptools') or 'not installed'}, h11 "
+            f"{v['h11']}")
     lines = [START, "## HTTP service (`benchmarks/service.py`)", "",
              "Generated by `benchmarks/service.py`; do not edit by hand.", "", "```",
              ("python benchmarks/service.py " + " ".join(argv)).rstrip(), "```", "",
-             (f"Run {summary['started']} to {summary['finished']} UTC; load average {summary['load_start']} at the start, "
+             (f"Run {summary['started']} to {summary['finished']} UTC; load average {summary['load_start']} at the "
+              f"start, "
               f"{summary['load_end']} at the end."
               + (f" Source: commit {summary['src']['commit']}" + (
                   " with uncommitted changes in " + ", ".join(f"`{f}`" for f in summary["src"]["dirty"])
@@ -1002,10 +1040,13 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
                     + " at the end" + changed_between(summary["src"]["commit"], summary["src_end"]["commit"])
                     + " (each server imports the code when it starts)" if summary.get("src_end") else "")
                  + "." if summary.get("src", {}).get("commit") else "")), "",
-             (f"Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB RAM, Python {m['python']}, {m['platform']}; "
-              f"neardup {v['neardup']}, fastapi {v['fastapi']}, starlette {v['starlette']}, uvicorn {v['uvicorn']} ({http}), "
-              f"pydantic {v['pydantic']}, psycopg {v['psycopg']}, psycopg-pool {v['psycopg-pool']}, SQLite {v['sqlite']}, "
-              f"PostgreSQL {summary.get('postgres_version') or '-'}, trafilatura {v['trafilatura']}, lxml {v['lxml']}."), "",
+             (f"Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB RAM, Python {m['python']}, "
+              f"{m['platform']}; "
+              f"neardup {v['neardup']}, fastapi {v['fastapi']}, starlette {v['starlette']}, uvicorn {v['uvicorn']} "
+              f"({http}), "
+              f"pydantic {v['pydantic']}, psycopg {v['psycopg']}, psycopg-pool {v['psycopg-pool']}, SQLite "
+              f"{v['sqlite']}, PostgreSQL {summary.get('postgres_version') or '-'}, "
+              f"trafilatura {v['trafilatura']}, lxml {v['lxml']}."), "",
              (f"**The {m['nproc']} CPUs are shared with other jobs** (see the load averages, also given for the start "
               "of each configuration under the results), and the load generator, the server processes and PostgreSQL "
               "all run on them. Every configuration ran once, so rates carry 10-30% noise and are lower bounds for "
@@ -1013,20 +1054,25 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
               "requests) is the steadier measure of cost. On this machine `sum(range(10**7))` takes "
               f"{summary['calibration_s']:.2f} s of CPU (about 0.12-0.15 s on a current desktop core)."), "",
              "### Setup", "",
-             (f"* Store: pre-loaded before the servers start with {pre['pages']:,} pages: {summary['args']['preload']:,} "
-              "synthetic fingerprints (10% of them near copies of earlier ones) and the real fingerprints of every other "
+             (f"* Store: pre-loaded before the servers start with {pre['pages']:,} pages: "
+              f"{summary['args']['preload']:,} "
+              "synthetic fingerprints (10% of them near copies of earlier ones) and the real fingerprints of every "
+              "other "
               f"one of the {summary['corpus_pages']} scrapinghub-aeb pages, through `Detector.add_fingerprint`, 10,000 "
               f"pages per transaction (SQLite {fmt(pre.get('sqlite_seconds'))} s"
               + (f", PostgreSQL {fmt(pre.get('postgres_seconds'))} s" if pre.get("postgres_seconds") else "")
               + "). SQLite: WAL, `synchronous=FULL` (the store's default)."
               + ((" PostgreSQL: a local server started by the benchmark, fsync "
-                  f"{'on' if summary.get('pg_fsync') else 'off'}, synchronous commit." if summary.get("pg_fsync") is not None
-                  else " PostgreSQL: the server named by `NEARDUP_BENCH_PG`.") if summary.get("postgres_version") else "")
+                  f"{'on' if summary.get('pg_fsync') else 'off'}, synchronous commit."
+                  if summary.get("pg_fsync") is not None
+                  else " PostgreSQL: the server named by `NEARDUP_BENCH_PG`.")
+                 if summary.get("postgres_version") else "")
               + " Each configuration adds its own pages (the add rows), so later configurations of a store see a "
               "slightly larger one."),
              ("* Server: `neardup serve --workers N` in its own process group (commands under the results table). "
               "`--workers 1` is one process (`uvicorn.run`); `--workers 2` is a supervisor and 2 spawned worker "
-              "processes sharing one listening socket, each with its own Detector that follows the store's change log."),
+              "processes sharing one listening socket, each with its own Detector that follows the store's change "
+              "log."),
              ("* Load: this process, one thread per connection, HTTP/1.1 keep-alive on raw sockets with pre-encoded "
               "requests; latency from the send to the last byte of the answer. Fingerprint checks: 70% fresh "
               "(must be `new`), 15% near copies of stored pages with 1-3 bits flipped (`near`), 15% digests of stored "
@@ -1037,20 +1083,27 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
               "`POST /v1/fingerprints/add` of fresh synthetic fingerprints with unique URLs, 8 connections, and "
               f"`POST /v1/fingerprints/add/batch` with {batch} of them per request (one transaction each; any verdict "
               "but `error` accepted)."),
-             (f"* Errors: connection failures and non-200 answers. Each fingerprint row runs {summary['args']['duration']:g} s "
-              f"after a {summary['args']['warmup']:g} s warm-up; each page row sends {summary['args']['page_requests']} pages."),
+             (f"* Errors: connection failures and non-200 answers. Each fingerprint row runs "
+              f"{summary['args']['duration']:g} s "
+              f"after a {summary['args']['warmup']:g} s warm-up; each page row sends "
+              f"{summary['args']['page_requests']} pages."),
              ""]
     lines += ["### Results", "",
-              "*fp/s*: fingerprints per second (requests/s times fingerprints per request). Latencies are per request.", "",
-              ("| store | server | endpoint | conns | fp/req | requests | req/s | fp/s | p50 ms | p99 ms | max ms | errors | "
+              "*fp/s*: fingerprints per second (requests/s times fingerprints per request). Latencies are per "
+              "request.", "",
+              ("| store | server | endpoint | conns | fp/req | requests | req/s | fp/s | p50 ms | p99 ms | max ms | "
+               "errors | "
                "unexpected | server CPU ms/req | PostgreSQL CPU ms/req | client CPU ms/req |"),
-              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| ---: |"]
     for cfg in summary["configs"]:
         for r in cfg["rows"]:
             k = r.get("per_request", 1)
             fps = fmt(r.get("items_per_s", r["rps"] * k), 0) if r["endpoint"] != PAGE_CHECK else "-"
-            lines.append(f"| {cfg['store']} | {cfg['variant']} | `{r['endpoint']}` | {r['conns']} | {k} | {r['requests']:,} | "
-                         f"{fmt(r['rps'])} | {fps} | {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} | {fmt(r['max_ms'], 0)} | "
+            lines.append(f"| {cfg['store']} | {cfg['variant']} | `{r['endpoint']}` | {r['conns']} | {k} | "
+                         f"{r['requests']:,} | "
+                         f"{fmt(r['rps'])} | {fps} | {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} | "
+                         f"{fmt(r['max_ms'], 0)} | "
                          f"{r['errors']} | {r['unexpected_verdicts']} | {r['server_cpu_ms_per_req']:.2f} | "
                          f"{r['pg_cpu_ms_per_req']:.2f} | {r['client_cpu_ms_per_req']:.3f} |")
     lines += ["", "Commands (and the load average when each configuration started): " + "; ".join(
@@ -1061,10 +1114,13 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
         if not s:
             continue
         lines += [f"### Sustained load: {s['requests']:,} fingerprint checks ({cfg['store']}, {cfg['variant']})", "",
-                  f"{s['conns']} connections, {fmt(s['seconds'], 0)} s: **{fmt(s['rps'])} req/s**, p50 {s['p50_ms']:.2f} ms, "
-                  f"p99 {s['p99_ms']:.2f} ms, p99.9 {s['p999_ms']:.2f} ms, max {s['max_ms']:.0f} ms; **errors: {s['errors']}**"
+                  f"{s['conns']} connections, {fmt(s['seconds'], 0)} s: **{fmt(s['rps'])} req/s**, p50 "
+                  f"{s['p50_ms']:.2f} ms, "
+                  f"p99 {s['p99_ms']:.2f} ms, p99.9 {s['p999_ms']:.2f} ms, max {s['max_ms']:.0f} ms; **errors: "
+                  f"{s['errors']}**"
                   + (" (" + ", ".join(f"{k} {n}" for k, n in s["error_kinds"].items()) + ")" if s["errors"] else "")
-                  + f", unexpected verdicts: {s['unexpected_verdicts']}; worker restarts: {s.get('worker_restarts', 0)}; "
+                  + f", unexpected verdicts: {s['unexpected_verdicts']}; worker restarts: "
+                    f"{s.get('worker_restarts', 0)}; "
                   f"server CPU {s['server_cpu_ms_per_req']:.2f} ms/request"
                   + (f" + PostgreSQL {s['pg_cpu_ms_per_req']:.2f} ms" if s["pg_cpu_ms_per_req"] else "") + ".", ""]
         if s.get("windows_rps"):
@@ -1074,46 +1130,57 @@ def write_doc(summary: dict[str, Any], argv: list[str]) -> None:
                   (f"The SQLite store above ({pre['pages']:,} pages), in a forked process: the Detector calls, the "
                    "extractor, and the service's ASGI app called directly (no socket, no HTTP parsing: uvicorn's "
                    "parsing, the event loop's socket I/O and the kernel's loopback come on top), with and without its "
-                   "`_Guard` middleware (bearer token, body limit, metrics). Rows run round-robin, the least CPU of 5 "
+                   "`Guard` middleware (bearer token, body limit, metrics). Rows run round-robin, the least CPU of 5 "
                    "rounds kept (CPU time, but the cores' other jobs still slow it through shared caches)."), "",
-                  "| what | CPU ms/request | fp/request | CPU ms/fingerprint | note |", "| --- | ---: | ---: | ---: | --- |"]
+                  "| what | CPU ms/request | fp/request | CPU ms/fingerprint | note |", "| --- | ---: | ---: | ---: | "
+                                                                                        "--- |"]
         for r in summary["stack"]:
             k = r.get("per_request", 1)
-            lines.append(f"| {r['what']} | {r['cpu_ms']:.3f} | {k} | {r.get('cpu_ms_per_fp', r['cpu_ms'] / k):.4f} | {r['note']} |")
+            lines.append(f"| {r['what']} | {r['cpu_ms']:.3f} | {k} | {r.get('cpu_ms_per_fp', r['cpu_ms'] / k):.4f} | "
+                         f"{r['note']} |")
         lines.append("")
     ex = summary["extractor"]
     lines += ["### Page checks vs the extractor alone", "",
-              "The extractor alone: `extract_main_content(html, extractor=\"accurate\")` over the same decoded pages in "
+              "The extractor alone: `extract_main_content(html, extractor=\"accurate\")` over the same decoded pages "
+              "in "
               "N forked processes at once, on the same shared cores. Each page row of the service is compared with the "
               "extractor run right after it (as many processes as the server has workers, the same pages, the server "
               "idle), because what else runs on these cores changes from minute to minute."
-              + (" For reference, at the start (all pages, one pass; `fingerprint` = extraction + normalisation + SimHash, "
+              + (" For reference, at the start (all pages, one pass; `fingerprint` = extraction + normalisation + "
+                 "SimHash, "
                  "what the service runs per page):" if ex else ""), ""]
     if ex:
-        lines += ["| what | processes | pages/s per process | pages/s | CPU ms/page |", "| --- | ---: | ---: | ---: | ---: |"]
+        lines += ["| what | processes | pages/s per process | pages/s | CPU ms/page |", "| --- | ---: | ---: | ---: | "
+                                                                                        "---: |"]
         for e in ex:
             lines.append(f"| {e['what']} | {e['processes']} | {fmt(e['pages_per_s_per_process'], 2)} | "
                          f"{fmt(e['pages_per_s'], 2)} | {e['cpu_ms_per_page']:.1f} |")
         lines.append("")
     lines += [("*Cores it got*: the extractor's CPU seconds per wall second in that run (at most the number of "
                "processes; less when other jobs held the cores)."), "",
-              "| store | server | page checks/s | extractor alone right after (pages/s) | cores it got | ratio | CPU ms/page: extractor / server | target >= 0.80 |",
+              "| store | server | page checks/s | extractor alone right after (pages/s) | cores it got | ratio | CPU "
+              "ms/page: extractor / server | target >= 0.80 |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for t in summary["targets"]["page_checks"]:
         cores = t.get("extractor_cores")
-        lines.append(f"| {t['store']} | {t['variant']} | {fmt(t['page_rps'], 2)} | {fmt(t['extractor_pages_per_s'], 2)} | "
+        lines.append(f"| {t['store']} | {t['variant']} | {fmt(t['page_rps'], 2)} | "
+                     f"{fmt(t['extractor_pages_per_s'], 2)} | "
                      f"{fmt(cores, 2)} | "
-                     f"{t['ratio']:.2f} | {t['extractor_cpu_ms']:.1f} / {t['server_cpu_ms']:.1f} = {t['cpu_ratio']:.2f} | "
+                     f"{t['ratio']:.2f} | {t['extractor_cpu_ms']:.1f} / {t['server_cpu_ms']:.1f} = "
+                     f"{t['cpu_ratio']:.2f} | "
                      f"{'met' if t['met'] else '**not met**'} |")
     lines += ["", "### Targets", "",
               ("Fingerprint checks >= 2,000/s with p99 <= 20 ms, one fingerprint per request (per configuration: its "
                "fastest `POST /v1/fingerprints/check` row, the sustained run included, with p99 <= 20 ms, else its "
                "fastest row). The batched rate "
-               f"({batch} fingerprints per request, p99 per request) is given beside it and is not what the target counts:"), "",
-              "| store | server | conns | req/s | p99 ms | req/s vs 2,000 | met | batched fp/s | batched p99 ms/request |",
+               f"({batch} fingerprints per request, p99 per request) is given beside it and is not what the target "
+               f"counts:"), "",
+              "| store | server | conns | req/s | p99 ms | req/s vs 2,000 | met | batched fp/s | batched p99 "
+              "ms/request |",
               "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for t in summary["targets"]["fp_checks"]:
-        lines.append(f"| {t['store']} | {t['variant']} | {t['conns']}{' (sustained run)' if t.get('sustained') else ''} | "
+        lines.append(f"| {t['store']} | {t['variant']} | "
+                     f"{t['conns']}{' (sustained run)' if t.get('sustained') else ''} | "
                      f"{fmt(t['rps'])} | {t['p99_ms']:.2f} | "
                      f"{t['rps'] / 2000:.2f}x | {'met' if t['met'] else '**not met**'} | "
                      f"{fmt(t.get('batch_fps'), 0)} | {fmt(t.get('batch_p99_ms'), 2)} |")
@@ -1147,21 +1214,23 @@ def findings(summary: dict[str, Any]) -> list[str]:
                            f"{' (the sustained run)' if t.get('sustained') else ''}, p99 {t['p99_ms']:.1f} ms"
                           for c in configs for t in [targets[(c["store"], c["variant"])]])
         out.append(f"**Single fingerprint checks** (one per request): the 2,000/s with p99 <= 20 ms target is met by "
-                   f"{len(met)} of {len(configs)} configurations. Best row of each (the fastest with p99 <= 20 ms, else the fastest): {listed}.")
+                   f"{len(met)} of {len(configs)} configurations. Best row of each (the fastest with p99 <= 20 ms, "
+                   f"else the fastest): {listed}.")
 
     # 2. where a check's CPU goes
     app, bare, detc = (cpu.get("ASGI app: POST /v1/fingerprints/check"),
-                       cpu.get("ASGI app without the _Guard middleware: POST /v1/fingerprints/check"),
+                       cpu.get("ASGI app without the Guard middleware: POST /v1/fingerprints/check"),
                        cpu.get("Detector.check_fingerprint"))
     s1 = by.get(("sqlite", 1)) or next((c for c in configs if c["store"] == "sqlite"), None)
     if app and detc:
-        text = (f"**Where a check's CPU goes.** In-process, the ASGI app takes {app:.3f} ms of CPU per fingerprint check, "
+        text = (f"**Where a check's CPU goes.** In-process, the ASGI app takes {app:.3f} ms of CPU per fingerprint "
+                f"check, "
                 f"of which `Detector.check_fingerprint` is {detc:.3f} ms ({pct(detc, app)}); the rest is request "
                 "parsing and validation (pydantic), routing and the JSON answer")
         if bare:
             d = app - bare
-            text += (f"; the `_Guard` middleware adds {d:.3f} ms ({pct(d, app)} of the app)" if d > 0.005 else
-                     f"; without the `_Guard` middleware it takes {bare:.3f} ms (no measurable difference)")
+            text += (f"; the `Guard` middleware adds {d:.3f} ms ({pct(d, app)} of the app)" if d > 0.005 else
+                     f"; without the `Guard` middleware it takes {bare:.3f} ms (no measurable difference)")
         text += "."
         if s1:
             r1 = next((r for r in fp_rows(s1) if r["conns"] == 1), None) or best_fp(s1)
@@ -1171,12 +1240,14 @@ def findings(summary: dict[str, Any]) -> list[str]:
                          f"check, so uvicorn (httptools, uvloop), the socket system calls and the loopback take about "
                          f"{srv - app:.3f} ms of it ({pct(srv - app, srv)})"
                          + (", more than the app itself" if srv - app > app else "")
-                         + f"; the load generator adds {r1['client_cpu_ms_per_req']:.3f} ms per request on the same cores.")
+                         + f"; the load generator adds {r1['client_cpu_ms_per_req']:.3f} ms per request on the same "
+                           f"cores.")
         out.append(text)
 
     prof = summary.get("check_profile")
     if prof and prof.get("sqlite_share") is not None:
-        out.append(f"Under cProfile (which inflates Python-level calls; {prof['checks']:,} checks on the SQLite store), "
+        out.append(f"Under cProfile (which inflates Python-level calls; {prof['checks']:,} checks on the SQLite "
+                   f"store), "
                    f"`Detector.check_fingerprint` spends {prof['sqlite_share'] * 100:.0f}% of its time in SQLite calls "
                    f"({prof['sqlite_queries_per_check']:.1f} statements per check: one `SQLStore.lookup` reading the "
                    "change-log bounds, the page at the URL and the page with the digest, plus the candidates and the "
@@ -1207,11 +1278,13 @@ def findings(summary: dict[str, Any]) -> list[str]:
             pgb = f" + {b['pg_cpu_ms_per_req'] / batch:.3f} ms of PostgreSQL" if b["pg_cpu_ms_per_req"] else ""
             pgs = f" + {s['pg_cpu_ms_per_req']:.3f} ms" if s["pg_cpu_ms_per_req"] else ""
             parts.append(f"{label(c)}: {fmt(b['items_per_s'], 0)} fingerprints/s ({fmt(b['rps'])} requests/s, p99 "
-                         f"{b['p99_ms']:.1f} ms per request, {b['server_cpu_ms_per_req'] / batch:.3f} ms of server CPU{pgb} "
+                         f"{b['p99_ms']:.1f} ms per request, {b['server_cpu_ms_per_req'] / batch:.3f} ms of server "
+                         f"CPU{pgb} "
                          f"per fingerprint vs {s['server_cpu_ms_per_req']:.3f} ms{pgs} single, "
                          f"{b['items_per_s'] / s['rps']:.1f}x the single-check rate)")
     if parts:
-        text = (f"**Batched checks** (`POST /v1/fingerprints/check/batch`, {batch} per request) spread the HTTP cost over "
+        text = (f"**Batched checks** (`POST /v1/fingerprints/check/batch`, {batch} per request) spread the HTTP cost "
+                f"over "
                 "the batch: " + "; ".join(parts) + ".")
         dcb = per_fp.get(f"Detector.check_fingerprints ({batch} per call)")
         apb = per_fp.get(f"ASGI app: POST /v1/fingerprints/check/batch ({batch} per request)")
@@ -1220,7 +1293,8 @@ def findings(summary: dict[str, Any]) -> list[str]:
                      f"{dcb:.4f} ms ({pct(dcb, apb)}): per fingerprint, the rest is mostly pydantic validation of the "
                      "body and the JSON answer.")
         errs = sum(r["unexpected_verdicts"] for c in configs for r in c["rows"] if r["endpoint"] == FP_BATCH)
-        n = sum(r["requests"] * r.get("per_request", 1) for c in configs for r in c["rows"] if r["endpoint"] == FP_BATCH)
+        n = sum(r["requests"] * r.get("per_request",
+                                      1) for c in configs for r in c["rows"] if r["endpoint"] == FP_BATCH)
         text += f" All {n:,} batched verdicts were checked: {errs} unexpected."
         out.append(text)
 
@@ -1242,7 +1316,8 @@ def findings(summary: dict[str, Any]) -> list[str]:
             ba, bb = row_of(a, FP_BATCH), row_of(b, FP_BATCH)
             client_cores = rb["client_cpu_ms_per_req"] * rb["rps"] / 1000
             server_cores = (rb["server_cpu_ms_per_req"] + rb["pg_cpu_ms_per_req"]) * rb["rps"] / 1000
-            cap = (f" One worker runs the checks on one event-loop thread: at {ra['server_cpu_ms_per_req']:.3f} ms of CPU "
+            cap = (f" One worker runs the checks on one event-loop thread: at {ra['server_cpu_ms_per_req']:.3f} ms of "
+                   f"CPU "
                    f"per check that is about {fmt(1000 / ra['server_cpu_ms_per_req'], 0)}/s at most"
                    + (", before any wait for PostgreSQL" if ra["pg_cpu_ms_per_req"] else "") + ".")
             out.append(f"**{'SQLite' if store == 'sqlite' else 'PostgreSQL'}, 1 vs 2 workers:** single checks "
@@ -1264,14 +1339,18 @@ def findings(summary: dict[str, Any]) -> list[str]:
             ra, rb = next((r for r in fp_rows(a) if r["conns"] == 1), best_fp(a)), \
                 next((r for r in fp_rows(b) if r["conns"] == 1), best_fp(b))
             out.append(f"**PostgreSQL vs SQLite ({w} worker{'s' if w > 1 else ''}):** a single check costs "
-                       f"{rb['server_cpu_ms_per_req']:.3f} ms of server CPU + {rb['pg_cpu_ms_per_req']:.3f} ms of PostgreSQL "
-                       f"vs {ra['server_cpu_ms_per_req']:.3f} ms on SQLite ({fmt(rb['rps'], 0)}/s vs {fmt(ra['rps'], 0)}/s "
+                       f"{rb['server_cpu_ms_per_req']:.3f} ms of server CPU + {rb['pg_cpu_ms_per_req']:.3f} ms of "
+                       f"PostgreSQL "
+                       f"vs {ra['server_cpu_ms_per_req']:.3f} ms on SQLite ({fmt(rb['rps'], 0)}/s vs "
+                       f"{fmt(ra['rps'], 0)}/s "
                        f"at {where(ra)}): "
                        "every check makes at least one loopback round trip to PostgreSQL (`SQLStore.lookup`: the "
-                       "change-log bounds that keep the index current, the page at the URL and the page with the digest, "
+                       "change-log bounds that keep the index current, the page at the URL and the page with the "
+                       "digest, "
                        "in one statement) on a connection checked out of the pool, plus one per candidate and for the "
                        "cluster of a match, and psycopg's per-statement cost in Python"
-                       + (f". A batch (`Detector.check_fingerprints`) checks out one connection and syncs the index once, "
+                       + (f". A batch (`Detector.check_fingerprints`) checks out one connection and syncs the index "
+                          f"once, "
                           "then runs one lookup per fingerprint: a batched "
                           f"fingerprint costs {bb['server_cpu_ms_per_req'] / batch:.3f} ms of server CPU + "
                           f"{bb['pg_cpu_ms_per_req'] / batch:.3f} ms of PostgreSQL vs "
@@ -1289,7 +1368,8 @@ def findings(summary: dict[str, Any]) -> list[str]:
             x = next((r for r in fp_rows(c) if r["conns"] == lo), None)
             y = next((r for r in fp_rows(c) if r["conns"] == hi), None)
             if x and y:
-                pairs.append(f"{label(c)}: {fmt(x['rps'], 0)}/s, p99 {x['p99_ms']:.1f} ms at {lo} vs {fmt(y['rps'], 0)}/s, "
+                pairs.append(f"{label(c)}: {fmt(x['rps'], 0)}/s, p99 {x['p99_ms']:.1f} ms at {lo} vs "
+                             f"{fmt(y['rps'], 0)}/s, "
                              f"p99 {y['p99_ms']:.1f} ms at {hi}")
         text = f"**Connections** ({lo} vs {hi}): " + "; ".join(pairs) + "."
         flat = []
@@ -1312,17 +1392,19 @@ def findings(summary: dict[str, Any]) -> list[str]:
             adds.append(f"{label(c)}: {fmt(a['rps'], 0)}/s single (p99 {fmt(a['p99_ms'])} ms) vs "
                          f"{fmt(b['items_per_s'], 0)} fingerprints/s batched (p99 {fmt(b['p99_ms'])} ms per request)")
     if adds:
-        out.append(f"**Adds:** each `POST /v1/fingerprints/add` is its own durable transaction, a batch of {batch} is one: "
+        out.append(f"**Adds:** each `POST /v1/fingerprints/add` is its own durable transaction, a batch of {batch} is "
+                   f"one: "
                    + "; ".join(adds) + ".")
 
     # 9. page checks
     ext, fpr, pfull = cpu.get("page: extract_main_content(accurate)"), cpu.get("page: Detector.fingerprint"), \
         cpu.get("page: ASGI app: POST /v1/check")
-    pbare = cpu.get("page: ASGI app without the _Guard middleware: POST /v1/check")
+    pbare = cpu.get("page: ASGI app without the Guard middleware: POST /v1/check")
     pt = summary["targets"]["page_checks"]
     if pt:
         ok = [t for t in pt if t["met"]]
-        text = (f"**Page checks:** {len(ok)} of {len(pt)} configurations reach 80% of the extractor alone run right after "
+        text = (f"**Page checks:** {len(ok)} of {len(pt)} configurations reach 80% of the extractor alone run right "
+                f"after "
                 "them in pages/s (ratios " + ", ".join(f"{t['store']} {t['variant']} {t['ratio']:.2f}" for t in pt)
                 + "); per page of CPU, the server is at " + ", ".join(f"{t['cpu_ratio']:.2f}" for t in pt)
                 + " of the extractor's efficiency.")
@@ -1340,13 +1422,16 @@ def findings(summary: dict[str, Any]) -> list[str]:
                      "connections per worker, a worker's thread pool runs two page checks at once and they overlap "
                      "where the GIL is released (lxml's parser releases it) (" + "; ".join(more) + ").")
         if ext and fpr and pfull:
-            text += (f" In-process, on one thread, one page costs {ext:.1f} ms of CPU in the extractor alone, {fpr:.1f} ms "
-                     f"in `Detector.fingerprint` ({(fpr / ext - 1) * 100:+.0f}%; it adds normalisation and SimHash) and "
-                     f"{pfull:.1f} ms through the ASGI app ({(pfull / ext - 1) * 100:+.0f}%; it adds the page's JSON body, "
+            text += (f" In-process, on one thread, one page costs {ext:.1f} ms of CPU in the extractor alone, "
+                     f"{fpr:.1f} ms "
+                     f"in `Detector.fingerprint` ({(fpr / ext - 1) * 100:+.0f}%; it adds normalisation and SimHash) "
+                     f"and "
+                     f"{pfull:.1f} ms through the ASGI app ({(pfull / ext - 1) * 100:+.0f}%; it adds the page's JSON "
+                     f"body, "
                      "validation and the check"
-                     + (f"; {pbare:.1f} ms without the `_Guard`" if pbare else "") + ").")
+                     + (f"; {pbare:.1f} ms without the `Guard`" if pbare else "") + ").")
             odd = (["`Detector.fingerprint`, which includes the extraction, measured below the extractor alone"]
-                   if fpr < ext else []) + (["the app without `_Guard` measured above the app with it"]
+                   if fpr < ext else []) + (["the app without `Guard` measured above the app with it"]
                                             if pbare and pbare > pfull else [])
             if odd:
                 text += " These in-process page figures are noisy on the shared cores: " + " and ".join(odd) + "."
@@ -1361,11 +1446,14 @@ def findings(summary: dict[str, Any]) -> list[str]:
         s = c.get("sustained")
         if s:
             win = s.get("windows_rps") or []
-            out.append(f"**Sustained** ({label(c)}): {s['requests']:,} checks in {s['seconds']:.0f} s, {fmt(s['rps'], 0)}/s, "
+            out.append(f"**Sustained** ({label(c)}): {s['requests']:,} checks in {s['seconds']:.0f} s, "
+                       f"{fmt(s['rps'], 0)}/s, "
                        f"p99 {s['p99_ms']:.1f} ms, max {s['max_ms']:.0f} ms, {s['errors']} errors, "
                        f"{s['unexpected_verdicts']} unexpected verdicts, {s.get('worker_restarts', 0)} worker restarts"
-                       + (f"; 10 s windows between {fmt(min(win), 0)} and {fmt(max(win), 0)} requests/s" if win else "") + ".")
-    out.append(f"Errors over the whole run: {summary['errors_total']}; unexpected verdicts: {summary['unexpected_total']}.")
+                       + (f"; 10 s windows between {fmt(min(win), 0)} and {fmt(max(win), 0)} requests/s"
+                          if win else "") + ".")
+    out.append(f"Errors over the whole run: {summary['errors_total']}; unexpected verdicts: "
+               f"{summary['unexpected_total']}.")
     return out
 
 
@@ -1384,7 +1472,8 @@ def compute_targets(summary: dict[str, Any]) -> None:
         base = c.get("extractor_adjacent")
         if base and page:
             page_t.append({"store": c["store"], "variant": c["variant"], "page_rps": page["rps"],
-                           "extractor_pages_per_s": base["pages_per_s"], "ratio": round(page["rps"] / base["pages_per_s"], 3),
+                           "extractor_pages_per_s": base["pages_per_s"],
+                           "ratio": round(page["rps"] / base["pages_per_s"], 3),
                            "cpu_ratio": round(base["cpu_ms_per_page"] / max(page["server_cpu_ms_per_req"], 1e-9), 3),
                            "extractor_cpu_ms": base["cpu_ms_per_page"], "server_cpu_ms": page["server_cpu_ms_per_req"],
                            "extractor_cores": round(base["pages_per_s"] * base["cpu_ms_per_page"] / 1000, 2),
@@ -1395,7 +1484,8 @@ def compute_targets(summary: dict[str, Any]) -> None:
                           "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"], "errors": s["errors"],
                           "unexpected": s["unexpected_verdicts"]})
     summary["targets"] = {"fp_checks": fp_t, "page_checks": page_t, "sustained": sus_t}
-    summary["errors_total"] = sum(r["errors"] for c in summary["configs"] for r in c["rows"]) + sum(s["errors"] for s in sus_t)
+    summary["errors_total"] = (sum(r["errors"] for c in summary["configs"] for r in c["rows"])
+                               + sum(s["errors"] for s in sus_t))
     summary["unexpected_total"] = (sum(r["unexpected_verdicts"] for c in summary["configs"] for r in c["rows"])
                                    + sum(s["unexpected"] for s in sus_t))
 
@@ -1423,35 +1513,43 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="SQLite only, small store, short runs (< 1 minute)")
     ap.add_argument("--configs", default=None,
-                    help="comma list of store:workers (default sqlite:1,sqlite:2,postgres:1,postgres:2; --quick sqlite:2)")
-    ap.add_argument("--preload", type=float, default=None, help="synthetic pages stored first (default 1e5; --quick 3000)")
+                    help="comma list of store:workers (default sqlite:1,sqlite:2,postgres:1,postgres:2; --quick "
+                         "sqlite:2)")
+    ap.add_argument("--preload", type=float, default=None, help="synthetic pages stored first (default 1e5; --quick "
+                                                                "3000)")
     ap.add_argument("--duration", type=float, default=None, help="seconds per fingerprint row (default 10; --quick 2)")
     ap.add_argument("--warmup", type=float, default=None, help="seconds of warm-up per server (default 3; --quick 1)")
     ap.add_argument("--fp-conns", default="1,4,32", help="connection counts of the fingerprint-check rows")
     ap.add_argument("--batch", type=int, default=100, help="fingerprints per batch request (default 100)")
     ap.add_argument("--batch-conns", type=int, default=4, help="connections of the batch rows (default 4)")
-    ap.add_argument("--page-requests", type=int, default=None, help="page checks per page row (default 181; --quick 16)")
+    ap.add_argument("--page-requests", type=int, default=None,
+                    help="page checks per page row (default 181; --quick 16)")
     ap.add_argument("--pages", type=int, default=None, help="corpus pages used (default all 181; --quick 16)")
     ap.add_argument("--extract-passes", type=int, default=1)
-    ap.add_argument("--stack-requests", type=int, default=None, help="requests per in-process row (default 2500; --quick 250)")
-    ap.add_argument("--stack-pages", type=int, default=None, help="pages per in-process page row (default 30; --quick 4)")
-    ap.add_argument("--sustained", type=float, default=None, help="fingerprint checks in the sustained run (default 1e5; --quick 1000)")
+    ap.add_argument("--stack-requests", type=int, default=None, help="requests per in-process row (default 2500; "
+                                                                     "--quick 250)")
+    ap.add_argument("--stack-pages", type=int, default=None, help="pages per in-process page row (default 30; --quick "
+                                                                  "4)")
+    ap.add_argument("--sustained", type=float, default=None, help="fingerprint checks in the sustained run (default "
+                                                                  "1e5; --quick 1000)")
     ap.add_argument("--sustained-conns", type=int, default=16)
     ap.add_argument("--sustained-on", default=None,
                     help="configurations (store:workers, comma list) that get the sustained run (default "
                          "sqlite:2,postgres:2; --quick sqlite:2); 'none' for none")
     ap.add_argument("--pg-fsync", choices=("on", "off"), default="on")
-    ap.add_argument("--doc", dest="doc", action="store_true", default=None, help="write the docs section (default unless --quick)")
+    ap.add_argument("--doc", dest="doc", action="store_true", default=None, help="write the docs section (default "
+                                                                                 "unless --quick)")
     ap.add_argument("--no-doc", dest="doc", action="store_false")
     ap.add_argument("--json-out", default=None, help="also write the full summary here")
-    ap.add_argument("--from-json", default=None, help="only re-write the docs section from a --json-out file of a full run")
+    ap.add_argument("--from-json", default=None, help="only re-write the docs section from a --json-out file of a "
+                                                      "full run")
     args = ap.parse_args(argv)
     if args.from_json:
-        summary = json.loads(Path(args.from_json).read_text())
-        compute_targets(summary)
-        summary["findings"] = findings(summary)
-        write_doc(summary, summary.get("argv", []))
-        print(json.dumps(compact_summary(summary)))
+        saved = json.loads(Path(args.from_json).read_text())
+        compute_targets(saved)
+        saved["findings"] = findings(saved)
+        write_doc(saved, saved.get("argv", []))
+        print(json.dumps(compact_summary(saved)))
         return 0
     q = args.quick
     configs = [Config.parse(c) for c in (args.configs or ("sqlite:2" if q else
@@ -1476,7 +1574,8 @@ def main(argv: list[str] | None = None) -> int:
                                "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                                "load_start": loadavg(), "machine": machine(), "calibration_s": calibrate(),
                                "src": source_state(),
-                               "args": {**{k: v for k, v in vars(args).items() if k not in ("doc", "configs", "sustained_on")},
+                               "args": {**{k: v for k, v in vars(args).items() if k not in ("doc", "configs",
+                                                                                            "sustained_on")},
                                         "configs": [c.name for c in configs],
                                         "sustained_on": sorted(c.name for c in sustained_on)}}
     log(f"machine: {summary['machine']['nproc']} CPUs {summary['machine']['cpu_model']}, load {summary['load_start']}, "
@@ -1521,7 +1620,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                              real[:args.stack_pages], args.batch)
                     log(f"  in-process: check_fingerprint profile: {summary['check_profile']}")
                     for r in summary["stack"]:
-                        log(f"  in-process: {r['what']}: {r['cpu_ms']:.3f} ms CPU ({r['cpu_ms_per_fp']:.4f} per fingerprint)")
+                        log(f"  in-process: {r['what']}: {r['cpu_ms']:.3f} ms CPU ({r['cpu_ms_per_fp']:.4f} per "
+                            f"fingerprint)")
                 for cfg in [c for c in configs if c.store == store]:
                     summary["configs"].append(run_config(cfg, db, pg, synth, real, args, cfg in sustained_on))
     finally:

@@ -59,8 +59,8 @@ def test_add_check_cluster_host_and_page(app_client):
     assert stats["pages"] == 2 and stats["spec"] == det.config.spec
     assert c.get("/healthz").json() == {"status": "ok"}
     metrics = c.get("/metrics").text
-    assert 'neardup_requests_total{route="/v1/pages",code="200"} 2' in metrics
-    assert "neardup_clusters 1" in metrics
+    assert 'neardup_requests_total{code="200",route="/v1/pages"} 2.0' in metrics
+    assert 'neardup_verdicts_total{op="add",status="near"} 1.0' in metrics
     assert c.get("/openapi.json").json()["info"]["title"] == "neardup"
 
 
@@ -81,7 +81,7 @@ def test_fingerprint_endpoints_use_the_documented_spec(app_client):
     c, det = app_client
     fp = det.fingerprint(html("cnbc-cybersecurity-2019"), "https://www.cnbc.com/x")
     body = {"url": "https://www.cnbc.com/x", "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec,
-            "tokens": fp.tokens}
+            "tokens": fp.tokens, "sketch": fp.sketch.hex(), "title": fp.title}
     assert c.post("/v1/fingerprints/add", json=body).json()["status"] == "new"
     again = c.post("/v1/fingerprints/check", json={**body, "url": "https://other.example/x"}).json()
     assert again["status"] == "exact"
@@ -98,7 +98,7 @@ def test_fingerprint_batches_in_one_request(app_client):
 
     def body(url, fp, **extra):
         return {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
-                **extra}
+                "sketch": fp.sketch.hex(), **extra}
 
     items = [body("https://a.example/1", fps[0], priority=2.0), body("bad url", fps[0]),
              body("https://a.example/2", fps[1], fetched_at=1.7e9),
@@ -120,16 +120,23 @@ def test_fingerprint_batches_in_one_request(app_client):
     for it, v in zip(items[:1] + items[2:4], [checked[0], None, checked[1]]):
         if v is not None:
             assert c.post("/v1/fingerprints/check", json={**it, "url": v["url"]}).json()["match_id"] == v["match_id"]
-    too_many = c.post("/v1/fingerprints/check/batch", json={"fingerprints": [items[0]] * 10001})
+    small = {k: v for k, v in items[0].items() if k != "sketch"}
+    too_many = c.post("/v1/fingerprints/check/batch", json={"fingerprints": [small] * 10001})
     assert too_many.status_code == 422 and "error" in too_many.json()
 
 
 def test_unknown_routes_methods_and_chunked_bodies_get_json_errors(app_client):
     c, _ = app_client
     r = c.get("/v1/nothing-here")
-    assert r.status_code == 404 and r.json() == {"error": "Not Found"}
+    assert r.status_code == 404 and r.json() == {"error": "Not Found", "type": "NotFound"}
     r = c.get("/v1/pages")
-    assert r.status_code == 405 and "error" in r.json()
+    assert r.status_code == 405 and r.json() == {"error": "Method Not Allowed", "type": "MethodNotAllowed"}
+    r = c.get("/v1/pages/123456")
+    assert r.status_code == 404 and r.json()["type"] == "NotFound"
+    r = c.post("/v1/pages", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["type"] == "ValidationError"
+    r = c.post("/v1/pages", json={"url": "https://a.example/", "html": "x", "text": "y"})
+    assert r.status_code == 422 and r.json()["type"] == "ValidationError"
 
     def chunks():  # no Content-Length: the limit is enforced on what arrives
         for _ in range(5):
@@ -140,7 +147,7 @@ def test_unknown_routes_methods_and_chunked_bodies_get_json_errors(app_client):
                headers={"content-type": "application/json"})
     assert r.status_code == 200 and r.json()["status"] == "new"
     metrics = c.get("/metrics").text
-    assert 'route="/v1/pages",code="413"' in metrics and 'route="/v1/pages",code="200"' in metrics
+    assert 'code="413",route="/v1/pages"' in metrics and 'code="200",route="/v1/pages"' in metrics
 
 
 @pytest.mark.parametrize(("payload", "code", "needle"), [

@@ -474,7 +474,9 @@ def test_the_contract_declares_everything_the_library_calls():
 
     src = Path(neardup.__file__).parent
     called = set()
-    for name in ("detector.py", "mirror.py", "service.py", "cli.py"):
+    modules = ["detector.py", "mirror.py", "cli.py", "clusters.py", "crawl.py", "versions.py", "thresholds.py",
+               "settings.py", "export.py", *(f"service/{p.name}" for p in sorted((src / "service").glob("*.py")))]
+    for name in modules:
         called |= set(re.findall(r"\bstore\.([a-z]\w*)\(", (src / name).read_text()))
     declared = {n for n in dir(Store) if not n.startswith("_")}
     assert called and called <= declared, called - declared

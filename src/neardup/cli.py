@@ -267,12 +267,15 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes that extract and fingerprint pages (default: every CPU this process may use); one writer.")
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
+@click.option("--page-timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
+              help="Seconds of work one page may take in a worker (--jobs > 1); over it: an error, a fresh worker.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @settings_options()
 @config_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | None, fmt: str | None,
-              errors_path: str | None, jobs: int | None, batch_size: int, progress: bool | None, **opts: Any) -> None:
+              errors_path: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
+              **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
@@ -323,7 +326,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
         bar = tqdm(unit="page", total=total, disable=disable, file=sys.stderr, dynamic_ncols=True)
         try:
             items = _read_all(inputs, det.config.max_bytes)
-            for item, verdict in add_pages(det, items, jobs=jobs, batch_size=batch_size, page=lambda it: it.page):
+            for item, verdict in add_pages(det, items, jobs=jobs, batch_size=batch_size, page=lambda it: it.page,
+                                             page_timeout=page_timeout):
                 bar.update(1)
                 if item.skip is not None:
                     skipped[item.skip] = skipped.get(item.skip, 0) + 1
@@ -561,11 +565,16 @@ def cluster_cmd(db: str, cluster_id: int) -> None:
               help="Request body bytes held at once per worker; more get 503 with Retry-After (bounds memory).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes sharing the store (each keeps its index current from the store's change log).")
+@click.option("--page-timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
+              help="Seconds of work one page may take (decode, parse, fingerprint); over it: 422 and a fresh worker.")
+@click.option("--page-workers", type=click.IntRange(1, 64), default=None,
+              help="Processes that fingerprint posted pages, per worker (default: up to 4, one per CPU).")
 @settings_options()
 @config_options
 @handle_errors
 def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, max_body: int, body_timeout: float,
-              max_inflight: int, max_inflight_bytes: int, workers: int, **opts: Any) -> None:
+              max_inflight: int, max_inflight_bytes: int, workers: int, page_timeout: float, page_workers: int | None,
+              **opts: Any) -> None:
     """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
     postgresql:// URL)."""
     try:
@@ -577,8 +586,10 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     if private and not token:
         raise ConfigError("--private needs --token (or NEARDUP_TOKEN)")
     settings = settings_from_options(opts)
-    limits = {"body_timeout": body_timeout, "max_inflight": max_inflight, "max_inflight_bytes": max_inflight_bytes,
-              "private": private}
+    limits: dict[str, Any] = {"body_timeout": body_timeout, "max_inflight": max_inflight,
+                              "max_inflight_bytes": max_inflight_bytes, "private": private, "page_timeout": page_timeout}
+    if page_workers is not None:
+        limits["page_workers"] = page_workers
     det = open_detector(db, config=build_config(settings, **opts), settings=settings)  # creates / checks the store
     from neardup.parallel import warm_up
 

@@ -38,6 +38,7 @@ from neardup.fingerprint import Fingerprint
 
 def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None,
                fetched_at: float | datetime | None = None, priority: float | None = None) -> dict[str, Any]:
+    """The JSON of a page route (bytes decoded here, as the library would)."""
     if isinstance(content, (bytes, bytearray)):
         # the service takes JSON strings: refuse binary bodies and decode here exactly as
         # the library would (a PNG, a PDF, NUL bytes: InputError, as from the Detector)
@@ -50,7 +51,8 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
         text = content
     body: dict[str, Any] = {"url": url, "html": text}
     if headers:
-        body["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type" or "charset" not in v.lower()}
+        body["headers"] = {k: v for k, v in headers.items()
+                           if k.lower() != "content-type" or "charset" not in v.lower()}
     if fetched_at is not None:
         body["fetched_at"] = fetched_at.timestamp() if isinstance(fetched_at, datetime) else float(fetched_at)
     if priority is not None:
@@ -59,15 +61,21 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
 
 
 def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
-    return {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
+    """The JSON of a fingerprint route: everything the match rule reads (the sketch, as hex,
+    and the title included)."""
+    body = {"url": url, "simhash": fp.simhash_hex, "digest": fp.digest, "spec": fp.spec, "tokens": fp.tokens,
             "length": fp.length, "features": fp.features, "title": fp.title, "canonical_url": fp.canonical_url,
             "language": fp.language, **{k: v for k, v in extra.items() if v is not None}}
+    if fp.sketch is not None:
+        body["sketch"] = fp.sketch.hex()
+    return body
 
 
 class ServiceError(NeardupError):
     """The service refused a request for a reason of its own (401, 413, 422...): ``status``."""
 
     def __init__(self, message: str, status: int) -> None:
+        """A service error with its HTTP ``status``."""
         super().__init__(message)
         self.status = status
 
@@ -83,10 +91,12 @@ def _typed(name: object) -> type[NeardupError] | None:
 
 
 def _seconds(when: float | datetime | None) -> float | None:
+    """Unix seconds of a time given as a float or a datetime."""
     return when.timestamp() if isinstance(when, datetime) else when
 
 
 def _verdict(data: dict[str, Any]) -> Verdict:
+    """A :class:`Verdict` from its JSON."""
     fields = Verdict.__dataclass_fields__
     return Verdict(**{k: v for k, v in data.items() if k in fields})
 
@@ -98,11 +108,13 @@ class Client:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None, retries: int = 3) -> None:
+        """A client of the service at ``base_url`` (``token``: the bearer token; ``retries`` on 503)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
         self.retries = retries
 
     def _call(self, method: str, path: str, json: Any = None, *, missing_ok: bool = False) -> Any:
+        """One request, retried on 503 as the service asks; the library's exception for an error answer."""
         for attempt in range(self.retries + 1):
             try:
                 r = self._http.request(method, path, json=json)
@@ -141,13 +153,16 @@ class Client:
         raise ServiceError(f"HTTP {r.status_code}: {message}", r.status_code)
 
     def check(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None) -> Verdict:
+        """:meth:`Detector.check` over HTTP: ``POST /v1/check``."""
         return _verdict(self._call("POST", "/v1/check", _page_body(url, content, headers)))
 
     def add(self, url: str, content: bytes | str, headers: Mapping[str, str] | None = None, *,
             fetched_at: float | datetime | None = None, priority: float | None = None) -> Verdict:
+        """:meth:`Detector.add` over HTTP: ``POST /v1/pages``."""
         return _verdict(self._call("POST", "/v1/pages", _page_body(url, content, headers, fetched_at, priority)))
 
     def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
+        """:meth:`Detector.add_many` over HTTP: ``POST /v1/pages/batch``."""
         body = []
         for item in pages:
             p = item if isinstance(item, Page) else Page(*item)
@@ -155,28 +170,34 @@ class Client:
         return [_verdict(v) for v in self._call("POST", "/v1/pages/batch", {"pages": body})["verdicts"]]
 
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
+        """:meth:`Detector.check_fingerprint` over HTTP (with the sketch and the title)."""
         return _verdict(self._call("POST", "/v1/fingerprints/check", _fp_body(url, fp)))
 
     def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | datetime | None = None,
                         priority: float | None = None) -> Verdict:
+        """:meth:`Detector.add_fingerprint` over HTTP (with the sketch and the title)."""
         body = _fp_body(url, fp, fetched_at=_seconds(fetched_at), priority=priority)
         return _verdict(self._call("POST", "/v1/fingerprints/add", body))
 
     def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
+        """:meth:`Detector.check_fingerprints` over HTTP: one request."""
         body = {"fingerprints": [_fp_body(url, fp) for url, fp in items]}
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/check/batch", body)["verdicts"]]
 
     def add_fingerprints(
         self, items: Iterable[tuple[str, Fingerprint] | tuple[str, Fingerprint, float | datetime | None, float | None]],
     ) -> list[Verdict]:
+        """:meth:`Detector.add_fingerprints` over HTTP: one request, one transaction."""
         body = {"fingerprints": [_fp_body(it[0], it[1], fetched_at=_seconds(it[2]) if len(it) == 4 else None,
                                           priority=it[3] if len(it) == 4 else None) for it in items]}
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]
 
     def page(self, page_id: int) -> dict[str, Any] | None:
+        """:meth:`Detector.page` over HTTP (None when there is none)."""
         return self._call("GET", f"/v1/pages/{int(page_id)}", missing_ok=True)
 
     def cluster(self, cluster_id: int) -> dict[str, Any] | None:
+        """A cluster with its members over HTTP (None when there is none)."""
         return self._call("GET", f"/v1/clusters/{int(cluster_id)}", missing_ok=True)
 
     def cluster_info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None:
@@ -189,6 +210,7 @@ class Client:
         return int(self._call("POST", "/v1/expire", {"older_than": float(older_than)})["expired"])
 
     def stats(self) -> dict[str, Any]:
+        """:meth:`Detector.stats` over HTTP, with the spec, k and method."""
         return self._call("GET", "/v1/stats")
 
     def should_fetch(self, url: str, *, max_age: float | None = None,
@@ -234,10 +256,13 @@ class Client:
         return self._call("GET", "/v1/hosts?" + urlencode(params))["hosts"]
 
     def close(self) -> None:
+        """Close the connections."""
         self._http.close()
 
     def __enter__(self) -> "Client":
+        """The client itself."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the connections."""
         self.close()
