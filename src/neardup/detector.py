@@ -25,20 +25,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from neardup.bands import far_verify
 from neardup.canonical import DEFAULT_POLICY, CanonicalPolicy, Member, link_key, policy_from_spec
 from neardup.clusters import Clusters, member_of
 from neardup.crawl import MAX_REVISIT, MIN_REVISIT, CrawlSignals, UrlHistory
+from neardup.decide import FETCH, Decision, decide
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
-from neardup.fingerprint import Fingerprint, FingerprintConfig, fingerprint, hamming
+from neardup.fingerprint import Fingerprint, FingerprintConfig, fingerprint
 from neardup.index import HammingIndex
-from neardup.matching import Side, match
-from neardup.minhash import MinHashLSH, jaccard
+from neardup.minhash import MinHashLSH
 from neardup.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
 from neardup.model import (
     DEFAULT_K,
@@ -69,18 +67,6 @@ from neardup.versions import compare_versions, counters, url_history, version_fi
 #: the value types and defaults live in :mod:`neardup.model`; importing them from here keeps working
 __all__ = ["DEFAULT_K", "DEFAULT_K_BY_VERSION", "DEFAULT_THRESHOLD", "DEFAULT_TRAP_MEMBERS", "DEFAULT_VERIFY",
            "EXPIRE_BATCH", "METHODS", "MIN_BUDGET_FACTOR", "STATUSES", "Detector", "FetchDecision", "Page", "Verdict"]
-
-_FETCH = object()  # "not read yet" for arguments where None means "read, nothing there"
-
-
-@dataclass(frozen=True)
-class _Decision:
-    status: str
-    match: PageRecord | None = None
-    distance: int | None = None
-    method: str | None = None
-    score: float | None = None
-
 
 #: pages expired per statement (:meth:`Detector.expire`)
 EXPIRE_BATCH = 1000
@@ -628,85 +614,16 @@ class Detector:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
         text_fields_encodable(fp)
 
-    def _decide(self, url: str, fp: Fingerprint, same: Any = _FETCH, exclude: PageRecord | None = None) -> _Decision:
-        """empty -> exact (digest) -> near (SimHash <= k and/or MinHash >= threshold, the
-        best match first) -> partial (containment) -> new, against the stored pages other
-        than ``exclude`` (the URL's own stored version: a URL is never its own duplicate).
-        ``same``: the page with the same digest when the caller has read it
-        (:meth:`Store.lookup`), else fetched."""
-        if fp.empty:
-            return _Decision("empty")
-        side = Side.of(fp, url)
-        k, verify = self.thresholds(url)
-        own_id = exclude.id if exclude is not None else None
-        if same is _FETCH or (same is not None and same.id == own_id):
-            same = self.store.page_by_digest(fp.digest)
-            if same is not None and same.id == own_id:
-                same = None  # (its digest is the new one's: the caller kept its decision)
-        if same is not None and match(side, Side.of_record(same), k, verify).status == "exact":
-            return _Decision("exact", same, 0, "digest", 1.0)
-        sig = fp.minhash.signature if fp.minhash is not None else None
-        found: dict[int, set[str]] = {}
-        anywhere: set[int] = set()  # only the sketch bands brought them: the sketch decides at any distance
-        if self.method in ("simhash", "both"):
-            for page_id, _ in self.mirror.search(fp.simhash, k):
-                found.setdefault(page_id, set()).add("simhash")
-            for page_id, _ in self.mirror.sketch_candidates(fp.sketch, far_verify(verify)):
-                if page_id not in found:
-                    found[page_id] = {"simhash"}
-                    anywhere.add(page_id)
-        if self.method in ("minhash", "both") and sig is not None:
-            for page_id, _ in self.mirror.query(sig, self.threshold):
-                found.setdefault(page_id, set()).add("minhash")
-        if exclude is not None and own_id in found:
-            # the index holds one page per SimHash value: another page with the value of the
-            # URL's stored version stands in for it
-            methods_of_own = found.pop(own_id)
-            other = self.store.lowest_live(exclude.simhash, self.config.bits, exclude=own_id)
-            if other is not None and other not in found:
-                found[other] = methods_of_own
-                if own_id in anywhere:
-                    anywhere.add(other)
-            anywhere.discard(own_id)
-        ranked = []
-        recs = self.store.pages_by_ids(list(found))  # one statement; one page per SimHash value
-        for page_id, methods in found.items():
-            rec = recs.get(page_id)
-            if rec is None:
-                continue
-            verdict = (match(side, Side.of_record(rec), self.config.bits, far_verify(verify)) if page_id in anywhere
-                       else match(side, Side.of_record(rec), k, verify))
-            if verdict.reason in ("empty", "boilerplate"):
-                continue
-            if verdict.status is None:
-                methods = methods - {"simhash"}  # a SimHash candidate the sketch rejects
-                if not methods:
-                    continue
-            distance, score = verdict.distance, verdict.score
-            stored = self.mirror.signature(rec) if sig is not None else None
-            if sig is not None and stored is not None:
-                score = jaccard(sig, stored.signature)
-            # best first: highest Jaccard estimate when known, then smallest distance, oldest
-            ranked.append((-(score if score is not None else -1.0), distance, page_id, rec, methods, score))
-        if ranked:
-            _, distance, _, rec, methods, score = min(ranked, key=lambda r: r[:3])
-            return _Decision("near", rec, distance, "+".join(sorted(methods)), score)
-        if self.containment is not None and fp.minhash is not None:
-            hits = self.mirror.query(fp.minhash.signature, self.containment, set_size=fp.minhash.set_size,
-                                     by="containment")
-            recs = self.store.pages_by_ids([page_id for page_id, _ in hits if page_id != own_id])
-            for page_id, score in hits:
-                rec = recs.get(page_id)
-                if rec is not None and (rec.set_size or 0) >= fp.minhash.set_size:
-                    return _Decision("partial", rec, hamming(rec.simhash, fp.simhash), "minhash", score)
-        return _Decision("new")
+    def _decide(self, url: str, fp: Fingerprint, same: Any = FETCH, exclude: PageRecord | None = None) -> Decision:
+        """The decision for ``fp`` at ``url`` against the other stored pages (:func:`neardup.decide.decide`)."""
+        return decide(self, url, fp, same, exclude)
 
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
         own = self.store.page_by_url(url)
         revisit = compare_versions(url, fp, own, now, *self.thresholds(url)) if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
-        decision = _Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
+        decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance
         old_cluster = own.cluster_id if own else None
         if kept:
