@@ -138,12 +138,12 @@ def _legend_rows(entries: Sequence[LegendEntry], width: int, left: float) -> lis
 
 def _frame(name: str, title: str, *, width: int, plot_height: int, y_max: float, y_fmt: str = "",
            x_label: str = "", y_label: str = "", legend: Sequence[LegendEntry] = (), x_ticks_room: int = 18,
-           y_ticks: int = 4, left: float | None = None) -> _Frame:
-    """The frame of a chart with a vertical value axis: title, y ticks and grid, axis
-    labels, legend; returns it with the plot rectangle to draw in."""
-    labels = [_y_text(y_max * i / y_ticks, y_fmt) for i in range(y_ticks + 1)]
+           y_ticks: int = 4, left: float | None = None, note: str = "", y_min: float = 0.0) -> _Frame:
+    """The frame of a chart with a vertical value axis: title (and a red ``note`` under it),
+    y ticks and grid, axis labels, legend; returns it with the plot rectangle to draw in."""
+    labels = [_y_text(y_min + (y_max - y_min) * i / y_ticks, y_fmt) for i in range(y_ticks + 1)]
     x0 = left if left is not None else max(text_width(t) for t in labels) + (30 if y_label else 10)
-    y1 = 40.0
+    y1 = 58.0 if note else 40.0
     y0 = y1 + plot_height
     rows = _legend_rows(legend, width, x0)
     x_axis_label_y = y0 + x_ticks_room + 16
@@ -153,6 +153,8 @@ def _frame(name: str, title: str, *, width: int, plot_height: int, y_max: float,
               f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
               f'font-family="sans-serif" font-size="{FONT}">', f"<title>{escape(title)}</title>"]
     f.text(width / 2, 20, title, "middle", TITLE_FONT, "chart-title", ' font-weight="bold"', bold=True)
+    if note:
+        f.text(width / 2, 38, note, "middle", cls="note", extra=f' fill="{MARK}"')
     f.out.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{f.x1:.1f}" y2="{y0:.1f}" stroke="#333"/>')
     f.out.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x0:.1f}" y2="{y1:.1f}" stroke="#333"/>')
     for i, text in enumerate(labels):
@@ -294,11 +296,15 @@ def line_chart(name: str, series: Sequence[tuple[str, Sequence[tuple[float, floa
                y_fmt: str = "", width: int = WIDTH, height: int = HEIGHT,
                x_range: tuple[float, float] | None = None, y_range: tuple[float, float] | None = None,
                marks: Sequence[tuple[float, float, str]] = (), legend: Sequence[str] | None = None,
-               point_labels: Sequence[tuple[int, float, float, str]] = ()) -> str:
+               point_labels: Sequence[tuple[int, float, float, str]] = (), mark_values: Sequence[str] = (),
+               mark_errors: Sequence[tuple[float, float, float, float]] = (), note: str = "", y_ticks: int = 4) -> str:
     """Lines with dots: ``series`` is ``(name, [(x, y), ...])``; ``legend`` the value each
     series' legend entry shows (default: its last y); ``marks`` highlighted points
-    ``(x, y, label)``; ``point_labels`` small labels ``(series index, x, y, text)`` placed next
-    to their point where they collide with nothing (e.g. the k of a threshold curve)."""
+    ``(x, y, label)``, each in the legend with its ``mark_values`` text (default: its
+    coordinates) and its ``mark_errors`` bars ``(x low, x high, y low, y high)``;
+    ``point_labels`` small labels ``(series index, x, y, text)`` placed next to their point
+    where they collide with nothing (e.g. the k of a threshold curve); ``note`` a warning
+    under the title; ``y_ticks`` the intervals of the value axis."""
     points = [p for _, pts in series for p in pts]
     if not points:
         return empty_chart(name, title)
@@ -312,10 +318,10 @@ def line_chart(name: str, series: Sequence[tuple[str, Sequence[tuple[float, floa
         hi_y = lo_y + 1
     values = list(legend) if legend is not None else [fmt(round(pts[-1][1], 3)) if pts else "-" for _, pts in series]
     entries = [(s, v, PALETTE[i % len(PALETTE)]) for i, ((s, _), v) in enumerate(zip(series, values))]
-    entries += [(label, f"recall {x:.0%}, precision {y:.0%}" if y_fmt == "%" else f"({fmt(x)}, {fmt(y)})", MARK)
-                for x, y, label in marks]
-    f = _frame(name, title, width=width, plot_height=height - 90, y_max=hi_y, y_fmt=y_fmt, x_label=x_label,
-               y_label=y_label, legend=entries)
+    entries += [(label.split(" ")[0], mark_values[i] if i < len(mark_values) else f"({fmt(x)}, {fmt(y)})", MARK)
+                for i, (x, y, label) in enumerate(marks)]
+    f = _frame(name, title, width=width, plot_height=height - 90 - (18 if note else 0), y_max=hi_y, y_fmt=y_fmt,
+               x_label=x_label, y_label=y_label, legend=entries, note=note, y_min=lo_y, y_ticks=y_ticks)
 
     def sx(x: float) -> float:
         return f.x0 + (f.x1 - f.x0) * (x - lo_x) / (hi_x - lo_x)
@@ -350,6 +356,10 @@ def line_chart(name: str, series: Sequence[tuple[str, Sequence[tuple[float, floa
                 f.text(x + dx, y + dy, text, anchor, cls=cls, extra=f' fill="{colour}"')
                 return
 
+    for (mx, my, _), (xl, xh, yl, yh) in zip(marks, mark_errors):
+        for a, b in (((xl, my), (xh, my)), ((mx, yl), (mx, yh))):
+            f.out.append(f'<line class="error-bar" x1="{sx(a[0]):.1f}" y1="{sy(a[1]):.1f}" x2="{sx(b[0]):.1f}" '
+                         f'y2="{sy(b[1]):.1f}" stroke="{MARK}" stroke-width="1" stroke-dasharray="3 2"/>')
     for x, y, label in marks:
         f.out.append(f'<circle class="mark" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="6" fill="none" stroke="{MARK}" '
                      f'stroke-width="2"><title>{escape(label)}</title></circle>')

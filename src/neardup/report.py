@@ -74,7 +74,8 @@ td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;w
 overflow-wrap:normal;hyphens:none}
 th{background:#f4f4f4;white-space:nowrap}td.n{text-align:right;white-space:nowrap}
 td.d,td.k{white-space:nowrap}td.u{overflow-wrap:anywhere;min-width:12em}
-.figures td{font-size:14px}.figures td.n{text-align:left}.figures{max-width:760px}.note,.how{color:#555;font-size:13px;max-width:640px}
+.figures td{font-size:14px}.figures td.n{text-align:left}.figures{max-width:760px}
+.note,.how{color:#555;font-size:13px;max-width:640px}
 .how{margin:2px 0 18px}
 figure{display:inline-block;vertical-align:top;margin:8px 16px 8px 0;max-width:660px}
 svg.plot{background:#fff;border:1px solid #eee;display:block}
@@ -256,7 +257,7 @@ def size_bins(sizes: dict[int, int], least: int = 2) -> list[tuple[str, int, int
     [('2', 3, 6), ('3-4', 0, 0), ('5-8', 1, 7), ('9-16', 0, 0)]
     """
     top = max([s for s in sizes if s >= least], default=least)
-    out = []
+    out: list[tuple[str, int, int]] = []
     lo = least
     while lo <= top or len(out) < 4:
         hi = lo if lo == least else lo * 2 - 2

@@ -503,7 +503,8 @@ class SQLStore(Store):
 
     def changes_over_time(self, origin: float, bucket: float,
                           hosts: Sequence[str] | None = None) -> list[tuple[str, int, int]]:
-        where, params = "v.changed = 1", [int(origin), max(1, int(bucket))]
+        where = "v.changed = 1"
+        params: list[Any] = [int(origin), max(1, int(bucket))]
         if hosts is not None:
             if not hosts:
                 return []
