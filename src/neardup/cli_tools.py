@@ -65,9 +65,9 @@ def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precis
             store.close()
     if out:
         Path(out).write_text(document(tune_view.pr_curve_svg(result, min_each=min_each)), encoding="utf-8")
-    if problem:
-        click.echo(f"neardup: warning: {problem}", err=True)
     if as_json:
+        if problem:
+            click.echo(f"neardup: warning: {problem}", err=True)
         click.echo(json.dumps({**result.to_dict(), "applied": applied, "plot": out, "warning": problem},
                               sort_keys=True))
         return

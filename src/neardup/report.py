@@ -211,7 +211,7 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
                 score_hist[min(19, max(0, int(s * 20)))] += 1
                 sampled += 1
         by_rate = store.host_figures("duplicate_rate", top_hosts, rate_min_pages)
-        if not by_rate:  # no host is that large: rank them all
+        if not any(h["duplicates"] for h in by_rate):  # no host that large has a duplicate: rank them all
             rate_min_pages = 1
             by_rate = store.host_figures("duplicate_rate", top_hosts, 1)
         axis = time_axis(figures["first_seen"], figures["last_fetch"])
