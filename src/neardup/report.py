@@ -1,24 +1,33 @@
 """``neardup report``: one self-contained HTML file describing a store.
 
-:func:`write_report` reads a store (aggregates in SQL: one ``GROUP BY`` per figure, so a store
-of millions of pages is summarised without reading every page into Python) and writes one
-HTML file with inline SVG charts (:mod:`neardup.plots`), inline CSS, no script and no
-external resource: it opens offline. Sections (each with an ``id`` and the charts'
-``data-plot`` names, which the tests look for):
+:func:`write_report` reads a store through its report aggregates (the store contract's
+"aggregates for the report": :meth:`~neardup.storeapi.Store.report_figures`,
+:meth:`~neardup.storeapi.Store.host_figures`, :meth:`~neardup.storeapi.Store.statuses_over_time`,
+... each one ``GROUP BY``, so a store of millions of pages is summarised without reading every
+page into Python) and writes one HTML file with inline SVG charts (:mod:`neardup.plots`),
+inline CSS, no script and no external resource: it opens offline. ``docs/report.md`` walks
+through one. Sections (each with an ``id``; the charts' ``data-plot`` names in brackets),
+every chart with a one-line "how to read this":
 
-* ``summary``: pages by verdict, clusters, hosts, time range, spec, stored thresholds;
-* ``distance-histogram`` / ``score-histogram``: the Hamming distance of every *near* verdict to
-  its match, and the sketch Jaccard estimate of up to ``score_sample`` of them;
-* ``cluster-sizes``: clusters by size (powers of two);
-* ``host-duplicates``: the share of duplicates (exact + near) of the hosts with most pages;
-* ``duplicates-over-time``: verdicts per time bucket of the latest fetch;
-* ``drift``: per host, re-fetched pages whose content changed, per time bucket of that
-  fetch. A store keeps each URL's latest fetch only, so a change is read from the change
-  log (a page whose SimHash entry was added more than once); a log pruned past
-  ``keep_changes`` entries forgets older changes, and a change to a SimHash value another
-  page already holds is not logged: the figure is a lower bound;
-* ``clusters``: the largest clusters, their canonical page and each member with how it
-  joined (verdict, the page it matched, distance, sketch score).
+* ``summary``: what counts as a duplicate; URLs by verdict, clusters, hosts, fetches,
+  re-fetches and changes, time range, spec, stored thresholds;
+* ``verdicts``: the Hamming distance of every *near* verdict to its match
+  (``distance-histogram``) and the sketch Jaccard estimate of up to ``score_sample`` of them
+  (``score-histogram``);
+* ``cluster-sizes``: clusters of 2+ URLs in logarithmic size bins (``cluster-sizes``);
+* ``hosts``: hosts ranked by duplicate rate (``host-duplicates``, hosts of
+  :data:`RATE_MIN_PAGES` URLs or more) and by fetches wasted (``host-wasted``: fetches of
+  duplicate URLs, and re-fetches that found nothing changed), and the hosts with most URLs;
+* ``over-time``: URLs by when they were first seen, stacked by verdict
+  (``duplicates-over-time``), on a time axis fitted to the data's span (:func:`time_axis`:
+  minutes to years, at most :data:`MAX_BUCKETS` buckets);
+* ``drift``: re-fetches that found the content changed, per bucket and host, from the
+  URLs' fetch histories (``drift``), and hosts ranked by their change rate
+  (``host-change-rates``: changes per URL and day watched);
+* ``clusters``: the largest clusters, their canonical URL and each member with how it
+  joined (verdict, the URL it matched, distance, sketch score).
+
+Pages without a host (``file://`` URLs) are listed under :data:`NO_HOST`.
 
 >>> from neardup import Detector
 >>> det = Detector()
@@ -40,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from neardup.errors import NeardupError
+from neardup.model import STATUSES
 from neardup.plots import bar_chart, empty_chart, hbar_chart, stacked_bars
 from neardup.sketch import similarity
 from neardup.storeapi import Store
@@ -324,6 +334,11 @@ def keep_words(html_text: str) -> str:
     return _COMPOUND.sub(r'<span class="w">\1</span>', html_text)
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 URL``, ``2 URLs``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.1 or x == 0 else f"{x:.1%}"
 
@@ -332,16 +347,17 @@ def _host_charts(data: ReportData) -> dict[str, str]:
     charts = {}
     charts["host-duplicates"] = hbar_chart(
         "host-duplicates", [(host_name(h["host"]), h["duplicate_rate"], f"{_pct(h['duplicate_rate'])} of "
-                             f"{h['pages']:,} URLs") for h in data.hosts_by_rate if h["duplicates"]],
+                             f"{_n(h['pages'], 'URL')}") for h in data.hosts_by_rate if h["duplicates"]],
         title="Hosts by duplicate rate", x_label="share of the host's URLs that duplicate another URL", x_max=1.0,
         empty=f"no host with {data.rate_min_pages} URLs or more has a duplicate")
     charts["host-wasted"] = hbar_chart(
-        "host-wasted", [(host_name(h["host"]), float(h["wasted"]), f"{h['wasted']:,} of {h['fetches']:,} fetches")
+        "host-wasted", [(host_name(h["host"]), float(h["wasted"]),
+                         f"{h['wasted']:,} of {h['fetches']:,} fetch{'' if h['fetches'] == 1 else 'es'}")
                         for h in data.hosts_by_wasted if h["wasted"]],
         title="Hosts by fetches wasted", x_label="fetches that brought nothing new", empty="no fetch was wasted")
     charts["host-change-rates"] = hbar_chart(
         "host-change-rates", [(host_name(h["host"]), float(h["changes_per_day"] or 0.0),
-                               f"{rate_text(h['changes_per_day'])} a day ({h['refetched']:,} URLs, watched "
+                               f"{rate_text(h['changes_per_day'])} a day ({_n(h['refetched'], 'URL')}, watched "
                                f"{duration(h['watched'])})") for h in data.hosts_by_change],
         title="Hosts by change rate", x_label="content changes per URL and day, over the re-fetched URLs",
         empty="no URL was fetched twice yet")
@@ -452,17 +468,17 @@ def _thresholds_text(value: Any) -> str:
 def _summary(data: ReportData) -> list[tuple[str, Any]]:
     f, c = data.figures, data.status_counts
     dup = c.get("exact", 0) + c.get("near", 0)
-    wasted = sum(h["wasted"] for h in data.hosts_by_wasted)
-    return [("URLs", data.pages), *[(f"\u2003{s}", n) for s, n in sorted(c.items())],
+    order = {s: i for i, s in enumerate(STATUSES)}
+    return [("URLs", data.pages), *[(f"\u2003{s}", n) for s, n in sorted(c.items(), key=lambda x: order.get(x[0], 99))],
             ("duplicates (exact + near)", f"{dup:,} ({dup / data.pages:.1%})" if data.pages else "0"),
             ("clusters of 2+ URLs", f["duplicate_clusters"]), ("hosts", f["hosts"]),
             ("fetches", f["fetches"]), ("URLs fetched twice or more", f["refetched"]),
             ("URLs whose content changed", f["changed_pages"]), ("changes found", f["changes"]),
-            (f"fetches wasted (the {len(data.hosts_by_wasted)} hosts below)", wasted),
+            ("fetches wasted (nothing new)", f["wasted"]),
             ("first seen", _when(f["first_seen"])), ("latest fetch", _when(f["last_fetch"])),
             ("fingerprint spec", data.spec or "-"),
             ("tuned thresholds", _thresholds_text(data.thresholds)),
-            ("report computed in", f"{data.seconds:.2f} s")]
+            ("report computed in", f"{data.seconds:.3f} s")]
 
 
 DEFINITIONS = (

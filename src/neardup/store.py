@@ -436,14 +436,14 @@ class SQLStore(Store):
         row = self._exec(
             "SELECT count(*), count(DISTINCT host), min(first_seen), max(fetched_at), coalesce(sum(fetches), 0), "
             "coalesce(sum(CASE WHEN fetches > 1 THEN 1 ELSE 0 END), 0), "
-            "coalesce(sum(CASE WHEN change_count > 0 THEN 1 ELSE 0 END), 0), coalesce(sum(change_count), 0) "
-            "FROM pages").fetchone()
+            "coalesce(sum(CASE WHEN change_count > 0 THEN 1 ELSE 0 END), 0), coalesce(sum(change_count), 0), "
+            f"coalesce({self._HOST_ORDERS['wasted']}, 0) FROM pages").fetchone()
         clusters = self._exec("SELECT count(*), coalesce(sum(CASE WHEN size >= 2 THEN 1 ELSE 0 END), 0) "
                               "FROM clusters").fetchone()
         return {"pages": int(row[0]), "hosts": int(row[1]),
                 "first_seen": None if row[2] is None else float(row[2]),
                 "last_fetch": None if row[3] is None else float(row[3]), "fetches": int(row[4]),
-                "refetched": int(row[5]), "changed_pages": int(row[6]), "changes": int(row[7]),
+                "refetched": int(row[5]), "changed_pages": int(row[6]), "changes": int(row[7]), "wasted": int(row[8]),
                 "clusters": int(clusters[0]), "duplicate_clusters": int(clusters[1])}
 
     def distance_counts(self) -> dict[int, int]:

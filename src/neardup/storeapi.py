@@ -308,7 +308,8 @@ class Store(ABC):
         """The store's totals: ``pages``, ``clusters``, ``duplicate_clusters`` (2+ pages),
         ``hosts``, ``first_seen`` / ``last_fetch`` (None when empty), ``fetches`` (every
         fetch of every URL), ``refetched`` (URLs fetched twice or more), ``changed_pages``
-        (URLs whose content changed between fetches) and ``changes`` (such re-fetches)."""
+        (URLs whose content changed between fetches), ``changes`` (such re-fetches) and
+        ``wasted`` (fetches that brought nothing new: :meth:`host_figures`)."""
 
     @abstractmethod
     def distance_counts(self) -> dict[int, int]:
