@@ -30,6 +30,8 @@ TITLE_FONT = 13
 MARGIN_RIGHT = 16
 #: line colours (colour-blind safe palette)
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#000000", "#f0e442")
+#: line dash patterns, one per series in turn: lines that coincide still show each colour
+DASHES = ("", "7 4", "3 3", "10 3 3 3", "5 5", "2 4")
 #: the colour of a highlighted point (``marks``)
 MARK = "#d00000"
 
@@ -45,7 +47,8 @@ def text_width(text: str, size: float = FONT, bold: bool = False) -> float:
     True
     """
     narrow = sum(1 for c in text if c in "il.,:;|!'()[] ")
-    return (len(text) - narrow * 0.5) * size * (0.72 if bold else 0.64)
+    wide = sum(1 for c in text if ord(c) >= 0x1100)  # CJK and other full-width characters: 1 em
+    return (len(text) - narrow * 0.5 - wide) * size * (0.72 if bold else 0.64) + wide * size
 
 
 def fmt(value: float) -> str:
@@ -337,7 +340,8 @@ def line_chart(name: str, series: Sequence[tuple[str, Sequence[tuple[float, floa
         if not pts:
             continue
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        f.out.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" points="{path}">'
+        dash = f' stroke-dasharray="{DASHES[i % len(DASHES)]}"' if i % len(DASHES) else ""  # lines that coincide
+        f.out.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{path}">'
                      f"<title>{escape(sname)}</title></polyline>")
         for x, y in pts:
             f.out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.2" fill="{colour}">'
