@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from neardup import Detector, tune
+from neardup import Detector, tune, tune_view
 from neardup.cli_tools import tune_cmd
 from neardup.detector import DEFAULT_K
 from neardup.errors import NeardupError
@@ -20,7 +21,7 @@ from neardup.fingerprint import DEFAULT_CONFIG
 from neardup.matching import match
 from neardup.minhash import MinHashConfig
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("NEARDUP_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 WORDS = [f"w{i}" for i in range(5000)]
 
 
@@ -216,12 +217,12 @@ def test_cli_tune(tmp_path):
     assert r.exit_code == 0, r.output
     assert "recommended: k=" in r.output and (tmp_path / "pr.svg").read_text().startswith("<?xml")
     r = runner.invoke(tune_cmd, [str(pairs), "--json", "--verify", "0.3"])
-    assert r.exit_code == 0 and json.loads(r.output)["recommended"]["verify"] == 0.3
+    assert r.exit_code == 0 and json.loads(r.stdout)["recommended"]["verify"] == 0.3
     r = runner.invoke(tune_cmd, [str(pairs), "--apply"])
     assert r.exit_code == 2
     db = tmp_path / "s.db"
     Detector.open(db).close()
-    r = runner.invoke(tune_cmd, [str(pairs), "--db", str(db), "--apply"])
+    r = runner.invoke(tune_cmd, [str(pairs), "--db", str(db), "--apply", "--force"])
     assert r.exit_code == 0 and "stored in" in r.output
     bad = tmp_path / "bad.tsv"
     bad.write_text("x\ty\n")
@@ -245,3 +246,47 @@ def test_development_pairs_reproduce_the_harness_k(tmp_path):
     res = tune.tune(out, min_precision=1.0, verifies=(0.3,))
     assert res.choice.met and res.choice.k == DEFAULT_K == 12
     assert res.choice.precision == 1.0 and round(res.choice.recall, 3) == 0.974  # 111 of 114, docs/quality.md
+
+
+def test_wilson_intervals():
+    assert tune_view.wilson(0, 0) == (0.0, 1.0)
+    lo, hi = tune_view.wilson(30, 30)
+    assert hi == 1.0 and 0.88 < lo < 0.89
+    lo, hi = tune_view.wilson(50, 100)
+    assert lo == pytest.approx(1 - hi) and 0.40 < lo < 0.41
+    # narrower with more pairs
+    assert tune_view.wilson(300, 300)[0] > tune_view.wilson(30, 30)[0]
+
+
+def test_too_few_pairs_warn_and_refuse_apply(tmp_path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", 8, 8)
+    db = tmp_path / "s.db"
+    Detector.open(db).close()
+    runner = CliRunner()
+    r = runner.invoke(tune_cmd, [str(pairs), "--db", str(db), "--apply"])
+    assert r.exit_code == 1 and "not applied" in r.output and "8 same and 8 different" in r.output
+    with Detector.open(db) as det:
+        assert tune.stored_choice(det.store) is None
+    r = runner.invoke(tune_cmd, [str(pairs), "--json"])
+    got = json.loads(r.stdout)
+    assert r.exit_code == 0 and "fewer than 30 of each" in got["warning"] and "warning:" in r.stderr
+    lo, hi = got["recommended"]["precision_ci"]
+    assert 0 < lo < got["recommended"]["precision"] <= hi <= 1
+    r = runner.invoke(tune_cmd, [str(pairs), "--min-pairs", "8", "--db", str(db), "--apply"])
+    assert r.exit_code == 0 and "stored in" in r.output and "warning" not in r.output
+    r = runner.invoke(tune_cmd, [str(pairs), "--min-pairs", "9"])
+    assert "95% CI" in r.stdout and "warning: only 8 same" in r.stdout
+
+
+def test_pr_curve_labels_k_and_gives_legend_values(tmp_path):
+    res = tune.tune(write_pairs(tmp_path / "pairs.jsonl", 12, 12))
+    root = ET.fromstring(tune.pr_curve_svg(res))
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = ["".join(t.itertext()) for t in root.iter(f"{ns}text")]
+    assert any(t.startswith("k=") for t in texts)
+    assert any(t.startswith(f"recommended {res.choice.point.label()}") for t in texts)
+    for g in root.iter(f"{ns}g"):
+        if g.get("class") == "legend-entry":
+            assert "".join(g.itertext()).strip().endswith(g.get("data-value"))
+    assert any("Too few pairs" in t for t in texts)  # 12 of each
+    assert root.findall(f"{ns}line[@class='error-bar']")

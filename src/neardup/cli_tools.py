@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from neardup.cli_errors import handle_errors as _errors
-from neardup.errors import StoreError
+from neardup.errors import NeardupError, StoreError
 
 
 @click.command("tune")
@@ -29,34 +29,49 @@ from neardup.errors import StoreError
               help="Verify threshold(s) to consider (repeat; default: 0 to 0.7). One value keeps verify fixed.")
 @click.option("--min-host-pairs", type=click.IntRange(1), default=20, show_default=True,
               help="Pairs a host needs (with 5 of each label) for its own thresholds.")
+@click.option("--min-pairs", type=click.IntRange(1), default=None,
+              help="Pairs of each label (same, different) below which the recommendation is only a hint: a "
+              "warning, and --apply refuses (unless --force). Default: 30.")
+@click.option("--force", is_flag=True, help="--apply even with fewer than --min-pairs pairs of a label.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write the precision/recall plot (SVG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
 @_errors
 def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precision: float,
-             verifies: tuple[float, ...], min_host_pairs: int, out: str | None, as_json: bool) -> None:
+             verifies: tuple[float, ...], min_host_pairs: int, min_pairs: int | None, force: bool, out: str | None,
+             as_json: bool) -> None:
     """Measure precision, recall and F1 of the match rule on labelled PAIRS (.tsv, .csv or
     .jsonl: columns a, b, label [same/different], optional host, url_a, url_b) at k = 0..20
-    and each verify threshold; recommend thresholds (overall and per host)."""
+    and each verify threshold; recommend thresholds (overall and per host), with 95% Wilson
+    confidence intervals. Fewer than --min-pairs pairs of a label: a warning on stderr, and
+    --apply stores nothing (exit 1) unless --force."""
     from neardup import tune as tuning
+    from neardup import tune_view
     from neardup.plots import document
     from neardup.report import open_store
 
     if do_apply and not db:
         raise click.UsageError("--apply needs --db (the store to write the thresholds into)")
+    min_each = tune_view.MIN_LABEL_PAIRS if min_pairs is None else min_pairs
     store = open_store(db) if db else None
     try:
         result = tuning.tune(pairs, store=store, min_precision=min_precision, min_host_pairs=min_host_pairs,
                              verifies=verifies or tuning.VERIFY_VALUES)
+        problem = tune_view.sample_problem(result, min_each)
+        if problem and do_apply and not force:
+            raise NeardupError(f"not applied: {problem} (or --force)")
         applied = tuning.apply(store, result, method) if do_apply and store is not None else None
     finally:
         if store is not None:
             store.close()
     if out:
-        Path(out).write_text(document(tuning.pr_curve_svg(result)), encoding="utf-8")
+        Path(out).write_text(document(tune_view.pr_curve_svg(result, min_each=min_each)), encoding="utf-8")
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), "applied": applied, "plot": out}, sort_keys=True))
+        if problem:
+            click.echo(f"neardup: warning: {problem}", err=True)
+        click.echo(json.dumps({**result.to_dict(), "applied": applied, "plot": out, "warning": problem},
+                              sort_keys=True))
         return
-    click.echo(tuning.summary_text(result))
+    click.echo(tune_view.summary_text(result, min_each))
     if out:
         click.echo(f"plot: {out}")
     if applied is not None:

@@ -334,3 +334,56 @@ class Store(ABC):
     @abstractmethod
     def prune_changes(self, keep_after: int) -> int:
         """Drop log entries up to ``keep_after``; returns how many."""
+
+    # -- aggregates for the report (``neardup report``) ---------------------------------
+    # Each one GROUP BY (or a bounded read), so that a store of millions of pages is
+    # summarised without reading every page into Python.
+    @abstractmethod
+    def report_figures(self) -> dict[str, Any]:
+        """The store's totals: ``pages``, ``clusters``, ``duplicate_clusters`` (2+ pages),
+        ``hosts``, ``first_seen`` / ``last_fetch`` (None when empty), ``fetches`` (every
+        fetch of every URL), ``refetched`` (URLs fetched twice or more), ``changed_pages``
+        (URLs whose content changed between fetches), ``changes`` (such re-fetches) and
+        ``wasted`` (fetches that brought nothing new: :meth:`host_figures`)."""
+
+    @abstractmethod
+    def distance_counts(self) -> dict[int, int]:
+        """Near verdicts by their Hamming distance to their match."""
+
+    @abstractmethod
+    def near_sketches(self, limit: int) -> list[tuple[bytes | None, bytes | None]]:
+        """(sketch of the page, sketch of its match) of up to ``limit`` near verdicts, in id order."""
+
+    @abstractmethod
+    def cluster_size_counts(self) -> dict[int, int]:
+        """Clusters by size (pages in the cluster)."""
+
+    @abstractmethod
+    def host_figures(self, order: str = "pages", limit: int = 20, min_pages: int = 1) -> list[dict[str, Any]]:
+        """Per host with ``min_pages`` pages or more, the ``limit`` first by ``order``
+        (``pages``, ``duplicate_rate``, ``wasted`` or ``changes_per_day``, largest first, then
+        the host name): ``host``, ``pages``, ``exact``, ``near``, ``empty``, ``duplicates``,
+        ``duplicate_rate``, ``fetches``, ``wasted`` (fetches of duplicate URLs, and re-fetches
+        that found the content unchanged), ``refetched``, ``changed_pages``, ``changes`` and
+        ``changes_per_day`` (changes over the time its re-fetched URLs were watched; None
+        before a re-fetch), ``watched`` (seconds from first to latest fetch, averaged over
+        the re-fetched URLs; None before a re-fetch). ``changes_per_day`` ranks only hosts
+        with a re-fetch."""
+
+    @abstractmethod
+    def statuses_over_time(self, origin: float, bucket: float) -> list[tuple[int, str, int]]:
+        """(bucket, status, URLs): URLs by when they were first seen (``bucket`` seconds
+        from ``origin``) and their verdict now."""
+
+    @abstractmethod
+    def changes_over_time(self, origin: float, bucket: float,
+                          hosts: Sequence[str] | None = None) -> list[tuple[str, int, int]]:
+        """(host, bucket, re-fetches that found the content changed) from the fetch
+        histories, by the time of the changed fetch; ``hosts``: only these."""
+
+    @abstractmethod
+    def largest_clusters(self, limit: int, members: int) -> list[dict[str, Any]]:
+        """The ``limit`` largest clusters of 2+ pages (size, then id): ``id``, ``size``,
+        ``canonical_id``, ``canonical_url``, ``canonical_title`` and up to ``members``
+        ``members`` in id order (``id``, ``url``, ``status``, ``matched_id``, ``match_url``,
+        ``distance``, ``fetched_at``, ``title``, ``sketch``, ``match_sketch``)."""

@@ -512,7 +512,14 @@ class Recommendation:
         return self.point.precision
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.point.to_dict(), "met": self.met, "min_precision": self.min_precision, "pairs": self.pairs}
+        """The point, whether it met the target, and the 95% Wilson intervals of its
+        precision and recall (``precision_ci``, ``recall_ci``: [low, high])."""
+        from neardup.tune_view import intervals
+
+        ci = intervals(self.point)
+        return {**self.point.to_dict(), "met": self.met, "min_precision": self.min_precision, "pairs": self.pairs,
+                "precision_ci": [round(x, 4) for x in ci["precision"]],
+                "recall_ci": [round(x, 4) for x in ci["recall"]]}
 
 
 def _looser(values: Sequence[float], v: float) -> float | None:
@@ -663,63 +670,21 @@ def tune(pairs: str | Path | PairsFile | Sequence[LabelledPair], *, store: Store
 
 
 # --------------------------------------------------------------------------------------------
-# Storing the choice, the plot, the text summary
+# The plot and the text summary (neardup.tune_view)
 # --------------------------------------------------------------------------------------------
 
 def pr_curve_svg(result: TuneResult, verifies: Iterable[float] | None = None) -> str:
-    """The precision/recall curve (one line per verify threshold, points over k; MinHash as
-    one more line when measured), the recommended point ringed: a self-contained SVG."""
-    from neardup.plots import line_chart
+    """The precision/recall plot (SVG): :func:`neardup.tune_view.pr_curve_svg`."""
+    from neardup.tune_view import pr_curve_svg as draw
 
-    chosen = result.choice
-    default_vs = [0.0, 0.2, DEFAULT_VERIFY, 0.5]
-    measured = {v for _, v in result.points}
-    vs = sorted(measured & set(verifies if verifies is not None else default_vs + [chosen.verify or 0.0])) \
-        or sorted(measured)[:4]
-    series: list[tuple[str, Sequence[tuple[float, float]]]] = []
-    for v in vs:
-        pts = [(result.points[(k, v)].recall, result.points[(k, v)].precision) for k in K_VALUES
-               if (k, v) in result.points]
-        series.append((f"SimHash k=0..20, verify {v:g}", pts))
-    if result.minhash_points:
-        mh = [(p.recall, p.precision) for _, p in sorted(result.minhash_points.items())]
-        series.append(("MinHash t=0.3..0.95", mh))
-    marks = [(chosen.recall, chosen.precision, f"recommended {chosen.point.label()}")]
-    return line_chart("pr-curve", series, title=f"Precision / recall on {len(result.facts)} labelled pairs",
-                      x_label="recall", y_label="precision", y_fmt="%", x_range=(0.0, 1.0), y_range=(0.0, 1.0),
-                      x_ticks=[(x / 5, f"{x / 5:.0%}") for x in range(6)], marks=marks, width=720, height=420)
+    return draw(result, verifies)
 
 
 def summary_text(result: TuneResult) -> str:
-    """A readable summary: the recommendation, the table at its verify, hosts, MinHash."""
-    c = result.choice
-    f = result.facts
-    lines = [f"pairs: {len(f)} ({int(f.same.sum())} same, {len(f) - int(f.same.sum())} different)"
-             + (f"; left out: {', '.join(f'{n} {k}' for k, n in sorted(result.skipped.items()))}"
-                if result.skipped else "")]
-    state = "meets" if c.met else "does NOT meet (best F1 shown)"
-    lines.append(f"recommended: {c.point.label()}: precision {c.precision:.1%}, recall {c.recall:.1%}, "
-                 f"F1 {c.point.f1:.3f} ({state} precision >= {c.min_precision:.0%} with a one-step margin)")
-    if (DEFAULT_K, DEFAULT_VERIFY) in result.points:
-        d = result.points[(DEFAULT_K, DEFAULT_VERIFY)]
-        lines.append(f"defaults:    {d.label()}: precision {d.precision:.1%}, recall {d.recall:.1%}, F1 {d.f1:.3f}")
-    lines.append(f"{'k':>3} {'precision':>9} {'recall':>7} {'F1':>6} {'TP':>5} {'FP':>5} {'FN':>5}"
-                 f"   (verify {'none' if c.verify is None else f'{c.verify:g}'})")
-    for p in result.table():
-        lines.append(f"{p.k:>3} {p.precision:>9.1%} {p.recall:>7.1%} {p.f1:>6.3f} {p.tp:>5} {p.fp:>5} {p.fn:>5}"
-                     + ("  <-" if p.k == c.k else ""))
-    if result.minhash_choice is not None:
-        m = result.minhash_choice
-        lines.append(f"MinHash: {m.point.label()}: precision {m.precision:.1%}, recall {m.recall:.1%}"
-                     + ("" if m.met else " (target not met)"))
-    for h, r in sorted(result.hosts.items()):
-        lines.append(f"host {h}: {r.point.label()} ({r.pairs} pairs; precision {r.precision:.1%}, "
-                     f"recall {r.recall:.1%}{'' if r.met else ', target not met'})")
-    small = [h for h in result.host_pairs if h not in result.hosts]
-    if small:
-        lines.append(f"{len(small)} host(s) with too few pairs for their own thresholds "
-                     f"(need {MIN_HOST_PAIRS}, with {MIN_HOST_EACH} of each label)")
-    return "\n".join(lines)
+    """The readable summary: :func:`neardup.tune_view.summary_text`."""
+    from neardup.tune_view import summary_text as text
+
+    return text(result)
 
 
 __all__ = [
