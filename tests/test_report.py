@@ -190,7 +190,7 @@ def test_report_aggregates_agree_with_the_detector(target):
         assert figures["duplicate_clusters"] == sum(store.cluster_row(c).size >= 2 for c in store.cluster_ids())
         hosts = {h["host"]: h for h in det.hosts()}
         for order in ("pages", "duplicate_rate", "wasted", "changes_per_day"):
-            got = store.host_figures(order, limit=100)
+            got = store.host_rankings(order, limit=100)
             keys = [h[order] if h[order] is not None else -1 for h in got]
             assert keys == sorted(keys, reverse=True), order
             for h in got:
@@ -202,7 +202,7 @@ def test_report_aggregates_agree_with_the_detector(target):
                     assert h["changes_per_day"] is None
                 else:
                     assert h["changes_per_day"] == pytest.approx(ref["changes_per_day"], rel=1e-3, abs=1e-4)
-        assert len(store.host_figures("pages", limit=100)) == len(hosts)
+        assert len(store.host_rankings("pages", limit=100)) == len(hosts)
         assert all(h["pages"] >= 3 for h in store.host_figures("duplicate_rate", 100, min_pages=3))
         with pytest.raises(ValueError):
             store.host_figures("nonsense")

@@ -2,7 +2,7 @@
 
 :func:`write_report` reads a store through its report aggregates (the store contract's
 "aggregates for the report": :meth:`~neardup.storeapi.Store.report_figures`,
-:meth:`~neardup.storeapi.Store.host_figures`, :meth:`~neardup.storeapi.Store.statuses_over_time`,
+:meth:`~neardup.storeapi.Store.host_rankings`, :meth:`~neardup.storeapi.Store.statuses_over_time`,
 ... each one ``GROUP BY``, so a store of millions of pages is summarised without reading every
 page into Python) and writes one HTML file with inline SVG charts (:mod:`neardup.plots`),
 inline CSS, no script and no external resource: it opens offline. ``docs/report.md`` walks
@@ -220,10 +220,10 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
             if s is not None:
                 score_hist[min(19, max(0, int(s * 20)))] += 1
                 sampled += 1
-        by_rate = store.host_figures("duplicate_rate", top_hosts, rate_min_pages)
+        by_rate = store.host_rankings("duplicate_rate", top_hosts, rate_min_pages)
         if not any(h["duplicates"] for h in by_rate):  # no host that large has a duplicate: rank them all
             rate_min_pages = 1
-            by_rate = store.host_figures("duplicate_rate", top_hosts, 1)
+            by_rate = store.host_rankings("duplicate_rate", top_hosts, 1)
         axis = time_axis(figures["first_seen"], figures["last_fetch"])
         over_time: dict[int, dict[str, int]] = defaultdict(dict)
         for b, status, n in store.statuses_over_time(axis.origin, axis.seconds):
@@ -236,9 +236,9 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
             generated_at=time.time(), figures=figures, status_counts=counts, spec=store.get_meta("spec"),
             thresholds=store.get_meta("thresholds"), distance_hist=store.distance_counts(), score_hist=score_hist,
             scores_sampled=sampled, cluster_sizes=store.cluster_size_counts(),
-            hosts_by_pages=store.host_figures("pages", top_hosts), hosts_by_rate=by_rate,
-            hosts_by_wasted=store.host_figures("wasted", top_hosts),
-            hosts_by_change=store.host_figures("changes_per_day", top_hosts), axis=axis,
+            hosts_by_pages=store.host_rankings("pages", top_hosts), hosts_by_rate=by_rate,
+            hosts_by_wasted=store.host_rankings("wasted", top_hosts),
+            hosts_by_change=store.host_rankings("changes_per_day", top_hosts), axis=axis,
             over_time=dict(over_time), drift=dict(drift), largest=largest, rate_min_pages=rate_min_pages)
     for cl in data.largest:
         for m in cl["members"]:

@@ -512,7 +512,7 @@ class SQLStore(Store):
     def cluster_size_counts(self) -> dict[int, int]:
         return {int(s): int(n) for s, n in self._exec("SELECT size, count(*) FROM clusters GROUP BY size")}
 
-    #: ``host_figures`` orders (SQL over its columns; a rate needs a denominator above 0)
+    #: ``host_rankings`` orders (SQL over its columns; a rate needs a denominator above 0)
     _HOST_ORDERS = {
         "pages": "count(*)",
         "duplicate_rate": "sum(CASE WHEN status IN ('exact', 'near') THEN 1 ELSE 0 END) * 1.0 / count(*)",
@@ -522,7 +522,7 @@ class SQLStore(Store):
                            "ELSE 0 END)",
     }
 
-    def host_figures(self, order: str = "pages", limit: int = 20, min_pages: int = 1) -> list[dict[str, Any]]:
+    def host_rankings(self, order: str = "pages", limit: int = 20, min_pages: int = 1) -> list[dict[str, Any]]:
         if order not in self._HOST_ORDERS:
             raise ValueError(f"unknown order {order!r}; choose {', '.join(self._HOST_ORDERS)}")
         having = "count(*) >= ?"

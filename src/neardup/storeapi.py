@@ -344,7 +344,7 @@ class Store(ABC):
         ``hosts``, ``first_seen`` / ``last_fetch`` (None when empty), ``fetches`` (every
         fetch of every URL), ``refetched`` (URLs fetched twice or more), ``changed_pages``
         (URLs whose content changed between fetches), ``changes`` (such re-fetches) and
-        ``wasted`` (fetches that brought nothing new: :meth:`host_figures`)."""
+        ``wasted`` (fetches that brought nothing new: :meth:`host_rankings`)."""
 
     @abstractmethod
     def distance_counts(self) -> dict[int, int]:
@@ -359,7 +359,7 @@ class Store(ABC):
         """Clusters by size (pages in the cluster)."""
 
     @abstractmethod
-    def host_figures(self, order: str = "pages", limit: int = 20, min_pages: int = 1) -> list[dict[str, Any]]:
+    def host_rankings(self, order: str = "pages", limit: int = 20, min_pages: int = 1) -> list[dict[str, Any]]:
         """Per host with ``min_pages`` pages or more, the ``limit`` first by ``order``
         (``pages``, ``duplicate_rate``, ``wasted`` or ``changes_per_day``, largest first, then
         the host name): ``host``, ``pages``, ``exact``, ``near``, ``empty``, ``duplicates``,
