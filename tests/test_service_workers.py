@@ -369,9 +369,10 @@ def run_concurrent_workers(db: str, docs: dict[str, list]) -> None:
 
         def visible(doc: Doc, v: neardup.Verdict, pid: int):
             def job(client: Client) -> None:
-                got = client.check(doc.url, doc.content, doc.headers)
-                want = ("empty", None) if doc.fp.empty else ("exact", doc.url)
-                assert (got.status, got.match_url, got.page_id) == (*want, v.page_id), (pid, doc.url, got)
+                got = client.check(doc.url, doc.content, doc.headers)  # a version of a stored URL
+                assert (got.status, got.version, got.page_id) == (v.status, "unchanged", v.page_id), \
+                    (pid, doc.url, got)
+                assert got.match_url != doc.url, (pid, doc.url, got)
                 if doc in unique:
                     got = client.check(doc.url.replace("load", "probe"), doc.probe, PLAIN)
                     assert got.status == "near" and got.cluster_id == v.cluster_id, (pid, doc.url, got)
