@@ -111,10 +111,12 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
     """
     out: dict[str, list[GoldPage]] = {}
 
+    def room(name: str) -> bool:
+        return limit is None or len(out.get(name, ())) < limit
+
     def add(name: str, page: GoldPage) -> None:
-        pages = out.setdefault(name, [])
-        if limit is None or len(pages) < limit:
-            pages.append(page)
+        if room(name):
+            out.setdefault(name, []).append(page)
 
     base = corpus / "scrapinghub-aeb"
     if (base / "manifest.tsv").exists():
@@ -123,21 +125,26 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
             key = Path(row["file"]).name.removesuffix(".html.gz")
             add("scrapinghub-aeb", GoldPage("scrapinghub-aeb", key, base / row["file"], row["url"] or None,
                                             truth[key]["articleBody"]))
-    for name, gold_of in (("cleaneval", lambda t: _cleaneval_text(t)), ("cleanportaleval", _cleaneval_text)):
+    for name, gold_of in (("cleaneval", _cleaneval_text), ("cleanportaleval", _cleaneval_text)):
         base = corpus / name
         if (base / "manifest.tsv").exists():
             for row in _read_tsv(base / "manifest.tsv"):
-                if row["gold"]:
+                if row["gold"] and room(name):
                     url = row.get("url") or row.get("url_from_html") or None
-                    add(name, GoldPage(name, row["file"], base / row["file"], url, gold_of(_read_text(base / row["gold"]))))
+                    gold = gold_of(_read_text(base / row["gold"]))
+                    add(name, GoldPage(name, row["file"], base / row["file"], url, gold))
     base = corpus / "dragnet"
     if (base / "manifest.tsv").exists():
         for row in _read_tsv(base / "manifest.tsv"):
+            if not room("dragnet"):
+                break
             gold = _read_text(base / row["gold"]).split(_DRAGNET_COMMENTS)[0]
             add("dragnet", GoldPage("dragnet", row["file"], base / row["file"], row["url_from_html"] or None, gold))
     base = corpus / "l3s-gn1"
     if (base / "manifest.tsv").exists():
         for row in _read_tsv(base / "manifest.tsv"):
+            if not room("l3s-gn1"):
+                break
             annotated = _read_text(base / row["annotated"])
             gold = _html_text(annotated, '//span[contains(@class, "x-nc-sel1") or contains(@class, "x-nc-sel2") '
                                          'or contains(@class, "x-nc-sel3")]')
@@ -145,7 +152,7 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
     base = corpus / "readability"
     if (base / "manifest.tsv").exists():
         for row in _read_tsv(base / "manifest.tsv"):
-            if row["synthetic_or_tiny"] == "yes":
+            if row["synthetic_or_tiny"] == "yes" or not room("readability"):
                 continue
             folder = base / row["dir"]
             gold = _html_text((folder / "expected.html").read_text(encoding="utf-8"))
@@ -155,6 +162,8 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
     if (base / "manifest.tsv").exists():
         for row in _read_tsv(base / "manifest.tsv"):
             name = f"utomo-{row['set']}"
+            if not room(name):
+                continue
             add(name, GoldPage(name, row["file"], base / row["file"], row["url_from_html"] or None,
                                _read_text(base / row["gold"])))
     base = corpus / "trafilatura"
@@ -315,7 +324,7 @@ def summarise(results: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
                         "cpu_p99": _p99(cpu), "cpu_max": max(cpu),
                         "errors": sum(1 for r in rows if r[m]["error"])}
         if "hybrid" in methods:
-            paths = Counter(r["hybrid"]["path"] for r in rows)
+            paths = Counter((r["hybrid"]["path"] or "none").split(":")[0].split(" (")[0] for r in rows)
             fell = [r for r in rows if (r["hybrid"]["path"] or "").startswith("fallback")]
             entry["paths"] = dict(paths)
             entry["fallback_share"] = len(fell) / len(rows)
@@ -368,13 +377,13 @@ def report(summary: dict[str, Any], methods: Sequence[str], command: str, machin
     lines += table(["gold set"] + list(methods), rows)
     if "hybrid" in methods and "trafilatura" in methods:
         a = summary["all"]
-        lines += ["", f"hybrid / trafilatura CPU: {a['guarded']['cpu_mean'] / a['trafilatura']['cpu_mean']:.3f}; "
+        lines += ["", f"hybrid / trafilatura CPU: {a['hybrid']['cpu_mean'] / a['trafilatura']['cpu_mean']:.3f}; "
                       f"pages that fell back to trafilatura: {a['fallback_share']:.1%} "
                       f"({a['fallback_cpu_share']:.1%} of hybrid's CPU). Paths taken: "
                       + ", ".join(f"{k}: {v}" for k, v in sorted(a["paths"].items(), key=lambda kv: -kv[1])) + "."]
     if worst:
         lines += ["", "Slowest pages for hybrid (CPU ms): "
-                  + ", ".join(f"{w['set']}/{w['name']} {w['guarded']['cpu'] * 1000:.0f} ({w['guarded']['path']})"
+                  + ", ".join(f"{w['set']}/{w['name']} {w['hybrid']['cpu'] * 1000:.0f} ({w['hybrid']['path']})"
                               for w in worst) + "."]
     return lines
 

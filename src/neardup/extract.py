@@ -4,7 +4,8 @@ Extractors, chosen by ``extractor``:
 
 * ``hybrid``: one Lexbor parse; Resiliparse's main-content pass, then text- and link-density
   block selection (:mod:`neardup.extract_fast`); trafilatura only where that result looks
-  wrong (empty, or a small share of the page's visible text). About 4-5x cheaper than
+  wrong (empty or short on a page with text, or a small part of what the main-content pass
+  found). About 4-5x cheaper than
   trafilatura with the same or better word F1 on every gold set (docs/extraction.md).
   ``ExtractedPage.path`` says which path a page took.
 * ``fast``: Resiliparse ``extract_plain_text(main_content=True)`` on a Lexbor DOM,
@@ -43,7 +44,7 @@ from resiliparse.parse.html import HTMLTree
 from resiliparse.parse.lang import detect_fast
 
 from neardup.errors import ConfigError, InputError
-from neardup.extract_fast import count_words, looks_wrong, parse_blocks, select_main_blocks
+from neardup.extract_fast import MIN_MAIN_WORDS, count_words, looks_wrong, parse_blocks, select_main_blocks
 from neardup.guards import guard_markup, text_only
 
 EXTRACTORS = ("fast", "accurate", "full", "hybrid")
@@ -535,9 +536,15 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
             path="full")
     raw = extract_plain_text(tree, preserve_formatting="minimal_html", main_content=True, links=True,
                              post_meta=False, **_PLAIN)
-    main = "\n".join(block.text for block in select_main_blocks(parse_blocks(raw)))
-    visible = extract_plain_text(tree, preserve_formatting=False, main_content=False, links=False, **_PLAIN)
-    why = looks_wrong(count_words(main), count_words(visible))
+    found = parse_blocks(raw)
+    blocks = select_main_blocks(found)
+    main = "\n".join(block.text for block in blocks)
+    main_words = sum(block.words for block in blocks)
+    visible_words = None
+    if main_words < MIN_MAIN_WORDS:  # the page's visible words: only counted where needed
+        visible_words = count_words(extract_plain_text(tree, preserve_formatting=False, main_content=False,
+                                                       links=False, **_PLAIN))
+    why = looks_wrong(main_words, sum(block.words for block in found), visible_words)
     path = "fast"
     if why is not None:
         if (len(text) <= HYBRID_FALLBACK_MAX_CHARS and _start_tags(text) <= HYBRID_FALLBACK_MAX_ELEMENTS

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 BLOCK_COST = 2  # per block: short blocks (bylines, buttons, captions) score below zero
 LINK_WEIGHT = 2  # a word inside a link costs this much (and does not count as text)
 MIN_MAIN_WORDS = 50  # fewer main words than this on a page with more visible text: fall back
-MIN_MAIN_SHARE = 0.10  # main words under this share of the visible words: fall back
+MIN_MAIN_SHARE = 0.30  # selected words under this share of the main-content pass's: fall back
 
-_WORD = re.compile(r"\w+")
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.DOTALL | re.IGNORECASE)
 _HEADING = re.compile(r"^\s*<h[1-6]\b", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"<li\b[^>]*>", re.IGNORECASE)
@@ -77,15 +76,15 @@ def parse_blocks(raw: str) -> list[Block]:
                 chunk.append(lines[i])
                 i += 1
             line = "\n".join(chunk)
-        link_words = sum(len(_WORD.findall(m)) for m in _LINK.findall(line)) if "<a" in line else 0
+        link_words = sum(len(m.split()) for m in _LINK.findall(line)) if "<a" in line else 0
         heading = bool(_HEADING.match(line))
         if "<li" in line:
             line = _LIST_ITEM.sub("\n- ", line)
         text = html_lib.unescape(_TAG.sub("", line)).strip()
         if heading:
             text = "# " + " ".join(text.split())
-        words = len(_WORD.findall(text))
-        if words:
+        words = len(text.split()) - (1 if heading else 0)
+        if words > 0:
             blocks.append(Block(text, words, min(link_words, words), heading))
     return blocks
 
@@ -116,29 +115,32 @@ def select_main_blocks(blocks: Sequence[Block]) -> list[Block]:
     return list(blocks[best_start:best_end + 1])
 
 
-def looks_wrong(main_words: int, visible_words: int) -> str | None:
-    """Why the fast result should not be trusted (None when it looks right): nothing or
-    under MIN_MAIN_WORDS words on a page with more visible text, or under MIN_MAIN_SHARE of
-    the visible words.
+def looks_wrong(main_words: int, block_words: int, visible_words: int | None) -> str | None:
+    """Why the fast result should not be trusted (None when it looks right): nothing, or
+    under MIN_MAIN_WORDS words on a page with more visible text (``visible_words``: all the
+    page's visible words, counted only when ``main_words`` is that low), or under
+    MIN_MAIN_SHARE of the ``block_words`` the main-content pass found (the page holds
+    several large text regions and the selection kept a small one: lopsided).
 
-    >>> looks_wrong(0, 500), looks_wrong(30, 40), looks_wrong(300, 900)
+    >>> looks_wrong(0, 0, 500), looks_wrong(30, 30, 40), looks_wrong(300, 400, None)
     ('empty', None, None)
-    >>> looks_wrong(60, 1000)
-    'lopsided: 60 of 1000 visible words'
+    >>> looks_wrong(60, 1000, None)
+    'lopsided: 60 of 1000 main-content words selected'
     """
-    if main_words == 0 and visible_words > 0:
-        return "empty"
-    if main_words < MIN_MAIN_WORDS <= visible_words:
-        return f"short: {main_words} of {visible_words} visible words"
-    if visible_words and main_words < MIN_MAIN_SHARE * visible_words:
-        return f"lopsided: {main_words} of {visible_words} visible words"
+    if visible_words is not None:
+        if main_words == 0 and visible_words > 0:
+            return "empty"
+        if main_words < MIN_MAIN_WORDS <= visible_words:
+            return f"short: {main_words} of {visible_words} visible words"
+    if block_words and main_words < MIN_MAIN_SHARE * block_words:
+        return f"lopsided: {main_words} of {block_words} main-content words selected"
     return None
 
 
 def count_words(text: str) -> int:
-    """Number of ``\\w+`` words.
+    """Number of blank-separated words (``str.split``: four times cheaper than a regex).
 
     >>> count_words("It's 2 o'clock")
-    5
+    3
     """
-    return len(_WORD.findall(text))
+    return len(text.split())

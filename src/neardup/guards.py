@@ -90,7 +90,7 @@ def _max_depth_bound(markup: str) -> int:
     return peak
 
 
-_LONG_TAG_HINT = re.compile(r"<[a-zA-Z][^<>]{%d,}+" % _LONG_TAG)
+_LONG_TAG_HINT = re.compile(rf"<[a-zA-Z][^<>]{{{_LONG_TAG},}}+")
 # a '<' followed by another '<' before any '>': inside a quoted value, an attribute name
 # (the tokenizer accepts '<' there), a script or broken text
 _UNCLOSED_LT = re.compile(r"<(?=[^<>]*+<)")
@@ -101,16 +101,16 @@ def _attrs_in(body: str) -> int:
     return sum(1 for _ in _ATTR.finditer(body))
 
 
-def _attributes_hint(markup: str) -> bool:
+def _attributes_hint(markup: str, tags: int) -> bool:
     """Whether some element may carry over MAX_ATTRS_PER_ELEMENT attributes: a tag with
-    that many blank-separated words and attributes, or over STRAY_BRACKETS more '>' than '<'
-    (quoted values with '>' split a long tag into short runs)."""
+    that many blank-separated words and attributes, over STRAY_BRACKETS more '>' than '<'
+    (quoted values with '>' split a long tag into short runs), or over MAX_ATTRS_TOTAL '='."""
     for m in _LONG_TAG_HINT.finditer(markup):
         if len(m.group(0).split(None, MAX_ATTRS_PER_ELEMENT)) > MAX_ATTRS_PER_ELEMENT:
             tag = _START_TAG.match(markup, m.start())
             if tag is not None and _attrs_in(tag.group(2)) > MAX_ATTRS_PER_ELEMENT:
                 return True
-    return markup.count(">") - markup.count("<") > STRAY_BRACKETS
+    return markup.count(">") - tags > STRAY_BRACKETS or markup.count("=") > MAX_ATTRS_TOTAL
 
 
 def guard_markup(markup: str) -> Guarded:
@@ -141,7 +141,7 @@ def guard_markup(markup: str) -> Guarded:
         # the next '>'); as "&lt;" they cannot, and they read the same as text
         markup = out.markup = _UNCLOSED_LT.sub("&lt;", markup)
         out.reasons.append(f"{unclosed:,} '<' followed by another '<' before any '>': escaped")
-    if _attributes_hint(markup):
+    if _attributes_hint(markup, tags):
         total = 0
         over = 0
         for m in _START_TAG.finditer(markup):
