@@ -556,6 +556,8 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
                 path = f"fast (trafilatura found nothing either: {why})"
         else:
             path = f"fast (too large for the fallback: {why})"
+        if not path.startswith("fallback"):  # no better reading: all the main-content pass found
+            main = "\n".join(block.text for block in found)
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url), language=_language(main, tree),
         encoding=encoding, is_html=True, extractor="hybrid", fallback=fallback, path=path)
