@@ -130,6 +130,15 @@ def test_page_too_large_for_the_fallback_keeps_the_fast_result():
     assert ext.path == "fast" or "too large for the fallback" in ext.path
 
 
+def test_large_page_of_short_blocks_is_not_emptied():
+    # no block scores above zero and the page is too large for trafilatura: keep what the
+    # main-content pass found rather than nothing
+    page = "<html><body><article>" + "".join(f"<p>word {i}</p>" for i in range(100_000)) + "</article></body></html>"
+    ext, cpu = timed(page)
+    assert cpu < CPU_LIMIT_S and "too large for the fallback" in ext.path
+    assert "word 99999" in ext.text
+
+
 def _aeb_pages(corpus, n):
     base = corpus / "scrapinghub-aeb"
     truth = json.loads((base / "ground-truth.json").read_text(encoding="utf-8"))
