@@ -266,3 +266,4 @@ def test_guard_keeps_the_first_attributes():
 
 def test_text_only_reading():
     assert text_only("<title>T</title><p>a &lt; b</p><style>p{}</style><li>c") == "T\na < b\nc"
+

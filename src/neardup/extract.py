@@ -429,7 +429,14 @@ def extract_main_content(
     Raises :class:`InputError` for binary bodies, pages over ``max_bytes`` and pages no
     extractor can read. Pages over a work budget (see ``ACCURATE_MAX_DEPTH`` and
     ``MAIN_CONTENT_WORK``) are read by a cheaper extractor: ``extractor`` and ``fallback``
-    on the result say which one and why."""
+    on the result say which one and why; ``path`` says how ``hybrid`` made the text.
+
+    >>> html = (b"<html><head><title>T</title></head><body><nav><a href='/'>Home</a></nav><article>"
+    ...         b"<h1>Hello</h1><p>" + b"word " * 60 + b"</p></article></body></html>")
+    >>> page = extract_main_content(html, extractor="hybrid")
+    >>> page.extractor, page.path, page.text.splitlines()[0]
+    ('hybrid', 'fast', '# Hello')
+    """
     if extractor not in EXTRACTORS:
         raise ConfigError(f"unknown extractor {extractor!r}; choose one of {', '.join(EXTRACTORS)}")
     if not isinstance(content, (bytes, bytearray, memoryview, str)):

@@ -41,7 +41,11 @@ _TAG = re.compile(r"<[^>]*>")
 
 @dataclass(frozen=True)
 class Block:
-    """One block of the main-content pass: its Markdown-like text, words and link words."""
+    """One block of the main-content pass: its Markdown-like text, words and link words.
+
+    >>> Block("Read more", 2, 2, False).score, Block("word " * 10, 10, 0, False).score
+    (-6, 8)
+    """
 
     text: str
     words: int
@@ -50,7 +54,11 @@ class Block:
 
     @property
     def score(self) -> int:
-        """Words outside links, minus LINK_WEIGHT per word in a link, minus BLOCK_COST."""
+        """Words outside links, minus LINK_WEIGHT per word in a link, minus BLOCK_COST.
+
+        >>> Block("a b c", 3, 1, False).score
+        -2
+        """
         return (self.words - self.link_words) - LINK_WEIGHT * self.link_words - BLOCK_COST
 
 

@@ -53,7 +53,11 @@ _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "
 @dataclass
 class Guarded:
     """What :func:`guard_markup` decided: the markup to parse (possibly rewritten), ``mode``
-    ``"parse"`` (go on with a parser) or ``"text"`` (read as text only), and why."""
+    ``"parse"`` (go on with a parser) or ``"text"`` (read as text only), and why.
+
+    >>> Guarded("<p>x</p>").reason is None
+    True
+    """
 
     markup: str
     mode: str = "parse"
