@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BLOCK_COST = 2  # per block: short blocks (bylines, buttons, captions) score below zero
+BLOCK_COST = 4  # per block: short blocks (bylines, buttons, captions) score below zero
 LINK_WEIGHT = 2  # a word inside a link costs this much (and does not count as text)
 MIN_MAIN_WORDS = 50  # fewer main words than this on a page with more visible text: fall back
 MIN_MAIN_SHARE = 0.30  # selected words under this share of the main-content pass's: fall back
@@ -44,7 +44,7 @@ class Block:
     """One block of the main-content pass: its Markdown-like text, words and link words.
 
     >>> Block("Read more", 2, 2, False).score, Block("word " * 10, 10, 0, False).score
-    (-6, 8)
+    (-8, 6)
     """
 
     text: str
@@ -57,7 +57,7 @@ class Block:
         """Words outside links, minus LINK_WEIGHT per word in a link, minus BLOCK_COST.
 
         >>> Block("a b c", 3, 1, False).score
-        -2
+        -4
         """
         return (self.words - self.link_words) - LINK_WEIGHT * self.link_words - BLOCK_COST
 
