@@ -203,9 +203,9 @@ def test_report_aggregates_agree_with_the_detector(target):
                 else:
                     assert h["changes_per_day"] == pytest.approx(ref["changes_per_day"], rel=1e-3, abs=1e-4)
         assert len(store.host_rankings("pages", limit=100)) == len(hosts)
-        assert all(h["pages"] >= 3 for h in store.host_figures("duplicate_rate", 100, min_pages=3))
+        assert all(h["pages"] >= 3 for h in store.host_rankings("duplicate_rate", 100, min_pages=3))
         with pytest.raises(ValueError):
-            store.host_figures("nonsense")
+            store.host_rankings("nonsense")
         bucket = 86400
         origin = figures["first_seen"] - figures["first_seen"] % bucket
         over = store.statuses_over_time(origin, bucket)

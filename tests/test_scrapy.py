@@ -196,8 +196,8 @@ class _Broken(Detector):
         return super().should_fetch(url, **kwargs)
 
 
-def _page(url, words=400, html=True):
-    text = "<html><body><article>" + " ".join(f"word{i}" for i in range(words)) + "</article></body></html>"
+def _page(url, words=400, html=True, prefix="word"):
+    text = "<html><body><article>" + " ".join(f"{prefix}{i}" for i in range(words)) + "</article></body></html>"
     return HtmlResponse(url, body=text.encode(), headers={"Content-Type": "text/html" if html else "text/plain"})
 
 
@@ -240,7 +240,7 @@ def test_detector_process(tmp_path):
     got = stats.get_stats()
     assert (got["neardup/new"], got["neardup/exact"], got["neardup/error"]) == (1, 1, 1)
     # responses that arrive while the process works go in one transaction, verdicts in order
-    many = [_page(f"https://b.example/{i}", words=300) for i in range(6)]
+    many = [_page(f"https://b.example/{i}", words=300, prefix="other") for i in range(6)]  # not an excerpt of a
     many[3] = HtmlResponse("https://b.example/bad", body=binary.body, headers={"Content-Type": "text/html"})
 
     async def together():
