@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +133,8 @@ def run_store(name: str, det: Detector, trap: Fingerprint, sizes: list[int], win
         r = rows[-1]
         print(f"{name:8s} {size:>7,d} members: one by one {r['one_trap'] * 1e6:7.0f} us/copy vs "
               f"{r['one_new'] * 1e6:7.0f} us/new page ({r['one_trap'] / r['one_new']:.2f}x); batches "
-              f"{r['batch_trap'] * 1e6:6.0f} vs {r['batch_new'] * 1e6:6.0f} us ({r['batch_trap'] / r['batch_new']:.2f}x)",
+              f"{r['batch_trap'] * 1e6:6.0f} vs {r['batch_new'] * 1e6:6.0f} us "
+              f"({r['batch_trap'] / r['batch_new']:.2f}x)",
               flush=True)
     return rows
 
@@ -147,7 +148,7 @@ def main() -> None:
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     load0 = os.getloadavg()
     rows: list[dict] = []
     trap = Detector().fingerprint(TRAP_HTML, url="https://trap.example/calendar?day=0")

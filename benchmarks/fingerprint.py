@@ -102,7 +102,8 @@ except ImportError:
 PEER_REFERENCE = [
     ("simhash (1e0ng) 3-word shingles, md5", 7.59, "the simhash package rows above"),
     ("numpy simhash: xxh64/feature + unpackbits + sum", 21.00, "throwaway prototype"),
-    ("numba simhash end-to-end (bytes->tokens->hash->fp)", 227.01, "throwaway prototype, ASCII only, no normalisation or digest"),
+    ("numba simhash end-to-end (bytes->tokens->hash->fp)", 227.01,
+     "throwaway prototype, ASCII only, no normalisation or digest"),
     ("datasketch MinHash(128) update_batch (sha1 / xxh32)", 8.18, "8.18 with sha1_hash32, 14.94 with xxh32"),
     ("rensa RMinHash(128) update", 31.59, "not installed here"),
 ]
@@ -282,7 +283,8 @@ def text_variants() -> list[dict[str, Any]]:
                                               WORDS.sketch_ngram),
          "note": "normalise whitespace, tokenise, hash, weigh (IDF), SimHash, sketch (input pre-folded)"},
         {"name": "part: SHA-256 digest (hashlib)", "group": "part",
-         "fn": lambda t: hashlib.sha256(FOLDED[t].tobytes()).hexdigest(), "note": "of the normalised bytes (about the same size)"},
+         "fn": lambda t: hashlib.sha256(FOLDED[t].tobytes()).hexdigest(),
+         "note": "of the normalised bytes (about the same size)"},
     ]
     return v
 
@@ -445,10 +447,12 @@ def render(res: dict[str, Any]) -> str:
              f"datasketch {v['datasketch']}, resiliparse {v['resiliparse']}, trafilatura {v['trafilatura']}. "
              f"The machine is shared with other jobs, so rates vary by some 10-30% between runs (more under load). "
              f"Single-threaded; rates are per CPU second of this process (per core): the variants run round-robin over "
-             f"all the documents, {res['repeats']} rounds, and the median round counts. Run time {res['seconds']:.0f} s.",
+             f"all the documents, {res['repeats']} rounds, and the median round counts. "
+             f"Run time {res['seconds']:.0f} s.",
              "", "### text -> fingerprint", "",
              f"Generated documents: {res['n_docs']:,} documents, {res['syn_mb']:.1f} MB (mean {res['syn_kb']:.1f} KB, "
-             f"{WORDS_PER_DOC:,} words each: random lowercase words of a Zipf(1.1) vocabulary of 50,000, single spaces, "
+             f"{WORDS_PER_DOC:,} words each: random lowercase words of a Zipf(1.1) vocabulary of 50,000, "
+             f"single spaces, "
              f"a blank line every 60 words, seed {SEED}).", ""]
     lines += text_table(syn)
     lines += [""]
@@ -573,7 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "n_docs": n_docs, "repeats": args.repeats,
                                "synthetic": summarize_rows(res["synthetic"]), "real": summarize_rows(res["real"])}
     if res["pages"]:
-        summary["pages"] = {r["name"]: {"pages_per_s": round(r["docs_per_s"], 1), "ms_per_page": round(r["us_per_doc"] / 1000, 3)}
+        summary["pages"] = {r["name"]: {"pages_per_s": round(r["docs_per_s"], 1),
+                                        "ms_per_page": round(r["us_per_doc"] / 1000, 3)}
                             for r in res["pages"]}
         summary["overhead_pct"] = {k: (None if x is None else round(x, 1)) for k, x in res["overhead_pct"].items()}
         summary["verdict"] = "skipped: neardup.Detector not available" if res.get("verdict_note") else "measured"

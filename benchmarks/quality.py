@@ -60,6 +60,9 @@ except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
 from neardup import FeatureConfig, FingerprintConfig  # noqa: E402
+from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
+from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
+from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
 from neardup.errors import NeardupError  # noqa: E402
 from neardup.extract import extract_main_content  # noqa: E402
 from neardup.fingerprint import fingerprint_text  # noqa: E402
@@ -68,10 +71,6 @@ from neardup.minhash import MinHashConfig  # noqa: E402
 from neardup.sketch import similarity  # noqa: E402
 from neardup.tune import within_margin  # noqa: E402  (the one-step margin, shared with neardup tune)
 from neardup.urls import host_of  # noqa: E402
-
-from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
-from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
-from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
 
 K_VALUES = tuple(range(17))
 REPORT_K = 7
@@ -696,7 +695,8 @@ def all_pairs(extraction: Extraction, pages: Sequence[str], scheme: Scheme, host
     for group in same_digest.values():  # equal digests are declared at any distance
         for a, b in combinations(group, 2):
             if (names[a], names[b]) not in seen:
-                close.append({"a": names[a], "b": names[b], "distance": int((fps.simhash[a] ^ fps.simhash[b]).bit_count())})
+                close.append({"a": names[a], "b": names[b],
+                              "distance": int((fps.simhash[a] ^ fps.simhash[b]).bit_count())})
     different_histogram = histogram.copy()
     for c in close:
         sa, sb = fps.sides[fps.index[c["a"]]], fps.sides[fps.index[c["b"]]]
@@ -916,7 +916,8 @@ def all_pairs_dict(ap: AllPairs, k: int) -> dict[str, Any]:
         "sd_distance_different": round(ap.sd, 2),
         "bit_share_min": round(float(ap.bit_share.min()), 3), "bit_share_max": round(float(ap.bit_share.max()), 3),
         "different_within_k_before_verification": ap.count(k, "different"),
-        "different_within_k_plus_3_before_verification": ap.count(k + 3, "different") if k + 3 <= ap.max_k + 3 else None,
+        "different_within_k_plus_3_before_verification":
+            ap.count(k + 3, "different") if k + 3 <= ap.max_k + 3 else None,
         "different_declared": ap.count(k, "different", declared=True),
         "per_pair_false_match_observed": observed, "per_pair_false_match_expected": expected,
         "projected_false_matches_per_check": {f"{n:.0e}": expected * n for n in PROJECT_TO},
@@ -1087,7 +1088,8 @@ def web_scale_section(result: RunResult) -> list[str]:
     lines += markdown_table(("k", "different", "declared", "middle", "declared", "same", "declared",
                              "per-pair expected", "per check at 10^9"), all_pairs_k_rows(ap))
     lines += ["", "Pairs of different pages at small distances (the tail that decides false matches):", ""]
-    lines += markdown_table(("distance", "v1 `words`" if base is not None else "-", f"default `{c.evaluation.scheme.name}`"),
+    lines += markdown_table(("distance", "v1 `words`" if base is not None else "-",
+                             f"default `{c.evaluation.scheme.name}`"),
                             histogram_rows(base.allpairs if base is not None else None, ap))
     return lines
 
@@ -1587,13 +1589,16 @@ def minhash_section(result: RunResult) -> list[str]:
     if t is not None:
         m = d.at(t)
         lines += [
-            f"**Operating point of `method=\"minhash\"` on these pairs: threshold {t:.2f}** (feature set `{d.scheme.name}`): "
+            f"**Operating point of `method=\"minhash\"` on these pairs: threshold {t:.2f}** "
+            f"(feature set `{d.scheme.name}`): "
             f"same-content recall {pct(m['recall_same_content'])} ({round(m['recall_same_content'] * n_same)} of "
             f"{n_same}), near-duplicate recall {pct(m['recall_near_duplicate'])}, hard-negative FPR "
             f"{pct(m['fpr_hard_negatives'], 3)} ({m['false_positives_hard']} pairs, {m['exact_false_positives_hard']} "
             f"of them through an equal digest), pairs.tsv negatives {pct(m['fpr_pairs_negatives'])}."
-            + (f" The library's default threshold {LIBRARY_T:g} gives {pct(d.at(LIBRARY_T)['recall_same_content'])} recall "
-               f"at {pct(d.at(LIBRARY_T)['fpr_hard_negatives'], 3)} FPR; it stays the default until MinHash is measured "
+            + (f" The library's default threshold {LIBRARY_T:g} gives "
+               f"{pct(d.at(LIBRARY_T)['recall_same_content'])} recall "
+               f"at {pct(d.at(LIBRARY_T)['fpr_hard_negatives'], 3)} FPR; "
+               "it stays the default until MinHash is measured "
                "on all pairs across sites as SimHash is above (these are same-site pairs only)."
                if LIBRARY_T in d.by_t and t != LIBRARY_T else ""),
             "",
@@ -1621,7 +1626,8 @@ def minhash_section(result: RunResult) -> list[str]:
         lines += [
             f"`both` (OR of the two tests) has its operating point at t = {tb:.2f}"
             + (", where MinHash adds no pair to SimHash alone" if same_as_simhash else "")
-            + f"; at t = {LIBRARY_T:.2f} (the library default) it gives {pct(m8['recall_same_content'])} same-content and "
+            + f"; at t = {LIBRARY_T:.2f} (the library default) it gives "
+            f"{pct(m8['recall_same_content'])} same-content and "
             f"{pct(m8['recall_near_duplicate'])} near-duplicate recall (SimHash alone: "
             f"{pct(sm0['recall_same_content'])} / {pct(sm0['recall_near_duplicate'])}) with "
             f"{m8['false_positives_hard']} hard false positives (SimHash alone: {sm0['false_positives_hard']}).",
@@ -1663,9 +1669,10 @@ def minhash_section(result: RunResult) -> list[str]:
                       "-" if opb is None else pct(e.at(opb, True)["fpr_hard_negatives"], 3)])
     lines += ["", "### Feature sets", ""]
     lines += markdown_table(("feature set", "operating t", "same-content recall", "near-dup recall", "FPR hard neg.",
-                             f"recall at t = {LIBRARY_T:.2f}", f"FPR at t = {LIBRARY_T:.2f}", "both: operating t", "both: recall",
-                             "both: FPR hard"), srows)
-    lines += ["", f"### `minhash`, `{d.scheme.name}`, at t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f}", ""]
+                             f"recall at t = {LIBRARY_T:.2f}", f"FPR at t = {LIBRARY_T:.2f}", "both: operating t",
+                             "both: recall", "both: FPR hard"), srows)
+    lines += ["", f"### `minhash`, `{d.scheme.name}`, "
+              f"at t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f}", ""]
     lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d))
     lines += ["", f"### `both` (SimHash k = {mh.simhash_k} OR MinHash `{d.scheme.name}` >= t)", ""]
     lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d, both=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from neardup.canonical import DEFAULT_POLICY, Member, policy_from_spec
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample() -> dict[str, tuple[str, bytes]]:
     out = {}
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:

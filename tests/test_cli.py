@@ -7,7 +7,7 @@ import gzip
 import io
 import json
 import random
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ def _quiet(monkeypatch):
     monkeypatch.setenv("NEARDUP_QUIET", "1")
 
 
-@lru_cache(maxsize=None)
+@cache
 def rows() -> tuple[dict, ...]:
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
         return tuple(csv.DictReader(fh, delimiter="\t"))
@@ -581,7 +581,6 @@ def test_dedup_non_warc_among_inputs_is_counted(tmp_path):
 
 def test_unexpected_error_in_one_page_does_not_stop_dedup(tmp_path, monkeypatch):
     import neardup.detector
-
     import neardup.parallel
 
     real = neardup.parallel.fingerprint

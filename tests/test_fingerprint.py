@@ -8,7 +8,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import neardup
 from neardup import ConfigError, FeatureConfig, Fingerprint, FingerprintConfig, fingerprint, hamming

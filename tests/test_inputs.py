@@ -10,8 +10,8 @@ import json
 import os
 import tracemalloc
 import zlib
-from datetime import datetime, timezone
-from functools import lru_cache
+from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,13 +24,13 @@ from neardup.inputs import SKIPS, InputItem, count_items, read_input
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@lru_cache(maxsize=None)
+@cache
 def tsv_rows() -> list[dict]:
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def body(name: str) -> bytes:
     return gzip.decompress((SAMPLE / "pages" / f"{name}.html.gz").read_bytes())
 
@@ -251,7 +251,7 @@ def test_warc_round_trip(tmp_path, gz):
         assert bytes(p.content) == body(name)
         ctype = {k.lower(): v for k, v in p.headers.items()}["content-type"]
         assert ctype == "text/html; charset=utf-8"
-        expected = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        expected = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         assert p.fetched_at == pytest.approx(expected)
     for it in items:
         assert str(path) in it.source

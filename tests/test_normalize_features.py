@@ -9,7 +9,8 @@ import unicodedata
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import ConfigError, hamming
 from neardup.extract import extract_main_content
@@ -54,13 +55,16 @@ def plain_config(**kwargs) -> FeatureConfig:
     return FeatureConfig(**{"idf": None, **kwargs})
 
 
-def feats(text: str, config: FeatureConfig = plain_config()) -> dict[int, int]:
+PLAIN = plain_config()
+
+
+def feats(text: str, config: FeatureConfig = PLAIN) -> dict[int, int]:
     hashes, weights = extract_features(text, config)
     assert len(set(hashes.tolist())) == len(hashes)  # distinct features
     return dict(zip(hashes.tolist(), weights.tolist()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def feature_hash(word: str) -> int:
     hashes, _ = extract_features(word, plain_config())
     assert len(hashes) == 1

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import ConfigError, Detector
+from neardup import ConfigError, Detector, permuted
 from neardup.index import BruteForceIndex
-from neardup import permuted
-from neardup.permuted import (Layout, PermutedIndex, batch_join, choose_batch_layout, choose_join_layout, choose_layout,
-                              self_join)
+from neardup.permuted import (
+    Layout,
+    PermutedIndex,
+    batch_join,
+    choose_batch_layout,
+    choose_join_layout,
+    choose_layout,
+    self_join,
+)
 
 MASK = (1 << 64) - 1
 

@@ -180,7 +180,7 @@ def pinned_clients(server: Server, per_worker: int = 1) -> dict[int, list[Client
             found[pid].append((client, time.time()))
         else:
             client.close()
-        for pid, entries in found.items():
+        for entries in found.values():
             for i, (c, used) in enumerate(entries):
                 if time.time() - used > 2:
                     c.stats()

@@ -10,7 +10,7 @@ import csv
 import gzip
 import random
 import sqlite3
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def open_store(target: str, **kwargs) -> Store:
     return SQLiteStore(target, **kwargs)
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample() -> dict[str, tuple[str, bytes]]:
     """name -> (url, html bytes) for every page of examples/sample."""
     out = {}
