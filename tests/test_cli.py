@@ -483,7 +483,8 @@ def test_dedup_hostile_jsonl_counts_every_bad_line(tmp_path):
         '{"url": "https://s.example/\\ud800", "html": "<p>x</p>"}',
         json.dumps({"url": "https://s.example/ok", "html": teas.replace("<body", "<body \ud800", 1)},
                    ensure_ascii=True),
-        json.dumps({"url": "https://h.example/", "html": teas, "headers": {"Content-Type": "text/html; charset=undefined"}}),
+        json.dumps({"url": "https://h.example/", "html": teas,
+                    "headers": {"Content-Type": "text/html; charset=undefined"}}),
         json.dumps({"url": "https://f.example/", "html": teas, "fetched_at": 1e400}),
         "{not json",
     ]) + "\n", encoding="utf-8")
@@ -683,7 +684,8 @@ def test_dedup_jobs_with_errors_and_skips_keeps_input_order(tmp_path):
 
 @pytest.mark.skipif(not (CORPUS / "dragnet").is_dir(), reason="needs ../shared/corpus/dragnet (real pages)")
 def test_dedup_jobs_on_real_pages(tmp_path):
-    pages = sorted(p for p in (CORPUS / "dragnet").rglob("*") if p.suffix in (".html", ".htm") or p.name.endswith(".html.gz"))
+    pages = sorted(p for p in (CORPUS / "dragnet").rglob("*")
+                   if p.suffix in (".html", ".htm") or p.name.endswith(".html.gz"))
     assert pages
     folder = tmp_path / "pages"
     folder.mkdir()
@@ -709,7 +711,8 @@ def test_dedup_warc_counts_records_that_are_not_pages(tmp_path):
             http = StatusAndHeaders(status, [("Content-Type", ctype)], protocol="HTTP/1.1")
             w.write_record(w.create_warc_record(target, "response", payload=io.BytesIO(payload), http_headers=http))
         w.write_record(w.create_revisit_record("https://a.example/", digest="sha1:AAAA",
-                                               refers_to_uri="https://a.example/", refers_to_date="2020-01-01T00:00:00Z"))
+                                               refers_to_uri="https://a.example/",
+                                               refers_to_date="2020-01-01T00:00:00Z"))
     out = tmp_path / "v.jsonl"
     r = run("dedup", warc, "--db", tmp_path / "s.db", "--out", out, "--jobs", "1")
     assert r.exit_code == 0, r.stderr

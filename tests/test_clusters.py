@@ -41,7 +41,8 @@ def _text(family: int, variant: int) -> str:
     words = [f"fam{family}word{i}" for i in range(400)]
     for i in range(variant):  # a few changed words: near duplicates of one another
         words[37 * (i + 1) % 400] = f"changed{variant}x{i}"
-    return f"<html><head><title>Family {family}</title></head><body><article><p>{' '.join(words)}</p></article></body></html>"
+    return (f"<html><head><title>Family {family}</title></head>"
+            f"<body><article><p>{' '.join(words)}</p></article></body></html>")
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +121,10 @@ def _run(det: Detector, contents, seed: int, steps: int) -> None:
                 assert got.version in ("unchanged", "changed") and predicted.version == got.version
                 assert got.match_url != got.url and predicted.match_url != url
                 if predicted.status in ("exact", "near"):
-                    assert (predicted.status, predicted.cluster_id, predicted.canonical_id, predicted.canonical_url) == \
-                           (got.status, got.cluster_id, got.canonical_id, got.canonical_url)
+                    assert (
+                        (predicted.status, predicted.cluster_id, predicted.canonical_id, predicted.canonical_url)
+                        == (got.status, got.cluster_id, got.canonical_id, got.canonical_url)
+                    )
             else:
                 det.add_fingerprint(url, fp, fetched_at=when, priority=priority)
             stored.add(url)
@@ -211,8 +214,8 @@ def test_schema_3_store_migrates(tmp_path, contents):
                                    (2, "HTTPS://A.example/p", None, "exact")]:
         con.execute(
             "INSERT INTO pages(id, url, host, first_seen, fetched_at, digest, simhash, spec, length, title, "
-            "canonical_link, language, status, cluster_id, sketch) VALUES(?, ?, 'a.example', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, ?, "
-            "'en', ?, 1, ?)",
+            "canonical_link, language, status, cluster_id, sketch) "
+            "VALUES(?, ?, 'a.example', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, ?, 'en', ?, 1, ?)",
             (pid, url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title, link, status, fp.sketch))
     con.close()
     with Detector.open(path) as det:

@@ -650,7 +650,8 @@ def test_fetched_at_out_of_range_is_a_config_error(when):
     assert det.add_fingerprints([("https://a.example/4", det.fingerprint(text), when, None)])[0].status == "error"
 
 
-@pytest.mark.parametrize("priority", [10**400, -(10**400), float("nan"), "high"], ids=["1e400", "-1e400", "nan", "high"])
+@pytest.mark.parametrize("priority", [10**400, -(10**400), float("nan"), "high"],
+                         ids=["1e400", "-1e400", "nan", "high"])
 def test_priority_out_of_range_is_a_config_error(priority):
     det = Detector()
     with pytest.raises(ConfigError, match="priority"):

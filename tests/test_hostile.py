@@ -32,7 +32,8 @@ def test_detector_refuses_surrogate_url_and_keeps_going(sample_pages):
 @pytest.mark.parametrize("extractor", EXTRACTORS)
 def test_surrogates_everywhere_in_str_html(sample_pages, extractor):
     html = sample_pages["cnbc-cybersecurity-2019"].content.decode("utf-8", "replace")
-    html = html.replace("<title>", "<title>\ud800", 1).replace('rel="canonical" href="', 'rel="canonical" href="/\udc00', 1)
+    html = html.replace("<title>", "<title>\ud800", 1)
+    html = html.replace('rel="canonical" href="', 'rel="canonical" href="/\udc00', 1)
     with neardup.Detector(config=FingerprintConfig(extractor=extractor)) as det:
         verdict = det.add("https://www.cnbc.com/a", html)
         assert verdict.status == "new"

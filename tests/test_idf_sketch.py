@@ -187,7 +187,8 @@ def test_repeated_boilerplate_on_one_host_is_not_a_duplicate():
     det.add("https://blog.example/post-1", page("Creative food sculptures - My blog", box))
     v = det.check("https://blog.example/post-2", page("The human bowling ball - My blog", box))
     assert v.status == "new"
-    assert det.check("https://blog.example/post-1?utm=x", page("Creative food sculptures - My blog", box)).status == "exact"
+    got = det.check("https://blog.example/post-1?utm=x", page("Creative food sculptures - My blog", box))
+    assert got.status == "exact"
     assert det.check("https://mirror.example/post-1", page("The human bowling ball", box)).status == "exact"
     long_text = " ".join(f"article{i}" for i in range(400))
     det.add("https://news.example/a", page("Old headline", long_text))

@@ -693,7 +693,8 @@ def test_v1_store_is_migrated_to_v2(tmp_path, sample_pages):
         assert det.check("https://other.example/nikki", page.content).status == "exact"
         v = det.check("https://other.example/nikki", sample_pages["nytimes-nikki-haley-2019"].content)
         assert v.status == "near" and v.match_id == 1
-        assert det.add(sample_pages["newyorker-teas-2019"].url, sample_pages["newyorker-teas-2019"].content).status == "new"
+        teas = sample_pages["newyorker-teas-2019"]
+        assert det.add(teas.url, teas.content).status == "new"
     # its pages have no signatures: MinHash is refused rather than silently missing them
     with pytest.raises(SpecMismatchError):
         Detector.open(path, method="minhash")

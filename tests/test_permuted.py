@@ -146,7 +146,8 @@ def test_single_query_path_with_narrow_and_wide_ids(tmp_path, k: int, id_base: i
     deletes=st.lists(st.integers(0, 10**6), max_size=30),
     delta_limit=st.sampled_from([1, 7, 50, 4096]),
 )
-def test_inserts_deletes_and_reopen_stay_exact(tmp_path_factory, k: int, seed: int, deletes: list[int], delta_limit: int) -> None:
+def test_inserts_deletes_and_reopen_stay_exact(tmp_path_factory, k: int, seed: int, deletes: list[int],
+                                               delta_limit: int) -> None:
     rng = np.random.default_rng(seed)
     values = _planted(rng, 12, k)
     idx = PermutedIndex(k=k, delta_limit=delta_limit)

@@ -106,7 +106,8 @@ def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
     for round_ in range(3):
         variants = [base.replace(f"word{7 + round_} ", "changed "), base.replace(f"word{30 + round_} ", "other ")]
         barrier, out = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=_worker, args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
+        procs = [ctx.Process(target=_worker,
+                             args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
                  for w in range(2)]
         for p in procs:
             p.start()

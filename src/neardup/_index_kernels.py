@@ -269,7 +269,7 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, id
     j = 0
     for t in range(n_tables):  # ask for every bucket's first cache lines at once
         row = tables[t]
-        for pi in range(pcount[t]):
+        for _ in range(pcount[t]):
             lo = los[j]
             if lo < his[j]:
                 prefetch(row, lo)
@@ -280,7 +280,7 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, id
     for t in range(n_tables):
         qp = qps[t]
         row = tables[t]
-        for pi in range(pcount[t]):
+        for _ in range(pcount[t]):
             lo = los[j]
             hi = his[j]
             j += 1
