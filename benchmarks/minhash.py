@@ -51,27 +51,31 @@ import gc  # noqa: E402
 import gzip  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from importlib import metadata  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
+from _common import (  # noqa: E402
+    CORPUS,
+    DOC,
+    logger,
+    manifest_rows,
+    py_shingles,
+    replace_section,
+    table,
+    timed,
+    use_checkout,
+    zipf_vocabulary,
+)
+from _common import machine as machine_of  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
-DOC = REPO_ROOT / "docs" / "benchmarks.md"
+DEFAULT_CORPUS = CORPUS
 START, END = "<!-- minhash:start -->", "<!-- minhash:end -->"
 
-try:
-    import neardup  # noqa: F401
-except ImportError:  # a checkout without the installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
+use_checkout()
 
 from neardup.extract import extract_main_content  # noqa: E402
 from neardup.features import extract_features  # noqa: E402
@@ -103,39 +107,15 @@ REFERENCE_MB_S = {"rensa RMinHash(128) update": 31.59, "datasketch sha1_hash32":
 RENSA_BANDS = 16  # rensa needs num_perm divisible by the bands: 16 x 8 is its nearest to 14 x 9
 
 
-def log(msg: str) -> None:
-    print(f"[minhash] {msg}", file=sys.stderr, flush=True)
+log = logger("minhash")
 
 
 # --------------------------------------------------------------------------------------------
 # Machine
 # --------------------------------------------------------------------------------------------
 
-def machine() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # nproc honours it
-
-    def out(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in out(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = {}
-    for dist in ("neardup", "numpy", "numba", "datasketch", "rensa", "xxhash"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
-    mem = "unknown"
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(fh.readline().split()[1])
-        mem = f"{kb / 2**20:.0f} GiB"
-    except OSError:
-        pass
-    return {"cpu": model, "nproc": out(["nproc"]).strip() or str(os.cpu_count()), "memory": mem,
-            "python": platform.python_version(), "os": platform.platform(), "versions": versions}
+def machine() -> dict[str, Any]:
+    return machine_of(("neardup", "numpy", "numba", "datasketch", "rensa", "xxhash"))
 
 
 def rss_bytes() -> int:
@@ -151,11 +131,7 @@ def zipf_documents(n: int, size: int = 8192, vocab: int = 50_000, seed: int = SE
     """``n`` documents of about ``size`` bytes: lowercase ASCII words drawn from a Zipf(1.1)
     distribution over ``vocab`` random words, separated by single spaces."""
     rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lengths = rng.integers(2, 11, vocab)
-    words = ["".join(rng.choice(letters, k)) for k in lengths]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
+    words, p = zipf_vocabulary(rng, vocab)
     docs = []
     for _ in range(n):
         ids = rng.choice(vocab, size // 3, p=p)
@@ -167,9 +143,7 @@ def zipf_documents(n: int, size: int = 8192, vocab: int = 50_000, seed: int = SE
 def real_texts(corpus: Path, limit: int | None) -> tuple[list[str], float]:
     """Main texts of the scrapinghub-aeb pages (accurate extractor), and the extraction time."""
     folder = corpus / "scrapinghub-aeb"
-    manifest = (folder / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    rows = [line.rstrip("\n").split("\t") for line in manifest]
-    rows = rows[:limit] if limit else rows
+    rows = manifest_rows(folder, limit)
     started = time.perf_counter()
     texts = []
     for row in rows:
@@ -179,24 +153,14 @@ def real_texts(corpus: Path, limit: int | None) -> tuple[list[str], float]:
     return texts, time.perf_counter() - started
 
 
-def py_shingles(text: str) -> list[str]:
-    """Word 3-shingles as a peer library's user builds them."""
-    w = text.lower().split()
-    return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)] or [" ".join(w)]
-
-
 # --------------------------------------------------------------------------------------------
 # Signature throughput
 # --------------------------------------------------------------------------------------------
 
 def timed_once(items: Sequence[Any], fn: Callable[[Any], Any]) -> tuple[float, float]:
-    """CPU and wall seconds of ``fn`` over ``items``."""
+    """CPU and wall seconds of ``fn`` over ``items``, after a garbage collection."""
     gc.collect()
-    w0, c0 = time.perf_counter(), time.process_time()
-    for x in items:
-        fn(x)
-    c1, w1 = time.process_time(), time.perf_counter()
-    return c1 - c0, w1 - w0
+    return timed(items, fn)
 
 
 def signature_rows(texts: list[str], reps: int, bulk: bool = True) -> list[dict[str, Any]]:
@@ -538,6 +502,7 @@ def render(res: dict[str, Any]) -> str:
     syn, real = res["synthetic"], res["real"]
     nd_syn = find(syn, "neardup minhash_text", "end to end")
     nd_real = find(real, "neardup minhash_text", "end to end") if real else None
+    assert nd_syn is not None  # neardup's own row is always measured
     lines = [
         START,
         "## MinHash signatures and LSH (`benchmarks/minhash.py`)",
@@ -576,6 +541,7 @@ def render(res: dict[str, Any]) -> str:
         "",
     ]
     if real:
+        assert nd_real is not None
         lines += [
             f"Real texts: {nd_real['docs']} article texts of `shared/corpus/scrapinghub-aeb`, {nd_real['mb']:.2f} MB "
             f"(mean {1000 * nd_real['mb'] / nd_real['docs']:.1f} KB), extracted once with "
@@ -737,8 +703,10 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
                  "python_shingles_mb_s": rate(rows, "Python 3-shingles (str.split + join)", "tokens only")}
         entry = {k: (round(v, 2) if v is not None else None) for k, v in entry.items()}
         for peer in ("rensa_mb_s", "datasketch_sha1_mb_s", "datasketch_xxh32_mb_s"):
-            if entry.get(peer):
-                entry[f"neardup_vs_{peer.removesuffix('_mb_s')}"] = round(nd / entry[peer], 2)
+            peer_mb_s = entry.get(peer)
+            if peer_mb_s:
+                assert nd is not None  # neardup's own row is always measured
+                entry[f"neardup_vs_{peer.removesuffix('_mb_s')}"] = round(nd / peer_mb_s, 2)
         out[label] = entry
     lsh = {r["library"].split()[0]: r for r in res["lsh"]}
     nd = lsh["neardup"]

@@ -37,7 +37,6 @@ import math
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -46,20 +45,17 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
+from _common import CORPUS, REPO_ROOT, cpu_model, logger, nproc, use_checkout, versions
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+DEFAULT_CORPUS = CORPUS
 
-try:
-    import neardup  # noqa: F401  (only checks that the package is importable)
-except ImportError:  # running from a checkout without an installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
+use_checkout()
 
-from neardup import FeatureConfig, FingerprintConfig  # noqa: E402
+from neardup import FeatureConfig, Fingerprint, FingerprintConfig  # noqa: E402
 from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
 from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
 from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
@@ -412,7 +408,7 @@ def fingerprint_pages(texts: dict[str, str], config: FingerprintConfig,
         digest=[f.digest for f in fps],
         tokens=np.array([f.tokens for f in fps], dtype=np.int64),
         empty=np.array([f.empty for f in fps], dtype=bool),
-        signatures=np.stack([f.minhash.signature for f in fps]) if config.minhash is not None and fps else None,
+        signatures=np.stack([_signature(f) for f in fps]) if config.minhash is not None and fps else None,
         sides=[replace(Side.of(f), title=titles.get(p), host=hosts.get(p)) for p, f in zip(pages, fps, strict=True)],
     )
 
@@ -448,14 +444,23 @@ class PairScores:
         return ~self.empty & ~self.guarded & self.same_digest
 
 
+def _signature(f: Fingerprint) -> np.ndarray:
+    assert f.minhash is not None  # the config asks for MinHash signatures
+    return f.minhash.signature
+
+
+def _jaccard(a: bytes | None, b: bytes | None) -> float:
+    """The sketches' Jaccard estimate, NaN without both sketches."""
+    return np.nan if a is None or b is None else similarity(a, b).jaccard
+
+
 def score_pairs(pairs: Sequence[Pair], fps: PageFingerprints, verify: float | None = None) -> PairScores:
     """Compare the two fingerprints of every pair."""
     ia = [fps.index[p.a] for p in pairs]
     ib = [fps.index[p.b] for p in pairs]
     both = list(zip(ia, ib, strict=True))
     sides = fps.sides
-    scores = [np.nan if sides[i].sketch is None or sides[j].sketch is None
-              else similarity(sides[i].sketch, sides[j].sketch).jaccard for i, j in both]
+    scores = [_jaccard(sides[i].sketch, sides[j].sketch) for i, j in both]
     return PairScores(
         distance=np.array([(fps.simhash[i] ^ fps.simhash[j]).bit_count() for i, j in both], dtype=np.int64),
         same_digest=np.array([fps.digest[i] == fps.digest[j] for i, j in both], dtype=bool),
@@ -507,8 +512,17 @@ class Masks:
         )
 
 
-def metrics_at(k: int, labelled: PairScores, hard: PairScores, masks: Masks) -> dict[str, float]:
-    """All quality numbers of one configuration at threshold ``k``."""
+class Scores(Protocol):
+    """What :func:`metrics_at` reads: :class:`PairScores` (threshold k) or :class:`JaccardScores`
+    (threshold t)."""
+
+    def declared(self, threshold: Any, /) -> np.ndarray: ...
+
+    def exact(self) -> np.ndarray: ...
+
+
+def metrics_at(k: float, labelled: Scores, hard: Scores, masks: Masks) -> dict[str, float]:
+    """All quality numbers of one configuration at threshold ``k`` (a distance, or a Jaccard t)."""
     pos = labelled.declared(k)
     neg = hard.declared(k)
     everything = np.ones_like(neg)
@@ -782,19 +796,9 @@ def choose_min_tokens(sweep: Sequence[Evaluation], k: int, fpr_limit: float) -> 
 
 def machine_description() -> dict[str, str]:
     """CPU count and model (lscpu), Python and library versions."""
-    def command_output(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in command_output(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = []
-    for dist in ("resiliparse", "trafilatura", "numba", "numpy"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions.append(f"{dist} {metadata.version(dist)}")
-    return {"nproc": command_output(["nproc"]).strip() or "unknown", "cpu": model,
-            "python": platform.python_version(), "os": platform.platform(), "libraries": ", ".join(versions)}
+    found = versions(("resiliparse", "trafilatura", "numba", "numpy"), missing=None)
+    return {"nproc": nproc(), "cpu": cpu_model(), "python": platform.python_version(), "os": platform.platform(),
+            "libraries": ", ".join(f"{dist} {v}" for dist, v in found.items() if v is not None)}
 
 
 def pct(x: float, digits: int = 1) -> str:
@@ -1716,9 +1720,7 @@ def minhash_summary(mh: MinHashResult) -> dict[str, Any]:
 # Main
 # --------------------------------------------------------------------------------------------
 
-def log(message: str) -> None:
-    """Progress line on stderr."""
-    print(f"[quality] {message}", file=sys.stderr, flush=True)
+log = logger("quality")  # progress lines on stderr
 
 
 def evaluate_all(sets: PairSets, masks: Masks, extractions: dict[str, Extraction],
