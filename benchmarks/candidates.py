@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality as Q  # noqa: E402
+from _common import replace_section  # noqa: E402
 
 from neardup.bands import FAR_VERIFY, nibble_agreement, nibble_threshold, nibbles_of  # noqa: E402
 from neardup.extract import extract_main_content  # noqa: E402
@@ -386,11 +387,11 @@ def all_pairs(c: Corpus, opts: list[Option], shingles: Q.Shingles) -> dict[str, 
             if not ok:
                 continue
             d = np.array([dist_all[(i, jdx)]])
-            sb = None
+            band = None
             if o.b:
                 kk = keys[(o.r, o.b)]
-                sb = np.array([bool(np.any(kk[i] == kk[jdx]))])
-            if o.flags(d, sb, np.array([short_all[(i, jdx)]]))[0]:
+                band = np.array([bool(np.any(kk[i] == kk[jdx]))])
+            if o.flags(d, band, np.array([short_all[(i, jdx)]]))[0]:
                 declared[kind] += 1
         per_option[o.name] = {**counts[o.name], **{f"declared_{k}": v for k, v in declared.items()}}
     per_option[FILTERED] = dict(counts[FILTERED])
@@ -432,9 +433,9 @@ def hard_negatives(c: Corpus, corpus: Path, opts: list[Option]) -> dict[str, Any
     dist, same_digest, ba, bb, short = pair_arrays(a, b, wa, wb)
     acc = np.array([accepted(x, y) for x, y in zip(a, b)], dtype=bool)
     score = np.array([match(x, y, 64, VERIFY).score or 0.0 for x, y in zip(a, b)])
-    out = {"pairs": len(pairs), "accepted_any_distance": int(acc.sum()),
-           "rule": rule_rows(dist, score, same_band(ba, bb, 2, 8), same_digest, acc),
-           "accepted_pairs": [(p.a, p.b) for p, f in zip(pairs, acc) if f], "options": {}}
+    out: dict[str, Any] = {"pairs": len(pairs), "accepted_any_distance": int(acc.sum()),
+                           "rule": rule_rows(dist, score, same_band(ba, bb, 2, 8), same_digest, acc),
+                           "accepted_pairs": [(p.a, p.b) for p, f in zip(pairs, acc) if f], "options": {}}
     for o in opts:
         sb = same_band(ba, bb, o.r, o.b) if o.b else None
         hit = o.flags(dist, sb, short) | same_digest
@@ -712,7 +713,7 @@ def render_markdown(res: dict[str, Any], scale: list[dict[str, Any]]) -> str:
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, o in e["options"].items():
         t, ho, comb = o["tune"], o["held_out"], o["tune_by_kind"]["combined"]
-        lines.append(f"| `{name}` | {pct(*t)} | {pct(*ho)} | {pct(*comb, 1)} | "
+        lines.append(f"| `{name}` | {pct(*t)} | {pct(*ho)} | {pct(comb[0], comb[1], 1)} | "
                      f"{h['options'][name]['candidates']} | {ap['options'][name]['candidates']:,} | "
                      f"{ap['options'][name]['cand_accepted']} |")
         if name == CHOSEN and FILTERED in ap["options"]:
@@ -725,7 +726,8 @@ def render_markdown(res: dict[str, Any], scale: list[dict[str, Any]]) -> str:
     for kind in EDIT_KINDS:
         a, b = ch["tune_by_kind"][kind], ch["held_out_by_kind"][kind]
         c, d = k12["tune_by_kind"][kind], k12["held_out_by_kind"][kind]
-        lines.append(f"| {kind} | {a[1]} / {b[1]} | {pct(*a, 1)} / {pct(*b, 1)} | {pct(*c, 1)} / {pct(*d, 1)} |")
+        lines.append(f"| {kind} | {a[1]} / {b[1]} | {pct(a[0], a[1], 1)} / {pct(b[0], b[1], 1)} | "
+                     f"{pct(c[0], c[1], 1)} / {pct(d[0], d[1], 1)} |")
     lines += ["", "### The Detector's rule with the bands", "",
               f"SimHash tables at k (verify 0.3 within k, as before) plus `{CHOSEN}`: a page only the bands bring "
               "is declared when its sketch estimate reaches *far* (any SimHash distance). Recall is against the "
@@ -843,16 +845,6 @@ def choice_lines(res: dict[str, Any], scale: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
-def write_markdown(path: Path, section: str) -> None:
-    """Replace the section between the markers in ``path`` (append it when absent)."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def machine() -> dict[str, str]:
     return {"python": platform.python_version(), "cpus": str(os.cpu_count()), "platform": platform.platform(),
             "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "numpy": np.__version__}
@@ -929,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.md:
         print(text)
     if args.md and not args.skip_pairs:
-        write_markdown(args.md, render_markdown(result, scale))
+        replace_section(args.md, BEGIN, END, render_markdown(result, scale))
     return 0
 
 

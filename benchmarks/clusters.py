@@ -25,27 +25,24 @@ import argparse
 import dataclasses
 import gc
 import os
-import platform
 import random
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _docs import replace_section, table  # noqa: E402
+from _common import DOC, commit, machine_line, replace_section, table  # noqa: E402
 
 from neardup import Detector  # noqa: E402
 from neardup.fingerprint import Fingerprint  # noqa: E402
 
 START, END = "<!-- clusters:start -->", "<!-- clusters:end -->"
-DOC = ROOT / "docs" / "benchmarks.md"
 TRAP_HTML = ("<html><head><title>Events calendar</title>"
              "<link rel='canonical' href='https://trap.example/calendar'></head><body><article><p>"
              + " ".join(f"event{i} listing word{i % 97}" for i in range(300))
@@ -53,23 +50,7 @@ TRAP_HTML = ("<html><head><title>Events calendar</title>"
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                      if ln.lower().startswith("model name")), model)
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-            f"{platform.platform()}")
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=False).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return machine_line(f"SQLite {sqlite3.sqlite_version}")
 
 
 class Distinct:
@@ -125,6 +106,7 @@ def run_store(name: str, det: Detector, trap: Fingerprint, sizes: list[int], win
         finally:
             gc.enable()
         members += window + batch
+        assert cluster is not None  # the trap's copies are one cluster
         info = det.cluster_info(cluster)
         assert v.status == "exact" and info is not None
         rows.append({"store": name, "size": size, "one_trap": (t1 - t0) / window, "one_new": (t2 - t1) / window,
@@ -133,7 +115,8 @@ def run_store(name: str, det: Detector, trap: Fingerprint, sizes: list[int], win
         r = rows[-1]
         print(f"{name:8s} {size:>7,d} members: one by one {r['one_trap'] * 1e6:7.0f} us/copy vs "
               f"{r['one_new'] * 1e6:7.0f} us/new page ({r['one_trap'] / r['one_new']:.2f}x); batches "
-              f"{r['batch_trap'] * 1e6:6.0f} vs {r['batch_new'] * 1e6:6.0f} us ({r['batch_trap'] / r['batch_new']:.2f}x)",
+              f"{r['batch_trap'] * 1e6:6.0f} vs {r['batch_new'] * 1e6:6.0f} us "
+              f"({r['batch_trap'] / r['batch_new']:.2f}x)",
               flush=True)
     return rows
 
@@ -147,7 +130,7 @@ def main() -> None:
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     load0 = os.getloadavg()
     rows: list[dict] = []
     trap = Detector().fingerprint(TRAP_HTML, url="https://trap.example/calendar?day=0")

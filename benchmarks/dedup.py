@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docs import replace_section, table  # noqa: E402
+from _common import DOC, replace_section, table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample"
 DRAGNET = ROOT.parent / "shared" / "corpus" / "dragnet" / "html"
-DOCS = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- dedup:start -->", "<!-- dedup:end -->"
 
 
@@ -210,8 +209,8 @@ def main() -> None:
         "speed-up measures the contention, not neardup. Reproduce: `.venv/bin/python benchmarks/dedup.py`.",
         END,
     ]
-    replace_section(DOCS, START, END, "\n".join(block))
-    print(f"wrote the dedup section of {DOCS}")
+    replace_section(DOC, START, END, "\n".join(block))
+    print(f"wrote the dedup section of {DOC}")
 
 
 if __name__ == "__main__":

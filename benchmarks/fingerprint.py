@@ -47,30 +47,34 @@ import gc  # noqa: E402
 import gzip  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from importlib import metadata  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
+from _common import (  # noqa: E402
+    CORPUS,
+    DOC,
+    logger,
+    manifest_rows,
+    py_shingles,
+    replace_section,
+    table,
+    timed,
+    use_checkout,
+    zipf_vocabulary,
+)
+from _common import machine as machine_of  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
-DOC = REPO_ROOT / "docs" / "benchmarks.md"
+DEFAULT_CORPUS = CORPUS
 START, END = "<!-- fingerprint:start -->", "<!-- fingerprint:end -->"
 SEED = 20240611
 WORDS_PER_DOC = 1180
 
-try:
-    import neardup  # noqa: F401
-except ImportError:  # a checkout without the installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
+use_checkout()
 
 import neardup  # noqa: E402
 from neardup import _kernels as K  # noqa: E402
@@ -87,6 +91,9 @@ try:
     from datasketch import MinHash
 except ImportError:  # optional peer
     MinHash = None
+extract_plain_text: Any  # None where the import fails (the static types of the installed modules otherwise)
+HTMLTree: Any
+trafilatura: Any
 try:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
@@ -102,45 +109,18 @@ except ImportError:
 PEER_REFERENCE = [
     ("simhash (1e0ng) 3-word shingles, md5", 7.59, "the simhash package rows above"),
     ("numpy simhash: xxh64/feature + unpackbits + sum", 21.00, "throwaway prototype"),
-    ("numba simhash end-to-end (bytes->tokens->hash->fp)", 227.01, "throwaway prototype, ASCII only, no normalisation or digest"),
+    ("numba simhash end-to-end (bytes->tokens->hash->fp)", 227.01,
+     "throwaway prototype, ASCII only, no normalisation or digest"),
     ("datasketch MinHash(128) update_batch (sha1 / xxh32)", 8.18, "8.18 with sha1_hash32, 14.94 with xxh32"),
     ("rensa RMinHash(128) update", 31.59, "not installed here"),
 ]
 
 
-def log(msg: str) -> None:
-    print(f"[fingerprint] {msg}", file=sys.stderr, flush=True)
+log = logger("fingerprint")
 
-
-# --------------------------------------------------------------------------------------------
-# Machine
-# --------------------------------------------------------------------------------------------
 
 def machine() -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # nproc honours it
-
-    def out(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in out(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = {}
-    for dist in ("neardup", "numpy", "numba", "simhash", "datasketch", "resiliparse", "trafilatura"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
-    mem = "unknown"
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(fh.readline().split()[1])
-        mem = f"{kb / 2**20:.0f} GiB"
-    except OSError:
-        pass
-    return {"cpu": model, "nproc": out(["nproc"]).strip() or str(os.cpu_count()), "memory": mem,
-            "python": platform.python_version(), "os": platform.platform(), "versions": versions}
+    return machine_of(("neardup", "numpy", "numba", "simhash", "datasketch", "resiliparse", "trafilatura"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,11 +133,7 @@ def zipf_documents(n: int, words_per_doc: int = WORDS_PER_DOC, vocab: int = 50_0
     10 letters drawn from a Zipf(1.1) distribution over ``vocab`` words, single spaces, a
     blank line every 60 words (paragraphs)."""
     rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lengths = rng.integers(2, 11, vocab)
-    words = ["".join(rng.choice(letters, k)) for k in lengths]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
+    words, p = zipf_vocabulary(rng, vocab)
     docs = []
     for _ in range(n):
         ids = rng.choice(vocab, words_per_doc, p=p)
@@ -169,30 +145,12 @@ def zipf_documents(n: int, words_per_doc: int = WORDS_PER_DOC, vocab: int = 50_0
 def corpus_pages(corpus: Path, limit: int | None) -> list[tuple[str, bytes]]:
     """(url, html bytes) of the scrapinghub-aeb pages (see its README and manifest.tsv)."""
     folder = corpus / "scrapinghub-aeb"
-    rows = [line.rstrip("\n").split("\t")
-            for line in (folder / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    rows = rows[:limit] if limit else rows
-    return [(row[1], gzip.decompress((folder / row[0]).read_bytes())) for row in rows]
-
-
-def py_shingles(text: str) -> list[str]:
-    """Word 3-shingles as a peer library's user builds them."""
-    w = text.lower().split()
-    return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)] or [" ".join(w)]
+    return [(row[1], gzip.decompress((folder / row[0]).read_bytes())) for row in manifest_rows(folder, limit)]
 
 
 # --------------------------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------------------------
-
-def timed(items: Sequence[Any], fn: Callable[[Any], Any]) -> tuple[float, float]:
-    """CPU and wall seconds of ``fn`` over ``items``."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    for x in items:
-        fn(x)
-    c1, w1 = time.process_time(), time.perf_counter()
-    return c1 - c0, w1 - w0
-
 
 def run_variants(variants: list[dict[str, Any]], items: Sequence[Any], nbytes: float,
                  repeats: int, chunk: int = 25) -> list[dict[str, Any]]:
@@ -250,6 +208,7 @@ CHARS4 = FingerprintConfig(features=FeatureConfig(scheme="chars", ngram=4))
 
 def text_variants() -> list[dict[str, Any]]:
     kargs = WORDS.features.kernel_args()
+    kernel_args = (*kargs, 1, WORDS.sketch_bins, WORDS.sketch_ngram)
     v: list[dict[str, Any]] = [
         {"name": "neardup fingerprint_text (default: words)", "group": "neardup",
          "fn": lambda t: fingerprint_text(t, WORDS),
@@ -278,11 +237,11 @@ def text_variants() -> list[dict[str, Any]]:
         {"name": "part: NFKC + casefold + utf-8 (folded_array)", "group": "part",
          "fn": folded_array, "note": "Python's unicodedata / str methods (C)"},
         {"name": "part: compiled kernel (simhash_from_bytes)", "group": "part",
-         "fn": lambda t: K.simhash_from_bytes(FOLDED[t], K.CHAR_TABLE, *kargs, 1, WORDS.sketch_bins,
-                                              WORDS.sketch_ngram),
+         "fn": lambda t: K.simhash_from_bytes(FOLDED[t], K.CHAR_TABLE, *kernel_args),
          "note": "normalise whitespace, tokenise, hash, weigh (IDF), SimHash, sketch (input pre-folded)"},
         {"name": "part: SHA-256 digest (hashlib)", "group": "part",
-         "fn": lambda t: hashlib.sha256(FOLDED[t].tobytes()).hexdigest(), "note": "of the normalised bytes (about the same size)"},
+         "fn": lambda t: hashlib.sha256(FOLDED[t].tobytes()).hexdigest(),
+         "note": "of the normalised bytes (about the same size)"},
     ]
     return v
 
@@ -445,10 +404,12 @@ def render(res: dict[str, Any]) -> str:
              f"datasketch {v['datasketch']}, resiliparse {v['resiliparse']}, trafilatura {v['trafilatura']}. "
              f"The machine is shared with other jobs, so rates vary by some 10-30% between runs (more under load). "
              f"Single-threaded; rates are per CPU second of this process (per core): the variants run round-robin over "
-             f"all the documents, {res['repeats']} rounds, and the median round counts. Run time {res['seconds']:.0f} s.",
+             f"all the documents, {res['repeats']} rounds, and the median round counts. "
+             f"Run time {res['seconds']:.0f} s.",
              "", "### text -> fingerprint", "",
              f"Generated documents: {res['n_docs']:,} documents, {res['syn_mb']:.1f} MB (mean {res['syn_kb']:.1f} KB, "
-             f"{WORDS_PER_DOC:,} words each: random lowercase words of a Zipf(1.1) vocabulary of 50,000, single spaces, "
+             f"{WORDS_PER_DOC:,} words each: random lowercase words of a Zipf(1.1) vocabulary of 50,000, "
+             f"single spaces, "
              f"a blank line every 60 words, seed {SEED}).", ""]
     lines += text_table(syn)
     lines += [""]
@@ -573,7 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "n_docs": n_docs, "repeats": args.repeats,
                                "synthetic": summarize_rows(res["synthetic"]), "real": summarize_rows(res["real"])}
     if res["pages"]:
-        summary["pages"] = {r["name"]: {"pages_per_s": round(r["docs_per_s"], 1), "ms_per_page": round(r["us_per_doc"] / 1000, 3)}
+        summary["pages"] = {r["name"]: {"pages_per_s": round(r["docs_per_s"], 1),
+                                        "ms_per_page": round(r["us_per_doc"] / 1000, 3)}
                             for r in res["pages"]}
         summary["overhead_pct"] = {k: (None if x is None else round(x, 1)) for k, x in res["overhead_pct"].items()}
         summary["verdict"] = "skipped: neardup.Detector not available" if res.get("verdict_note") else "measured"

@@ -487,7 +487,7 @@ def bomb_run(timeout: float = 10.0) -> dict[str, Any]:
 def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
     """The docs/benchmarks.md section for ``--bombs``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _docs import table
+    from _common import table
 
     rows = [[r["bomb"], f"{r['bytes']:,}", r["extractor"], r["result"], r["cpu_s"], r["wall_s"]]
             for r in res["library"]]
@@ -507,7 +507,7 @@ def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
 def render(res: dict[str, Any]) -> str:
     """The docs/benchmarks.md section for a run."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _docs import table
+    from _common import table
 
     a, t = res["args"], res["tally"]
     command = f"python benchmarks/fuzz.py --n {a['n']} --seed {a['seed']} --jobs {a['jobs']} --docs"
@@ -564,7 +564,7 @@ def main() -> None:
         load += f", {os.getloadavg()[0]:.1f} at the end"
         print(json.dumps(res))
         if args.docs:
-            from _docs import replace_section
+            from _common import replace_section
 
             command = f"python benchmarks/fuzz.py --bombs --page-timeout {args.page_timeout:g} --docs"
             replace_section(DOC, BOMBS_START, BOMBS_END, render_bombs(res, command, load))
@@ -592,7 +592,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     if args.docs and args.only is None:
-        from _docs import replace_section
+        from _common import replace_section
 
         replace_section(DOC, DOC_START, DOC_END, render(res))
     sys.exit(1 if res["untyped"] or res["http_bad"] or res["slow"] else 0)

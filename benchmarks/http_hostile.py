@@ -43,7 +43,6 @@ import contextlib
 import gzip
 import json
 import os
-import platform
 import random
 import socket
 import subprocess
@@ -59,7 +58,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import httpx  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
+from _common import machine_line, replace_section, table  # noqa: E402
 from fuzz import http_case  # noqa: E402
 
 DOC_START, DOC_END = "<!-- http-hostile:start -->", "<!-- http-hostile:end -->"
@@ -493,13 +492,7 @@ def render_stock(res: dict[str, Any], command: str) -> str:
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, {platform.platform()}"
+    return machine_line()
 
 
 def render(res: dict[str, Any], command: str) -> str:

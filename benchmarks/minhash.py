@@ -51,27 +51,31 @@ import gc  # noqa: E402
 import gzip  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from importlib import metadata  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
+from _common import (  # noqa: E402
+    CORPUS,
+    DOC,
+    logger,
+    manifest_rows,
+    py_shingles,
+    replace_section,
+    table,
+    timed,
+    use_checkout,
+    zipf_vocabulary,
+)
+from _common import machine as machine_of  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
-DOC = REPO_ROOT / "docs" / "benchmarks.md"
+DEFAULT_CORPUS = CORPUS
 START, END = "<!-- minhash:start -->", "<!-- minhash:end -->"
 
-try:
-    import neardup  # noqa: F401
-except ImportError:  # a checkout without the installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
+use_checkout()
 
 from neardup.extract import extract_main_content  # noqa: E402
 from neardup.features import extract_features  # noqa: E402
@@ -103,39 +107,15 @@ REFERENCE_MB_S = {"rensa RMinHash(128) update": 31.59, "datasketch sha1_hash32":
 RENSA_BANDS = 16  # rensa needs num_perm divisible by the bands: 16 x 8 is its nearest to 14 x 9
 
 
-def log(msg: str) -> None:
-    print(f"[minhash] {msg}", file=sys.stderr, flush=True)
+log = logger("minhash")
 
 
 # --------------------------------------------------------------------------------------------
 # Machine
 # --------------------------------------------------------------------------------------------
 
-def machine() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # nproc honours it
-
-    def out(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in out(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = {}
-    for dist in ("neardup", "numpy", "numba", "datasketch", "rensa", "xxhash"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
-    mem = "unknown"
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(fh.readline().split()[1])
-        mem = f"{kb / 2**20:.0f} GiB"
-    except OSError:
-        pass
-    return {"cpu": model, "nproc": out(["nproc"]).strip() or str(os.cpu_count()), "memory": mem,
-            "python": platform.python_version(), "os": platform.platform(), "versions": versions}
+def machine() -> dict[str, Any]:
+    return machine_of(("neardup", "numpy", "numba", "datasketch", "rensa", "xxhash"))
 
 
 def rss_bytes() -> int:
@@ -151,11 +131,7 @@ def zipf_documents(n: int, size: int = 8192, vocab: int = 50_000, seed: int = SE
     """``n`` documents of about ``size`` bytes: lowercase ASCII words drawn from a Zipf(1.1)
     distribution over ``vocab`` random words, separated by single spaces."""
     rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lengths = rng.integers(2, 11, vocab)
-    words = ["".join(rng.choice(letters, k)) for k in lengths]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
+    words, p = zipf_vocabulary(rng, vocab)
     docs = []
     for _ in range(n):
         ids = rng.choice(vocab, size // 3, p=p)
@@ -167,8 +143,7 @@ def zipf_documents(n: int, size: int = 8192, vocab: int = 50_000, seed: int = SE
 def real_texts(corpus: Path, limit: int | None) -> tuple[list[str], float]:
     """Main texts of the scrapinghub-aeb pages (accurate extractor), and the extraction time."""
     folder = corpus / "scrapinghub-aeb"
-    rows = [line.rstrip("\n").split("\t") for line in (folder / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    rows = rows[:limit] if limit else rows
+    rows = manifest_rows(folder, limit)
     started = time.perf_counter()
     texts = []
     for row in rows:
@@ -178,24 +153,14 @@ def real_texts(corpus: Path, limit: int | None) -> tuple[list[str], float]:
     return texts, time.perf_counter() - started
 
 
-def py_shingles(text: str) -> list[str]:
-    """Word 3-shingles as a peer library's user builds them."""
-    w = text.lower().split()
-    return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)] or [" ".join(w)]
-
-
 # --------------------------------------------------------------------------------------------
 # Signature throughput
 # --------------------------------------------------------------------------------------------
 
 def timed_once(items: Sequence[Any], fn: Callable[[Any], Any]) -> tuple[float, float]:
-    """CPU and wall seconds of ``fn`` over ``items``."""
+    """CPU and wall seconds of ``fn`` over ``items``, after a garbage collection."""
     gc.collect()
-    w0, c0 = time.perf_counter(), time.process_time()
-    for x in items:
-        fn(x)
-    c1, w1 = time.process_time(), time.perf_counter()
-    return c1 - c0, w1 - w0
+    return timed(items, fn)
 
 
 def signature_rows(texts: list[str], reps: int, bulk: bool = True) -> list[dict[str, Any]]:
@@ -280,7 +245,8 @@ def signature_rows(texts: list[str], reps: int, bulk: bool = True) -> list[dict[
         cpu, wall = cpu_total[i], wall_total[i]
         rows.append({"name": name, "kind": kind, "docs": n, "mb": mb, "cpu_s": cpu, "wall_s": wall,
                      "sig_per_s": n / cpu, "mb_per_s": mb / cpu, "parallel": parallel[i], "note": note})
-        log(f"  {name:48} {kind:15} {mb / cpu:8.1f} MB/s  {n / cpu:9.0f} sig/s" + ("  (parallel!)" if parallel[i] else ""))
+        log(f"  {name:48} {kind:15} {mb / cpu:8.1f} MB/s  {n / cpu:9.0f} sig/s"
+            + ("  (parallel!)" if parallel[i] else ""))
     return rows
 
 
@@ -309,7 +275,8 @@ class LSHData:
             src = int(rng.integers(0, i))
             self.features[i] = self._near(rng, self.features[src], int(rng.integers(0, 9)))
         half = n_queries // 2
-        self.sources = np.concatenate([rng.integers(0, min(n, source_limit), half), -np.ones(n_queries - half, np.int64)])
+        self.sources = np.concatenate([rng.integers(0, min(n, source_limit), half),
+                                       -np.ones(n_queries - half, np.int64)])
         self.queries = rng.integers(0, 2**64 - 1, (n_queries, SET_SIZE), dtype=np.uint64, endpoint=True)
         for qi in range(half):
             self.queries[qi] = self._near(rng, self.features[self.sources[qi]], int(rng.integers(0, 7)))
@@ -391,7 +358,8 @@ def bench_neardup(n_online: int) -> dict[str, Any]:
     lsh._flush()  # what a bulk-built index looks like: no pending inserts
     flushed = latency(lambda qi: lsh.query(data.qsigs[qi]), len(data.qsigs))
     return {"library": "neardup MinHashLSH", "n": data.n, "bands": lsh.bands, "rows": lsh.rows,
-            "bulk_insert_per_s": bulk_n / bulk_s if bulk_s else None, "online_insert_per_s": n_online / online_s if online_s else None,
+            "bulk_insert_per_s": bulk_n / bulk_s if bulk_s else None,
+            "online_insert_per_s": n_online / online_s if online_s else None,
             "online_inserts": n_online, "pending_after_online": pending,
             "query": flushed, "query_with_pending": after_online, "verified": True,
             "recall": recall_of(results, data, data.n), "candidate_recall": recall_of(unverified, data, data.n),
@@ -443,7 +411,8 @@ def bench_rensa(n_max: int, seconds: float) -> dict[str, Any]:
     while n < min(n_max, data.n) and insert_s + prep_s < seconds:
         e = min(n + BATCH, n_max, data.n)
         t0 = time.perf_counter()
-        matrix = rensa.RMinHash.digest_matrix_from_token_byte_sets(rensa_tokens(data.features[n:e]), NUM_PERM, RENSA_SEED)
+        matrix = rensa.RMinHash.digest_matrix_from_token_byte_sets(rensa_tokens(data.features[n:e]), NUM_PERM,
+                                                                   RENSA_SEED)
         t1 = time.perf_counter()
         lsh.insert_matrix(matrix, n)
         insert_s += time.perf_counter() - t1
@@ -459,7 +428,8 @@ def bench_rensa(n_max: int, seconds: float) -> dict[str, Any]:
         qobjs.append(m)
     q = latency(lambda qi: lsh.query(qobjs[qi]), len(qobjs))
     results = [set(lsh.query(m)) for m in qobjs]
-    return {"library": "rensa RMinHashLSH", "n": n, "bands": lsh.get_num_bands(), "rows": NUM_PERM // lsh.get_num_bands(),
+    return {"library": "rensa RMinHashLSH", "n": n, "bands": lsh.get_num_bands(),
+            "rows": NUM_PERM // lsh.get_num_bands(),
             "bulk_insert_per_s": n / insert_s, "online_insert_per_s": None, "query": q, "verified": False,
             "recall": recall_of(results, data, n), "candidates_per_query": float(np.mean([len(r) for r in results])),
             "nbytes_per_page": None, "rss_per_page": rss / n, "extrapolated": n < data.n}
@@ -517,10 +487,12 @@ def lsh_table(results: list[dict[str, Any]], n: int) -> list[str]:
         note = f"measured at {r['n']:,}, extrapolated" if r["extrapolated"] else f"{r['n']:,}"
         out.append([r["library"], note, f"{r['bands']} x {r['rows']}", fmt(r["bulk_insert_per_s"], 0),
                     fmt(r["online_insert_per_s"], 0), fmt(r["query"]["p50_ms"], 3), fmt(r["query"]["p99_ms"], 3),
-                    fmt(r["query"]["cpu_p99_ms"], 3), fmt(r["query"]["best_p99_ms"], 3), "yes" if r["verified"] else "no", f"{100 * r['recall']:.1f}%", fmt(r["candidates_per_query"], 2),
+                    fmt(r["query"]["cpu_p99_ms"], 3), fmt(r["query"]["best_p99_ms"], 3),
+                    "yes" if r["verified"] else "no", f"{100 * r['recall']:.1f}%", fmt(r["candidates_per_query"], 2),
                     fmt(r["nbytes_per_page"], 0), fmt(r["rss_per_page"], 0)])
     return table(("library", "stored pages", "bands x rows", "bulk inserts/s", "online inserts/s", "query p50 ms",
-                  "query p99 ms", "CPU p99 ms", "best-of-3 p99 ms", "verified", "planted recall", "results/query", "nbytes/page", "RSS/page"),
+                  "query p99 ms", "CPU p99 ms", "best-of-3 p99 ms", "verified", "planted recall", "results/query",
+                  "nbytes/page", "RSS/page"),
                  out, text_columns=(0, 1, 2, 9))
 
 
@@ -530,6 +502,7 @@ def render(res: dict[str, Any]) -> str:
     syn, real = res["synthetic"], res["real"]
     nd_syn = find(syn, "neardup minhash_text", "end to end")
     nd_real = find(real, "neardup minhash_text", "end to end") if real else None
+    assert nd_syn is not None  # neardup's own row is always measured
     lines = [
         START,
         "## MinHash signatures and LSH (`benchmarks/minhash.py`)",
@@ -568,6 +541,7 @@ def render(res: dict[str, Any]) -> str:
         "",
     ]
     if real:
+        assert nd_real is not None
         lines += [
             f"Real texts: {nd_real['docs']} article texts of `shared/corpus/scrapinghub-aeb`, {nd_real['mb']:.2f} MB "
             f"(mean {1000 * nd_real['mb'] / nd_real['docs']:.1f} KB), extracted once with "
@@ -599,7 +573,8 @@ def render(res: dict[str, Any]) -> str:
         "inserts (index flushed); neardup verifies every candidate and returns only those with estimated Jaccard "
         ">= 0.8, ranked; the peers return unverified band candidates. *Planted recall* is the share of planted "
         "copies (true Jaccard 0.83 to 1) returned: neardup's verification drops those whose 128-permutation "
-        f"estimate falls below 0.8 (its band candidates alone hold {100 * nd['candidate_recall']:.1f}%). p99 is the median of three rounds "
+        f"estimate falls below 0.8 (its band candidates alone hold {100 * nd['candidate_recall']:.1f}%). "
+        "p99 is the median of three rounds "
         f"({', '.join(map(str, nd['query']['p99_ms_rounds']))} ms for neardup); *best-of-3 p99* takes each "
         "query's fastest of the three rounds (1,999 other queries run in between, so it is not a warm-cache "
         "number; it leaves out queries preempted by other jobs in one round). Load average of the machine "
@@ -609,7 +584,8 @@ def render(res: dict[str, Any]) -> str:
         "",
         f"With {nd['pending_after_online']:,} inserts pending in neardup's delta buffer (right after the online "
         f"inserts, before a flush) its query latency is p50 {nd['query_with_pending']['p50_ms']:.3f} ms / p99 "
-        f"{nd['query_with_pending']['p99_ms']:.3f} ms (CPU p99 {nd['query_with_pending']['cpu_p99_ms']:.3f} ms, best-of-3 "
+        f"{nd['query_with_pending']['p99_ms']:.3f} ms "
+        f"(CPU p99 {nd['query_with_pending']['cpu_p99_ms']:.3f} ms, best-of-3 "
         f"p99 {nd['query_with_pending']['best_p99_ms']:.3f} ms): every "
         "query re-stacks the pending band keys (see *Findings*).",
         "",
@@ -683,7 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     DATA = LSHData(n, n_queries, source_limit=min(ds_n, rensa_n))
     res["sign_seconds"] = DATA.sign_seconds
     lsh_results = [in_child("bench_neardup", n_online)]
-    log(f"  neardup: {json.dumps({k: lsh_results[-1][k] for k in ('bulk_insert_per_s', 'online_insert_per_s', 'query', 'recall', 'nbytes_per_page', 'rss_per_page')})}")
+    shown = ("bulk_insert_per_s", "online_insert_per_s", "query", "recall", "nbytes_per_page", "rss_per_page")
+    log(f"  neardup: {json.dumps({k: lsh_results[-1][k] for k in shown})}")
     if datasketch is not None:
         lsh_results.append(in_child("bench_datasketch", ds_n, peer_seconds))
         log(f"  datasketch: n={lsh_results[-1]['n']:,} {json.dumps(lsh_results[-1]['query'])}")
@@ -726,8 +703,10 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
                  "python_shingles_mb_s": rate(rows, "Python 3-shingles (str.split + join)", "tokens only")}
         entry = {k: (round(v, 2) if v is not None else None) for k, v in entry.items()}
         for peer in ("rensa_mb_s", "datasketch_sha1_mb_s", "datasketch_xxh32_mb_s"):
-            if entry.get(peer):
-                entry[f"neardup_vs_{peer.removesuffix('_mb_s')}"] = round(nd / entry[peer], 2)
+            peer_mb_s = entry.get(peer)
+            if peer_mb_s:
+                assert nd is not None  # neardup's own row is always measured
+                entry[f"neardup_vs_{peer.removesuffix('_mb_s')}"] = round(nd / peer_mb_s, 2)
         out[label] = entry
     lsh = {r["library"].split()[0]: r for r in res["lsh"]}
     nd = lsh["neardup"]
@@ -744,7 +723,8 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
     out["lsh"]["neardup"]["query_with_pending_p50_ms"] = round(nd["query_with_pending"]["p50_ms"], 4)
     out["lsh"]["neardup"]["query_with_pending_p99_ms"] = round(nd["query_with_pending"]["p99_ms"], 4)
     out["lsh"]["neardup"]["query_with_pending_cpu_p99_ms"] = round(nd["query_with_pending"]["cpu_p99_ms"], 4)
-    out["lsh"]["neardup"]["query_with_pending_best_of_rounds_p99_ms"] = round(nd["query_with_pending"]["best_p99_ms"], 4)
+    out["lsh"]["neardup"]["query_with_pending_best_of_rounds_p99_ms"] = round(
+        nd["query_with_pending"]["best_p99_ms"], 4)
     out["load_average"] = [round(x, 2) for x in res["load"]]
     out["lsh"]["neardup"]["pending"] = nd["pending_after_online"]
     out["n"] = res["n"]
@@ -754,9 +734,11 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
     cpu_ok = nd["query"]["cpu_p99_ms"] <= 1.0
     best_ok = nd["query"]["best_p99_ms"] <= 1.0
     out["targets"] = {"signature_speed_at_least_rensa_end_to_end": sig_ok,
-                      "signature_speed_at_least_reference_rensa_31_6": syn["neardup_mb_s"] >= REFERENCE_MB_S["rensa RMinHash(128) update"],
+                      "signature_speed_at_least_reference_rensa_31_6":
+                          syn["neardup_mb_s"] >= REFERENCE_MB_S["rensa RMinHash(128) update"],
                       "signature_speed_at_least_rensa_signature_only": bool(
-                          syn.get("rensa_signature_only_mb_s") and syn["neardup_mb_s"] >= syn["rensa_signature_only_mb_s"]),
+                          syn.get("rensa_signature_only_mb_s")
+                          and syn["neardup_mb_s"] >= syn["rensa_signature_only_mb_s"]),
                       "query_p99_le_1ms": p99_ok, "query_cpu_p99_le_1ms": cpu_ok,
                       "query_best_of_rounds_p99_le_1ms": best_ok,
                       "query_p99_le_1ms_with_pending": nd["query_with_pending"]["best_p99_ms"] <= 1.0,
@@ -769,7 +751,8 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
         "project's machines (`shared/reference/peer-benchmarks.md` section 1, same kind of documents, quieter "
         "machine): " + ", ".join(f"{name} {ref:.1f} MB/s ({syn['neardup_mb_s'] / ref:.2f}x)"
                                  for name, ref in REFERENCE_MB_S.items())
-        + f": {met(syn['neardup_mb_s'] >= REFERENCE_MB_S['rensa RMinHash(128) update'])}. This holds because the peers' shingles are built "
+        + f": {met(syn['neardup_mb_s'] >= REFERENCE_MB_S['rensa RMinHash(128) update'])}. "
+        "This holds because the peers' shingles are built "
         f"in Python ({fmt(syn.get('python_shingles_mb_s'))} MB/s alone). rensa's signature step by itself "
         f"(shingles prepared) runs at {fmt(syn.get('rensa_signature_only_mb_s'))} MB/s of text, "
         f"{(syn.get('rensa_signature_only_mb_s') or 0) / syn['neardup_signature_only_mb_s']:.1f}x neardup's "
@@ -780,7 +763,8 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
         f"{nd['query']['p99_ms']:.3f} ms wall-clock, {nd['query']['cpu_p99_ms']:.3f} ms CPU, "
         f"{nd['query']['best_p99_ms']:.3f} ms best-of-rounds: {met(p99_ok)}"
         + ("" if p99_ok or not (cpu_ok or best_ok) else
-           " on wall-clock time, met on " + " and ".join(x for x, ok in (("CPU time", cpu_ok), ("best-of-rounds", best_ok)) if ok)
+           " on wall-clock time, met on "
+           + " and ".join(x for x, ok in (("CPU time", cpu_ok), ("best-of-rounds", best_ok)) if ok)
            + f" (queries preempted by other jobs: load average {res['load'][0]:.1f} to {res['load'][1]:.1f} on 2 CPUs)")
         + "; "
         f"with {nd['pending_after_online']:,} pending inserts {nd['query_with_pending']['p99_ms']:.3f} ms wall "
@@ -792,7 +776,8 @@ def build_summary(res: dict[str, Any]) -> dict[str, Any]:
     findings = [
         f"neardup stores {nd['nbytes_per_page']:.0f} bytes per page by `nbytes()` (512 of them the signature, "
         f"which it keeps to verify candidates) and its RSS grows by {nd['rss_per_page']:.0f} bytes per page"
-        + (f"; datasketch grows by {ds['rss_per_page']:.0f} bytes per page ({ds['rss_per_page'] / nd['rss_per_page']:.1f}x)"
+        + (f"; datasketch grows by {ds['rss_per_page']:.0f} bytes per page "
+           f"({ds['rss_per_page'] / nd['rss_per_page']:.1f}x)"
            if ds else "")
         + (f", rensa by {rs['rss_per_page']:.0f} ({rs['rss_per_page'] / nd['rss_per_page']:.1f}x)" if rs else "") + ".",
         "neardup's pending-insert buffer (`MinHashLSH._delta_keys`, a Python list of up to `delta_limit` = 2048 "

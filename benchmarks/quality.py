@@ -37,7 +37,6 @@ import math
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -46,20 +45,20 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
+from _common import CORPUS, REPO_ROOT, cpu_model, logger, nproc, use_checkout, versions
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+DEFAULT_CORPUS = CORPUS
 
-try:
-    import neardup  # noqa: F401  (only checks that the package is importable)
-except ImportError:  # running from a checkout without an installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
+use_checkout()
 
-from neardup import FeatureConfig, FingerprintConfig  # noqa: E402
+from neardup import FeatureConfig, Fingerprint, FingerprintConfig  # noqa: E402
+from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
+from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
+from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
 from neardup.errors import NeardupError  # noqa: E402
 from neardup.extract import extract_main_content  # noqa: E402
 from neardup.fingerprint import fingerprint_text  # noqa: E402
@@ -68,10 +67,6 @@ from neardup.minhash import MinHashConfig  # noqa: E402
 from neardup.sketch import similarity  # noqa: E402
 from neardup.tune import within_margin  # noqa: E402  (the one-step margin, shared with neardup tune)
 from neardup.urls import host_of  # noqa: E402
-
-from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
-from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
-from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
 
 K_VALUES = tuple(range(17))
 REPORT_K = 7
@@ -413,7 +408,7 @@ def fingerprint_pages(texts: dict[str, str], config: FingerprintConfig,
         digest=[f.digest for f in fps],
         tokens=np.array([f.tokens for f in fps], dtype=np.int64),
         empty=np.array([f.empty for f in fps], dtype=bool),
-        signatures=np.stack([f.minhash.signature for f in fps]) if config.minhash is not None and fps else None,
+        signatures=np.stack([_signature(f) for f in fps]) if config.minhash is not None and fps else None,
         sides=[replace(Side.of(f), title=titles.get(p), host=hosts.get(p)) for p, f in zip(pages, fps, strict=True)],
     )
 
@@ -449,14 +444,23 @@ class PairScores:
         return ~self.empty & ~self.guarded & self.same_digest
 
 
+def _signature(f: Fingerprint) -> np.ndarray:
+    assert f.minhash is not None  # the config asks for MinHash signatures
+    return f.minhash.signature
+
+
+def _jaccard(a: bytes | None, b: bytes | None) -> float:
+    """The sketches' Jaccard estimate, NaN without both sketches."""
+    return np.nan if a is None or b is None else similarity(a, b).jaccard
+
+
 def score_pairs(pairs: Sequence[Pair], fps: PageFingerprints, verify: float | None = None) -> PairScores:
     """Compare the two fingerprints of every pair."""
     ia = [fps.index[p.a] for p in pairs]
     ib = [fps.index[p.b] for p in pairs]
     both = list(zip(ia, ib, strict=True))
     sides = fps.sides
-    scores = [np.nan if sides[i].sketch is None or sides[j].sketch is None
-              else similarity(sides[i].sketch, sides[j].sketch).jaccard for i, j in both]
+    scores = [_jaccard(sides[i].sketch, sides[j].sketch) for i, j in both]
     return PairScores(
         distance=np.array([(fps.simhash[i] ^ fps.simhash[j]).bit_count() for i, j in both], dtype=np.int64),
         same_digest=np.array([fps.digest[i] == fps.digest[j] for i, j in both], dtype=bool),
@@ -508,8 +512,17 @@ class Masks:
         )
 
 
-def metrics_at(k: int, labelled: PairScores, hard: PairScores, masks: Masks) -> dict[str, float]:
-    """All quality numbers of one configuration at threshold ``k``."""
+class Scores(Protocol):
+    """What :func:`metrics_at` reads: :class:`PairScores` (threshold k) or :class:`JaccardScores`
+    (threshold t)."""
+
+    def declared(self, threshold: Any, /) -> np.ndarray: ...
+
+    def exact(self) -> np.ndarray: ...
+
+
+def metrics_at(k: float, labelled: Scores, hard: Scores, masks: Masks) -> dict[str, float]:
+    """All quality numbers of one configuration at threshold ``k`` (a distance, or a Jaccard t)."""
     pos = labelled.declared(k)
     neg = hard.declared(k)
     everything = np.ones_like(neg)
@@ -696,7 +709,8 @@ def all_pairs(extraction: Extraction, pages: Sequence[str], scheme: Scheme, host
     for group in same_digest.values():  # equal digests are declared at any distance
         for a, b in combinations(group, 2):
             if (names[a], names[b]) not in seen:
-                close.append({"a": names[a], "b": names[b], "distance": int((fps.simhash[a] ^ fps.simhash[b]).bit_count())})
+                close.append({"a": names[a], "b": names[b],
+                              "distance": int((fps.simhash[a] ^ fps.simhash[b]).bit_count())})
     different_histogram = histogram.copy()
     for c in close:
         sa, sb = fps.sides[fps.index[c["a"]]], fps.sides[fps.index[c["b"]]]
@@ -782,19 +796,9 @@ def choose_min_tokens(sweep: Sequence[Evaluation], k: int, fpr_limit: float) -> 
 
 def machine_description() -> dict[str, str]:
     """CPU count and model (lscpu), Python and library versions."""
-    def command_output(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in command_output(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = []
-    for dist in ("resiliparse", "trafilatura", "numba", "numpy"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions.append(f"{dist} {metadata.version(dist)}")
-    return {"nproc": command_output(["nproc"]).strip() or "unknown", "cpu": model,
-            "python": platform.python_version(), "os": platform.platform(), "libraries": ", ".join(versions)}
+    found = versions(("resiliparse", "trafilatura", "numba", "numpy"), missing=None)
+    return {"nproc": nproc(), "cpu": cpu_model(), "python": platform.python_version(), "os": platform.platform(),
+            "libraries": ", ".join(f"{dist} {v}" for dist, v in found.items() if v is not None)}
 
 
 def pct(x: float, digits: int = 1) -> str:
@@ -916,7 +920,8 @@ def all_pairs_dict(ap: AllPairs, k: int) -> dict[str, Any]:
         "sd_distance_different": round(ap.sd, 2),
         "bit_share_min": round(float(ap.bit_share.min()), 3), "bit_share_max": round(float(ap.bit_share.max()), 3),
         "different_within_k_before_verification": ap.count(k, "different"),
-        "different_within_k_plus_3_before_verification": ap.count(k + 3, "different") if k + 3 <= ap.max_k + 3 else None,
+        "different_within_k_plus_3_before_verification":
+            ap.count(k + 3, "different") if k + 3 <= ap.max_k + 3 else None,
         "different_declared": ap.count(k, "different", declared=True),
         "per_pair_false_match_observed": observed, "per_pair_false_match_expected": expected,
         "projected_false_matches_per_check": {f"{n:.0e}": expected * n for n in PROJECT_TO},
@@ -1087,7 +1092,8 @@ def web_scale_section(result: RunResult) -> list[str]:
     lines += markdown_table(("k", "different", "declared", "middle", "declared", "same", "declared",
                              "per-pair expected", "per check at 10^9"), all_pairs_k_rows(ap))
     lines += ["", "Pairs of different pages at small distances (the tail that decides false matches):", ""]
-    lines += markdown_table(("distance", "v1 `words`" if base is not None else "-", f"default `{c.evaluation.scheme.name}`"),
+    lines += markdown_table(("distance", "v1 `words`" if base is not None else "-",
+                             f"default `{c.evaluation.scheme.name}`"),
                             histogram_rows(base.allpairs if base is not None else None, ap))
     return lines
 
@@ -1587,13 +1593,16 @@ def minhash_section(result: RunResult) -> list[str]:
     if t is not None:
         m = d.at(t)
         lines += [
-            f"**Operating point of `method=\"minhash\"` on these pairs: threshold {t:.2f}** (feature set `{d.scheme.name}`): "
+            f"**Operating point of `method=\"minhash\"` on these pairs: threshold {t:.2f}** "
+            f"(feature set `{d.scheme.name}`): "
             f"same-content recall {pct(m['recall_same_content'])} ({round(m['recall_same_content'] * n_same)} of "
             f"{n_same}), near-duplicate recall {pct(m['recall_near_duplicate'])}, hard-negative FPR "
             f"{pct(m['fpr_hard_negatives'], 3)} ({m['false_positives_hard']} pairs, {m['exact_false_positives_hard']} "
             f"of them through an equal digest), pairs.tsv negatives {pct(m['fpr_pairs_negatives'])}."
-            + (f" The library's default threshold {LIBRARY_T:g} gives {pct(d.at(LIBRARY_T)['recall_same_content'])} recall "
-               f"at {pct(d.at(LIBRARY_T)['fpr_hard_negatives'], 3)} FPR; it stays the default until MinHash is measured "
+            + (f" The library's default threshold {LIBRARY_T:g} gives "
+               f"{pct(d.at(LIBRARY_T)['recall_same_content'])} recall "
+               f"at {pct(d.at(LIBRARY_T)['fpr_hard_negatives'], 3)} FPR; "
+               "it stays the default until MinHash is measured "
                "on all pairs across sites as SimHash is above (these are same-site pairs only)."
                if LIBRARY_T in d.by_t and t != LIBRARY_T else ""),
             "",
@@ -1621,7 +1630,8 @@ def minhash_section(result: RunResult) -> list[str]:
         lines += [
             f"`both` (OR of the two tests) has its operating point at t = {tb:.2f}"
             + (", where MinHash adds no pair to SimHash alone" if same_as_simhash else "")
-            + f"; at t = {LIBRARY_T:.2f} (the library default) it gives {pct(m8['recall_same_content'])} same-content and "
+            + f"; at t = {LIBRARY_T:.2f} (the library default) it gives "
+            f"{pct(m8['recall_same_content'])} same-content and "
             f"{pct(m8['recall_near_duplicate'])} near-duplicate recall (SimHash alone: "
             f"{pct(sm0['recall_same_content'])} / {pct(sm0['recall_near_duplicate'])}) with "
             f"{m8['false_positives_hard']} hard false positives (SimHash alone: {sm0['false_positives_hard']}).",
@@ -1663,9 +1673,10 @@ def minhash_section(result: RunResult) -> list[str]:
                       "-" if opb is None else pct(e.at(opb, True)["fpr_hard_negatives"], 3)])
     lines += ["", "### Feature sets", ""]
     lines += markdown_table(("feature set", "operating t", "same-content recall", "near-dup recall", "FPR hard neg.",
-                             f"recall at t = {LIBRARY_T:.2f}", f"FPR at t = {LIBRARY_T:.2f}", "both: operating t", "both: recall",
-                             "both: FPR hard"), srows)
-    lines += ["", f"### `minhash`, `{d.scheme.name}`, at t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f}", ""]
+                             f"recall at t = {LIBRARY_T:.2f}", f"FPR at t = {LIBRARY_T:.2f}", "both: operating t",
+                             "both: recall", "both: FPR hard"), srows)
+    lines += ["", f"### `minhash`, `{d.scheme.name}`, "
+              f"at t = {MINHASH_THRESHOLDS[0]:.2f}..{MINHASH_THRESHOLDS[-1]:.2f}", ""]
     lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d))
     lines += ["", f"### `both` (SimHash k = {mh.simhash_k} OR MinHash `{d.scheme.name}` >= t)", ""]
     lines += markdown_table(MINHASH_T_HEADER, minhash_t_rows(d, both=True))
@@ -1709,9 +1720,7 @@ def minhash_summary(mh: MinHashResult) -> dict[str, Any]:
 # Main
 # --------------------------------------------------------------------------------------------
 
-def log(message: str) -> None:
-    """Progress line on stderr."""
-    print(f"[quality] {message}", file=sys.stderr, flush=True)
+log = logger("quality")  # progress lines on stderr
 
 
 def evaluate_all(sets: PairSets, masks: Masks, extractions: dict[str, Extraction],

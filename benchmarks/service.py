@@ -70,12 +70,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _docs import replace_section
+from _common import DOC, cpu_model, loadavg, memory_kib, replace_section, versions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 try:
@@ -88,7 +87,6 @@ from neardup.extract import decode, extract_main_content  # noqa: E402
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint  # noqa: E402
 
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", REPO_ROOT.parent / "shared" / "corpus")) / "scrapinghub-aeb"
-DOC = REPO_ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- service:start -->", "<!-- service:end -->"
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -98,31 +96,11 @@ def log(msg: str) -> None:
 
 # -- machine ------------------------------------------------------------------------------
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    mem = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    versions: dict[str, str | None] = {}
-    for pkg in ("neardup", "fastapi", "starlette", "uvicorn", "pydantic", "httpx", "h11", "anyio",
-                "psycopg", "psycopg-pool", "trafilatura", "lxml", "numpy", "numba", "uvloop", "httptools"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    versions["sqlite"] = sqlite3.sqlite_version
-    return {"cpu_model": model, "nproc": os.cpu_count(), "mem_gib": round(mem / 2**30, 1),
-            "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
+    found = versions(("neardup", "fastapi", "starlette", "uvicorn", "pydantic", "httpx", "h11", "anyio", "psycopg",
+                      "psycopg-pool", "trafilatura", "lxml", "numpy", "numba", "uvloop", "httptools"), missing=None)
+    found["sqlite"] = sqlite3.sqlite_version
+    return {"cpu_model": cpu_model(""), "nproc": os.cpu_count(), "mem_gib": round((memory_kib() or 0) / 2**20, 1),
+            "python": platform.python_version(), "platform": platform.platform(), "versions": found}
 
 
 def source_state() -> dict[str, Any]:
@@ -147,13 +125,6 @@ def changed_between(a: str | None, b: str | None) -> str:
     except OSError:
         return ""
     return (", which changed " + ", ".join(f"`{f}`" for f in out)) if out else ""
-
-
-def loadavg() -> str:
-    try:
-        return " / ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "?"
 
 
 # -- CPU accounting ----------------------------------------------------------------------------

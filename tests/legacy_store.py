@@ -17,6 +17,7 @@ def write_legacy_store(path: Path, schema: int, config: dict[str, Any], fp: Any,
     try:
         for step in range(schema):
             for sql in store_mod.MIGRATIONS[step]:
+                assert isinstance(sql, str)  # the steps up to this schema are SQL text
                 con.execute(sql)
         con.execute(f"PRAGMA user_version={schema}")
         con.execute("INSERT INTO meta(key, value) VALUES('config', ?)", (json.dumps(config, sort_keys=True),))

@@ -56,7 +56,8 @@ def throwaway_server(*, fsync: bool = False, max_connections: int = 100) -> Iter
     it at the end. ``fsync`` off by default (tests); ``benchmarks/service.py`` turns it on."""
     initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     if not initdb or not pg_ctl:
-        raise RuntimeError("PostgreSQL is not installed (initdb/pg_ctl not found); run .ci/run or apt-get install postgresql")
+        raise RuntimeError("PostgreSQL is not installed (initdb/pg_ctl not found); "
+                           "run .ci/run or apt-get install postgresql")
     base = tempfile.mkdtemp(prefix="neardup-pg-")
     data = os.path.join(base, "data")
     prefix: list[str] = []
@@ -70,7 +71,8 @@ def throwaway_server(*, fsync: bool = False, max_connections: int = 100) -> Iter
                    + ([] if fsync else ["--no-sync"]), check=True, capture_output=True, env=env)
     opts = (f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'} "
             f"-c max_connections={max_connections}")
-    subprocess.run([*prefix, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "-t", "60", "start"],
+    subprocess.run([*prefix, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"),
+                    "-w", "-t", "60", "start"],
                    check=True, capture_output=True, env=env)
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres", data

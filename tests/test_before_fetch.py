@@ -8,6 +8,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+from checks import present
 
 from neardup import Detector
 from neardup.detector import FetchDecision
@@ -117,7 +118,7 @@ def test_host_signals_and_traps(fps):
     assert [r["host"] for r in det.hosts(sort="distinct_contents")][0] == "www.politico.com"
     # sliding window: only pages fetched in the last 100 s before `at`
     assert [r["host"] for r in det.hosts(window=100, at=1_000_600.0)] == ["www.cnbc.com"]
-    one = det.host("TRAP.example", at=1_000_600.0)
+    one = present(det.host("TRAP.example", at=1_000_600.0))
     assert one["host"] == "trap.example" and one["rules"][0]["rule"] == "drop-param:date"
     assert det.host("nowhere.example") is None
 

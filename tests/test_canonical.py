@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import gzip
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
+from checks import present
 
 from neardup import CanonicalPolicy, ConfigError, Detector
 from neardup.canonical import DEFAULT_POLICY, Member, policy_from_spec
@@ -15,7 +16,7 @@ from neardup.canonical import DEFAULT_POLICY, Member, policy_from_spec
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@lru_cache(maxsize=None)
+@cache
 def sample() -> dict[str, tuple[str, bytes]]:
     out = {}
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
@@ -51,11 +52,11 @@ def test_rel_canonical_beats_first_seen():
     c = det.check(NIKKI, html("nytimes-nikki-haley-2019"))
     assert c.status == "near"
     assert c.canonical_url == NIKKI and c.canonical_id is None
-    assert det.store.cluster_canonical(a.cluster_id) == a.page_id  # check changed nothing
+    assert det.store.cluster_canonical(present(a.cluster_id)) == a.page_id  # check changed nothing
     b = det.add(NIKKI, html("nytimes-nikki-haley-2019"))
     assert b.status == "near" and b.cluster_id == a.cluster_id
     assert b.canonical_url == NIKKI and b.canonical_id == b.page_id
-    assert det.store.cluster_canonical(a.cluster_id) == b.page_id
+    assert det.store.cluster_canonical(present(a.cluster_id)) == b.page_id
     # a third member (another archive copy) does not change it
     d = det.add("https://archive.example/nikki", html("nytimes-nikki-haley-2022"))
     assert d.is_duplicate and d.canonical_url == NIKKI
@@ -77,7 +78,7 @@ def test_first_seen_when_no_member_is_named():
     c = det.add("https://mirror-c.example/npr", html("npr-dylann-roof-2016"))
     assert b.status == "exact" and c.status == "near"
     assert a.canonical_url == b.canonical_url == c.canonical_url == "https://mirror-a.example/npr"
-    assert det.store.cluster_canonical(a.cluster_id) == a.page_id
+    assert det.store.cluster_canonical(present(a.cluster_id)) == a.page_id
 
 
 def test_first_seen_is_first_fetch_time_not_insertion_order():
@@ -85,7 +86,7 @@ def test_first_seen_is_first_fetch_time_not_insertion_order():
     a = det.add("https://mirror-a.example/npr", html("npr-dylann-roof-2022"), fetched_at=2_000_000_000)
     b = det.add("https://mirror-b.example/npr", html("npr-dylann-roof-2022-mirror"), fetched_at=1_000_000_000)
     assert b.canonical_url == "https://mirror-b.example/npr"
-    assert det.store.cluster_canonical(a.cluster_id) == b.page_id
+    assert det.store.cluster_canonical(present(a.cluster_id)) == b.page_id
 
 
 # -- other policies --------------------------------------------------------------------------
@@ -130,11 +131,11 @@ def test_priority_policy_higher_wins_none_last():
     assert d.canonical_url == "https://c.example/teas"
     e = det.add("https://e.example/teas", body, priority=5)  # tie -> first seen
     assert e.canonical_url == "https://c.example/teas"
-    assert det.store.cluster_canonical(a.cluster_id) == c.page_id
+    assert det.store.cluster_canonical(present(a.cluster_id)) == c.page_id
     # re-adding without a priority keeps the stored one
     det.add("https://c.example/teas", body)
-    assert det.page(c.page_id).priority == 5.0
-    assert det.store.cluster_canonical(a.cluster_id) == c.page_id
+    assert present(det.page(present(c.page_id))).priority == 5.0
+    assert det.store.cluster_canonical(present(a.cluster_id)) == c.page_id
 
 
 def test_chained_policy():

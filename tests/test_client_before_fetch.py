@@ -3,6 +3,7 @@ answers from a real Detector, as the service route is specified to)."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import httpx
@@ -27,7 +28,7 @@ def det_client():
         q = {k: v[0] for k, v in parse_qs(request.url.query.decode()).items()}
         path = request.url.path
         if path == "/v1/should-fetch":
-            extra = {}
+            extra: dict[str, Any] = {}
             if "max_age" in q:
                 extra["max_age"] = float(q["max_age"])
             if "host_max_duplicate_rate" in q:

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 
 import pytest
+from checks import present, sql_store
 
 from neardup import Detector
 from neardup.canonical import RANKS, link_key, policy_from_spec
@@ -41,7 +42,8 @@ def _text(family: int, variant: int) -> str:
     words = [f"fam{family}word{i}" for i in range(400)]
     for i in range(variant):  # a few changed words: near duplicates of one another
         words[37 * (i + 1) % 400] = f"changed{variant}x{i}"
-    return f"<html><head><title>Family {family}</title></head><body><article><p>{' '.join(words)}</p></article></body></html>"
+    return (f"<html><head><title>Family {family}</title></head>"
+            f"<body><article><p>{' '.join(words)}</p></article></body></html>")
 
 
 @pytest.fixture(scope="module")
@@ -63,22 +65,23 @@ def _expected(det: Detector) -> None:
     assert set(det.store.cluster_ids()) == set(by_cluster)
     policy = det.policy
     for cid, members in by_cluster.items():
-        row = det.store.cluster_row(cid)
+        row = present(det.store.cluster_row(cid))
         chosen = policy.choose([dataclasses.replace(_as_member(m)) for m in members])
         assert (row.canonical_id, row.size) == (chosen.id, len(members)), (cid, policy.spec)
         links = Counter(k for k in (link_key(m.canonical_link) for m in members) if k is not None)
-        stored = dict(det.store._exec("SELECT link, n FROM cluster_links WHERE cluster_id=?", (cid,)).fetchall())
+        stored = dict(sql_store(det.store)._exec("SELECT link, n FROM cluster_links WHERE cluster_id=?",
+                                                 (cid,)).fetchall())
         assert {str(k): int(n) for k, n in stored.items()} == dict(links)
-        info = det.cluster_info(cid)
+        info = present(det.cluster_info(cid))
         assert info["size"] == len(members) and info["canonical_id"] == chosen.id
-    assert det.store._exec("SELECT count(*) FROM cluster_links WHERE cluster_id NOT IN "
+    assert sql_store(det.store)._exec("SELECT count(*) FROM cluster_links WHERE cluster_id NOT IN "
                            "(SELECT id FROM clusters)").fetchone()[0] == 0
     # a URL is never its own duplicate: no stored page names itself as its match
     assert all(p.matched_id != p.id for p in pages)
     reps: dict[int, int] = {}
-    for p in sorted(pages, key=lambda p: p.id):
+    for p in sorted(pages, key=lambda p: present(p.id)):
         if p.status != "empty":
-            reps.setdefault(p.simhash, p.id)
+            reps.setdefault(p.simhash, present(p.id))
     assert len(det.index) == len(reps)
     for value, pid in reps.items():
         assert [i for i, _ in det.index.search(value, 0)] == [pid]
@@ -120,8 +123,10 @@ def _run(det: Detector, contents, seed: int, steps: int) -> None:
                 assert got.version in ("unchanged", "changed") and predicted.version == got.version
                 assert got.match_url != got.url and predicted.match_url != url
                 if predicted.status in ("exact", "near"):
-                    assert (predicted.status, predicted.cluster_id, predicted.canonical_id, predicted.canonical_url) == \
-                           (got.status, got.cluster_id, got.canonical_id, got.canonical_url)
+                    assert (
+                        (predicted.status, predicted.cluster_id, predicted.canonical_id, predicted.canonical_url)
+                        == (got.status, got.cluster_id, got.canonical_id, got.canonical_url)
+                    )
             else:
                 det.add_fingerprint(url, fp, fetched_at=when, priority=priority)
             stored.add(url)
@@ -166,17 +171,17 @@ def test_a_big_cluster_is_a_signal(contents):
     fp = dataclasses.replace(contents[0], canonical_url="https://trap.example/cal")
     start = 1_700_000_000.0
     verdicts = det.add_fingerprints([(f"https://trap.example/cal?d={i}", fp, start + i, None) for i in range(300)])
-    cid = verdicts[0].cluster_id
+    cid = present(verdicts[0].cluster_id)
     assert {v.cluster_id for v in verdicts} == {cid}
     assert [v.status for v in verdicts[:2]] == ["new", "exact"]
     target = det.add_fingerprint("https://trap.example/cal", fp, fetched_at=start + 300)
     assert target.canonical_url == "https://trap.example/cal"
-    info = det.cluster_info(cid, at=start + 300)
+    info = present(det.cluster_info(cid, at=start + 300))
     assert info["size"] == info["joins"] == 301 and info["canonical_url"] == "https://trap.example/cal"
     assert info["last_joined_at"] == start + 300
     # 301 joins in five minutes: the decayed rate is about 301 per hour's half-life
     assert 150 < info["joins_per_hour"] < 301
-    later = det.cluster_info(cid, at=start + 300 + 3600)
+    later = present(det.cluster_info(cid, at=start + 300 + 3600))
     assert later["joins_per_hour"] == pytest.approx(info["joins_per_hour"] / 2)
     # one index entry for all the copies
     assert len(det.index) == 1
@@ -185,7 +190,7 @@ def test_a_big_cluster_is_a_signal(contents):
     det.store.member_batches = None  # type: ignore[assignment]
     det.add_fingerprint("https://trap.example/cal?d=extra", fp)
     det.check_fingerprint("https://trap.example/cal?d=other", fp)
-    assert det.cluster_info(cid)["size"] == 302
+    assert present(det.cluster_info(cid))["size"] == 302
 
 
 def test_schema_3_store_migrates(tmp_path, contents):
@@ -201,6 +206,7 @@ def test_schema_3_store_migrates(tmp_path, contents):
     con = sqlite3.connect(path, isolation_level=None)
     for step in range(3):
         for sql in store_mod.MIGRATIONS[step]:
+            assert isinstance(sql, str)  # the steps up to this schema are SQL text
             con.execute(sql)
     con.execute("PRAGMA user_version=3")
     con.execute("INSERT INTO meta(key, value) VALUES('config', ?)", (json.dumps(Detector().config.to_dict()),))
@@ -211,15 +217,15 @@ def test_schema_3_store_migrates(tmp_path, contents):
                                    (2, "HTTPS://A.example/p", None, "exact")]:
         con.execute(
             "INSERT INTO pages(id, url, host, first_seen, fetched_at, digest, simhash, spec, length, title, "
-            "canonical_link, language, status, cluster_id, sketch) VALUES(?, ?, 'a.example', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, ?, "
-            "'en', ?, 1, ?)",
+            "canonical_link, language, status, cluster_id, sketch) "
+            "VALUES(?, ?, 'a.example', 1.5e9, 1.5e9, ?, ?, ?, ?, ?, ?, 'en', ?, 1, ?)",
             (pid, url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title, link, status, fp.sketch))
     con.close()
     with Detector.open(path) as det:
-        assert det.store._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 5
-        assert det.store._exec("SELECT url_key, link_key FROM pages ORDER BY id").fetchall() == \
+        assert sql_store(det.store)._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 5
+        assert sql_store(det.store)._exec("SELECT url_key, link_key FROM pages ORDER BY id").fetchall() == \
             [("https://a.example/x", "https://a.example/p"), ("https://a.example/p", None)]
-        info = det.cluster_info(1)
+        info = present(det.cluster_info(1))
         assert (info["size"], info["joins"], info["canonical_id"]) == (2, 2, 2)
         _expected(det)
         assert len(det.index) == 1  # the two copies share one entry

@@ -3,7 +3,10 @@ another exception (issue 11). The fuzz harness (benchmarks/fuzz.py) found most o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from checks import present
 
 import neardup
 from neardup import FingerprintConfig
@@ -26,13 +29,14 @@ def test_detector_refuses_surrogate_url_and_keeps_going(sample_pages):
         verdicts = det.add_many([neardup.Page("https://example.com/\ud800", page.content),
                                  neardup.Page(page.url, page.content)])
         assert [v.status for v in verdicts] == ["error", "new"]
-        assert "surrogate" in verdicts[0].error
+        assert "surrogate" in present(verdicts[0].error)
 
 
 @pytest.mark.parametrize("extractor", EXTRACTORS)
 def test_surrogates_everywhere_in_str_html(sample_pages, extractor):
     html = sample_pages["cnbc-cybersecurity-2019"].content.decode("utf-8", "replace")
-    html = html.replace("<title>", "<title>\ud800", 1).replace('rel="canonical" href="', 'rel="canonical" href="/\udc00', 1)
+    html = html.replace("<title>", "<title>\ud800", 1)
+    html = html.replace('rel="canonical" href="', 'rel="canonical" href="/\udc00', 1)
     with neardup.Detector(config=FingerprintConfig(extractor=extractor)) as det:
         verdict = det.add("https://www.cnbc.com/a", html)
         assert verdict.status == "new"
@@ -71,7 +75,7 @@ def test_formatting_element_soup_does_not_multiply_elements(sample_pages):
     sentence = "The aggressive tactics come as the cybersecurity market expands dramatically"
     for extractor in EXTRACTORS:
         ext = extract_main_content(html, extractor=extractor)
-        assert "formatting tags dropped" in ext.fallback
+        assert "formatting tags dropped" in present(ext.fallback)
         assert sentence in " ".join(ext.text.split())
 
 
@@ -81,9 +85,9 @@ def test_fuzz_smoke():
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz.py"
-    spec = importlib.util.spec_from_file_location("neardup_fuzz", path)
-    fuzz = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fuzz)
+    spec = present(importlib.util.spec_from_file_location("neardup_fuzz", path))
+    fuzz: Any = importlib.util.module_from_spec(spec)
+    present(spec.loader).exec_module(fuzz)
     fuzz.CORPUS = Path("/nonexistent")  # the bundled sample: the same pages everywhere
     result = fuzz.fuzz(150, seed=11, slow=60.0)
     assert result["tally"]["cases"] == 150

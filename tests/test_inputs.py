@@ -10,11 +10,12 @@ import json
 import os
 import tracemalloc
 import zlib
-from datetime import datetime, timezone
-from functools import lru_cache
+from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import pytest
+from checks import present
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -24,13 +25,13 @@ from neardup.inputs import SKIPS, InputItem, count_items, read_input
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@lru_cache(maxsize=None)
+@cache
 def tsv_rows() -> list[dict]:
     with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def body(name: str) -> bytes:
     return gzip.decompress((SAMPLE / "pages" / f"{name}.html.gz").read_bytes())
 
@@ -102,7 +103,7 @@ def test_sample_directory_uses_urls_tsv():
     assert len(by_file) == 26
     for row in tsv_rows():
         name = Path(row["file"]).name
-        page = by_file[name]
+        page = present(by_file[name])
         assert page.url == row["url"], name
         assert page.content == gzip.decompress((SAMPLE / row["file"]).read_bytes())
     # sorted order
@@ -125,7 +126,7 @@ def test_directory_without_urls_tsv_uses_file_urls(tmp_path):
     assert good["b.htm.gz"].content == body("npr-dylann-roof-2016")
     assert good["notes.txt"].headers == {"content-type": "text/plain"}
     (bad,) = errors_of(items)
-    assert "broken.html.gz" in bad.source and "broken.html.gz" in bad.error
+    assert "broken.html.gz" in bad.source and "broken.html.gz" in present(bad.error)
 
 
 def test_urls_tsv_in_subfolder_maps_files_below_it(tmp_path):
@@ -135,8 +136,8 @@ def test_urls_tsv_in_subfolder_maps_files_below_it(tmp_path):
     (site / "urls.tsv").write_text("file\turl\npages/teas.html\thttps://teas.example/t\n", encoding="utf-8")
     (tmp_path / "loose.html").write_bytes(body("npr-dylann-roof-2016"))
     pages = {Path(it.source).name: it.page for it in read_input(tmp_path)}
-    assert pages["teas.html"].url == "https://teas.example/t"
-    assert pages["loose.html"].url.startswith("file://")
+    assert present(pages["teas.html"]).url == "https://teas.example/t"
+    assert present(pages["loose.html"]).url.startswith("file://")
 
 
 # -- JSONL ----------------------------------------------------------------------------------------
@@ -171,9 +172,9 @@ def _check_jsonl(items: list[InputItem], path: Path) -> None:
     sources = [it.source for it in items]
     assert sources == [f"{path}:{n}" for n in (1, 2, 3, 5, 6, 7, 8)]
     for it in errors_of(items):
-        assert it.error.startswith(f"{path}:")
-    assert "invalid JSON" in items[1].error
-    assert "url" in items[2].error
+        assert present(it.error).startswith(f"{path}:")
+    assert "invalid JSON" in present(items[1].error)
+    assert "url" in present(items[2].error)
 
 
 def test_jsonl(tmp_path):
@@ -198,7 +199,7 @@ def test_truncated_jsonl_gz_reports_an_error_after_good_lines(tmp_path):
     assert 0 < len(good) < 200
     assert [p.url for p in good] == [f"https://x.example/{i}" for i in range(len(good))]
     errs = errors_of(items)
-    assert errs and str(path) in errs[-1].error
+    assert errs and str(path) in present(errs[-1].error)
     assert items[-1] is errs[-1]
 
 
@@ -212,8 +213,8 @@ def test_corrupt_jsonl_gz_reports_an_error_not_a_crash(tmp_path):
     path.write_bytes(bytes(data))
     items = list(read_input(path))
     errs = errors_of(items)
-    assert errs and str(path) in errs[-1].error
-    assert items[-1] is errs[-1] and "corrupt" in errs[-1].error
+    assert errs and str(path) in present(errs[-1].error)
+    assert items[-1] is errs[-1] and "corrupt" in present(errs[-1].error)
 
 
 def test_jsonl_gz_with_broken_deflate_data(tmp_path):
@@ -225,14 +226,14 @@ def test_jsonl_gz_with_broken_deflate_data(tmp_path):
     items = list(read_input(path))
     assert pages_of(items) == []
     (err,) = errors_of(items)
-    assert str(path) in err.error
+    assert str(path) in present(err.error)
 
 
 def test_ndjson_suffix(tmp_path):
     path = tmp_path / "x.ndjson"
     path.write_text(json.dumps({"url": "https://n.example/", "text": "words " * 20}) + "\n")
     (item,) = read_input(path)
-    assert item.page.url == "https://n.example/"
+    assert present(item.page).url == "https://n.example/"
 
 
 # -- WARC ------------------------------------------------------------------------------------------
@@ -248,10 +249,10 @@ def test_warc_round_trip(tmp_path, gz):
     assert [p.url for p in pages] == [url(n) for n in WARC_PAGES]
     assert skips_of(items) == ["non-200", "non-200"]
     for p, name, date in zip(pages, WARC_PAGES, WARC_DATES):
-        assert bytes(p.content) == body(name)
-        ctype = {k.lower(): v for k, v in p.headers.items()}["content-type"]
+        assert p.content == body(name)  # (bytes-like content compares equal to its bytes)
+        ctype = {k.lower(): v for k, v in present(p.headers).items()}["content-type"]
         assert ctype == "text/html; charset=utf-8"
-        expected = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        expected = datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         assert p.fetched_at == pytest.approx(expected)
     for it in items:
         assert str(path) in it.source
@@ -299,10 +300,10 @@ def test_truncated_warc_gz(tmp_path):
     good = pages_of(items)
     assert [p.url for p in good] == [url(n) for n in WARC_PAGES[:-1]]
     for p, name in zip(good, WARC_PAGES):
-        assert bytes(p.content) == body(name)
+        assert p.content == body(name)  # (bytes-like content compares equal to its bytes)
     errs = errors_of(items)
     assert errs, "a truncated WARC must be reported"
-    assert all(str(path) in e.error for e in errs)
+    assert all(str(path) in present(e.error) for e in errs)
     assert items[-1].page is None
 
 
@@ -316,9 +317,9 @@ def test_truncated_plain_warc(tmp_path):
     good = pages_of(items)
     assert [p.url for p in good] == [url(n) for n in WARC_PAGES[:-1]]
     for p, name in zip(good, WARC_PAGES):
-        assert bytes(p.content) == body(name)
+        assert p.content == body(name)  # (bytes-like content compares equal to its bytes)
     errs = errors_of(items)
-    assert errs and all(str(path) in e.error for e in errs)
+    assert errs and all(str(path) in present(e.error) for e in errs)
 
 
 def test_non_warc_with_warc_extension(tmp_path):
@@ -339,7 +340,7 @@ def test_gzipped_html_named_warc_gz_is_not_silently_empty(tmp_path):
         assert str(path) in str(exc)
     else:
         assert errors_of(items), "no page and no error: the bad file went unnoticed"
-        assert all(str(path) in e.error for e in errors_of(items))
+        assert all(str(path) in present(e.error) for e in errors_of(items))
 
 
 @pytest.mark.parametrize("name", ["pages.csv", "crawl.arc", "page.pdf", "data.json"])
@@ -360,8 +361,8 @@ def test_single_html_file(tmp_path):
     path = tmp_path / "one.html.gz"
     path.write_bytes(gzip.compress(body("npr-dylann-roof-2016")))
     (item,) = read_input(path)
-    assert item.page.content == body("npr-dylann-roof-2016")
-    assert item.page.url == path.resolve().as_uri()
+    assert present(item.page).content == body("npr-dylann-roof-2016")
+    assert present(item.page).url == path.resolve().as_uri()
 
 
 # -- hostile and damaged input (issue 11) ------------------------------------------------------
@@ -389,7 +390,8 @@ def test_gzip_bomb_file_is_bounded(tmp_path):
     (tmp_path / "ok.html.gz").write_bytes(gzip.compress(body("npr-dylann-roof-2016")))
     items, peak = peak_traced(lambda: list(read_input(tmp_path)))
     (bomb,) = errors_of(items)
-    assert bomb.reason == "too-large" and "bomb.html.gz" in bomb.error and "inflates to over 16,777,216" in bomb.error
+    assert bomb.reason == "too-large" and "bomb.html.gz" in present(bomb.error)
+    assert "inflates to over 16,777,216" in present(bomb.error)
     assert [p.content for p in pages_of(items)] == [body("npr-dylann-roof-2016")]
     assert peak < 64 << 20  # the limit plus one read, not the inflated size
 
@@ -405,7 +407,7 @@ def test_big_plain_file_is_refused_without_reading(tmp_path):
     path = tmp_path / "big.html"
     path.write_bytes(body("npr-dylann-roof-2016"))
     (item,) = read_input(path, max_bytes=1000)
-    assert item.reason == "too-large" and "over the 1,000-byte page size limit" in item.error
+    assert item.reason == "too-large" and "over the 1,000-byte page size limit" in present(item.error)
 
 
 def _warc_with(path: Path, gz: bool, http_headers: list, payload: bytes) -> None:
@@ -429,7 +431,7 @@ def test_warc_content_encoding_bomb_is_bounded(tmp_path, gz):
     _warc_with(path, gz, [("Content-Type", "text/html"), ("Content-Encoding", "gzip")], gzip_bomb(256 << 20))
     items, peak = peak_traced(lambda: list(read_input(path)))
     (bomb,) = errors_of(items)
-    assert bomb.reason == "too-large" and "Content-Encoding gzip inflates to over" in bomb.error
+    assert bomb.reason == "too-large" and "Content-Encoding gzip inflates to over" in present(bomb.error)
     assert "https://bomb.example/" in bomb.source
     assert len(pages_of(items)) == 5
     assert peak < 96 << 20
@@ -454,9 +456,9 @@ def test_jsonl_hostile_lines(tmp_path):
     assert len(items) == len(lines)
     assert [it.reason for it in items] == ["bad-json", None, None, None, "bad-record", "bad-record", "bad-record",
                                            "bad-record", None]
-    assert "nested too deeply" in items[0].error
-    assert items[2].page.url == "https://s.example/\ud800"
-    assert items[-1].page.url == url("npr-dylann-roof-2016")
+    assert "nested too deeply" in present(items[0].error)
+    assert present(items[2].page).url == "https://s.example/\ud800"
+    assert present(items[-1].page).url == url("npr-dylann-roof-2016")
 
 
 def test_jsonl_line_over_the_limit(tmp_path):
@@ -465,7 +467,7 @@ def test_jsonl_line_over_the_limit(tmp_path):
     path.write_text(json.dumps({"url": "https://long.example/", "text": "x" * 50_000}) + "\n" + good + "\n")
     items = list(read_input(path, max_bytes=10_000))
     assert [it.reason for it in items] == ["bad-json", None]
-    assert "line is over" in items[0].error and items[1].page.url == "https://ok.example/"
+    assert "line is over" in present(items[0].error) and present(items[1].page).url == "https://ok.example/"
 
 
 def test_warc_damaged_header_is_reported(tmp_path):
@@ -477,7 +479,7 @@ def test_warc_damaged_header_is_reported(tmp_path):
     items = list(read_input(path))
     assert len(pages_of(items)) == 7
     (err,) = errors_of(items)
-    assert err.reason == "warc-header" and "damaged WARC header" in err.error and "#4" in err.source
+    assert err.reason == "warc-header" and "damaged WARC header" in present(err.error) and "#4" in err.source
 
 
 @pytest.mark.parametrize("damage", ["version", "content-length"])
@@ -495,7 +497,7 @@ def test_plain_warc_resyncs_after_a_garbled_record(tmp_path, damage):
     names = WARC_PAGES * 2
     assert [p.url for p in pages_of(items)] == [url(n) for n in names[:3] + names[4:]]
     (err,) = errors_of(items)
-    assert err.reason == "warc-corrupt" and str(path) in err.error and "skipped" in err.error
+    assert err.reason == "warc-corrupt" and str(path) in present(err.error) and "skipped" in present(err.error)
 
 
 def test_warc_gz_resyncs_after_a_corrupt_member(tmp_path):
@@ -509,10 +511,10 @@ def test_warc_gz_resyncs_after_a_corrupt_member(tmp_path):
     names = WARC_PAGES * 2
     assert [p.url for p in pages_of(items)] == [url(n) for n in names[:3] + names[4:]]
     for p, name in zip(pages_of(items), names[:3] + names[4:]):
-        assert bytes(p.content) == body(name)
+        assert p.content == body(name)  # (bytes-like content compares equal to its bytes)
     (err,) = errors_of(items)
-    assert err.reason == "warc-corrupt" and "corrupt data after record 3" in err.error
-    assert f"at byte {offsets[4]:,}" in err.error
+    assert err.reason == "warc-corrupt" and "corrupt data after record 3" in present(err.error)
+    assert f"at byte {offsets[4]:,}" in present(err.error)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads every folder")
@@ -529,7 +531,7 @@ def test_unreadable_subfolder_is_reported(tmp_path):
         locked.chmod(0o755)
     assert len(pages_of(items)) == 1
     (err,) = errors_of(items)
-    assert err.reason == "unreadable" and "locked" in err.error
+    assert err.reason == "unreadable" and "locked" in present(err.error)
 
 
 def test_symlink_loop_in_folder_terminates(tmp_path):
@@ -558,7 +560,7 @@ def test_unlistable_subfolder_is_reported_even_as_root(tmp_path, monkeypatch):
     items = list(read_input(tmp_path))
     assert len(pages_of(items)) == 1
     (err,) = errors_of(items)
-    assert err.reason == "unreadable" and "locked" in err.error and "Permission denied" in err.error
+    assert err.reason == "unreadable" and "locked" in present(err.error) and "Permission denied" in present(err.error)
 
 
 def test_warc_only_html_200_responses_are_pages(tmp_path):

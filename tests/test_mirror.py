@@ -133,6 +133,7 @@ def test_a_128_bit_store_saves_and_reopens_its_brute_force_index(tmp_path):
         assert isinstance(det.index, BruteForceIndex)
     assert (Path(str(path) + ".index") / "fps.npy").exists()
     with Detector.open(path) as det:
+        assert isinstance(det.index, BruteForceIndex)
         assert det.index.path is not None and det.mirror.saved_token == det.mirror.token  # not rebuilt
         assert det.check("https://b.example/", text(2)).status == "exact"
         det.add("https://a.example/3", text(3))

@@ -9,7 +9,8 @@ import unicodedata
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import ConfigError, hamming
 from neardup.extract import extract_main_content
@@ -31,7 +32,7 @@ SPECIAL = list("#-*+•1.)ßẞİıΣσςﬁ①㎏ⅫÅÅé") + ["e\u0301", "Ｈ
                                                   "\ufeff", "\x00", "\x07"]
 CJK = list("東京都は日本の首都ですセキュリティ한국어텍스트中文网页ภาษาไทย")
 
-any_char = st.characters(exclude_categories=("Cs",))
+any_char = st.characters(exclude_categories=["Cs"])
 mixed_text = st.lists(
     st.one_of(st.sampled_from(WHITESPACE), st.sampled_from(SPECIAL), st.sampled_from(CJK),
               st.sampled_from(["word", "Word", "WORD", "x", "42", "# ", "- "]), any_char),
@@ -54,13 +55,16 @@ def plain_config(**kwargs) -> FeatureConfig:
     return FeatureConfig(**{"idf": None, **kwargs})
 
 
-def feats(text: str, config: FeatureConfig = plain_config()) -> dict[int, int]:
+PLAIN = plain_config()
+
+
+def feats(text: str, config: FeatureConfig = PLAIN) -> dict[int, int]:
     hashes, weights = extract_features(text, config)
     assert len(set(hashes.tolist())) == len(hashes)  # distinct features
     return dict(zip(hashes.tolist(), weights.tolist()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def feature_hash(word: str) -> int:
     hashes, _ = extract_features(word, plain_config())
     assert len(hashes) == 1

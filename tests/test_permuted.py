@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import itertools
+from typing import Any
 
 import numpy as np
 import pytest
+from checks import sql_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import ConfigError, Detector
+from neardup import ConfigError, Detector, permuted
 from neardup.index import BruteForceIndex
-from neardup import permuted
-from neardup.permuted import (Layout, PermutedIndex, batch_join, choose_batch_layout, choose_join_layout, choose_layout,
-                              self_join)
+from neardup.permuted import (
+    Layout,
+    PermutedIndex,
+    batch_join,
+    choose_batch_layout,
+    choose_join_layout,
+    choose_layout,
+    self_join,
+)
 
 MASK = (1 << 64) - 1
 
@@ -68,7 +75,7 @@ def _layouts() -> list[tuple[int, Layout]]:
     return cases
 
 
-def _name(x: object) -> str:
+def _name(x: int | Layout) -> str:
     return str(x) if isinstance(x, int) else f"{x.blocks}/{len(x.tables)}/r{x.radii}"
 
 
@@ -142,7 +149,8 @@ def test_single_query_path_with_narrow_and_wide_ids(tmp_path, k: int, id_base: i
     deletes=st.lists(st.integers(0, 10**6), max_size=30),
     delta_limit=st.sampled_from([1, 7, 50, 4096]),
 )
-def test_inserts_deletes_and_reopen_stay_exact(tmp_path_factory, k: int, seed: int, deletes: list[int], delta_limit: int) -> None:
+def test_inserts_deletes_and_reopen_stay_exact(tmp_path_factory, k: int, seed: int, deletes: list[int],
+                                               delta_limit: int) -> None:
     rng = np.random.default_rng(seed)
     values = _planted(rng, 12, k)
     idx = PermutedIndex(k=k, delta_limit=delta_limit)
@@ -266,14 +274,14 @@ def test_exactness_check_agrees_with_enumerating_every_error_pattern(k: int, wid
                                min_size=1, max_size=4))
     leads = [list(range(data.draw(st.integers(1, nb))))] + leads  # the identity table
     radii = data.draw(st.lists(st.integers(0, 4), min_size=len(leads), max_size=len(leads)))
-    raw = dict(k=k, blocks=tuple(widths), tables=tuple(tuple(t) for t in leads), radii=tuple(radii))
+    raw: dict[str, Any] = dict(k=k, blocks=tuple(widths), tables=tuple(tuple(t) for t in leads), radii=tuple(radii))
     try:
         Layout(**raw)
         accepted = True
     except ConfigError:
         accepted = False
-    fake = type("L", (), {"k": k, "blocks": tuple(widths), "tables": raw["tables"], "radii": raw["radii"]})
-    assert accepted == _naive_exact(fake)
+    fake: Any = type("L", (), {"k": k, "blocks": tuple(widths), "tables": raw["tables"], "radii": raw["radii"]})
+    assert accepted == _naive_exact(fake)  # a layout's fields, unchecked
 
 
 def test_layout_validation_names_the_problem() -> None:
@@ -299,6 +307,7 @@ def test_detector_reopens_its_saved_index_and_rebuilds_a_stale_one(tmp_path) -> 
         assert isinstance(det.index, PermutedIndex)
     assert (tmp_path / "s.db.index" / "manifest.json").exists()
     with Detector.open(db) as det:
+        assert isinstance(det.index, PermutedIndex)
         assert det.index.path is not None  # memory-mapped from disk, not rebuilt
         assert det.check("https://b.example/1", text).status == "exact"
         det.add("https://c.example/1", text.replace("w9 ", "x "))
@@ -309,7 +318,7 @@ def test_detector_reopens_its_saved_index_and_rebuilds_a_stale_one(tmp_path) -> 
     det.store.close()
     with Detector.open(db) as det:
         # one index entry per SimHash value (near-identical texts may share one)
-        distinct = det.store._exec("SELECT count(DISTINCT simhash) FROM pages").fetchone()[0]
+        distinct = sql_store(det.store)._exec("SELECT count(DISTINCT simhash) FROM pages").fetchone()[0]
         assert len(det.index) == distinct >= 2
         v = det.check("https://e.example/1", other.replace("v20 ", "y "))
         assert v.status == "near" and v.match_url == "https://d.example/1"

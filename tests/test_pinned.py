@@ -14,16 +14,17 @@ only then re-pin these values together with the new spec strings.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
 from neardup import FeatureConfig, FingerprintConfig, fingerprint
 from neardup.fingerprint import SPEC_VERSION
 
-WEIGHTS = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
-V1 = dict(version=1, extractor="fast", min_tokens=10)
-V2 = dict(version=2, extractor="fast", min_tokens=10, sketch_bins=60, sketch_ngram=3)
-IDF = dict(idf="web1", idf_doc_len=1000)
+WEIGHTS: dict[str, Any] = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
+V1: dict[str, Any] = dict(version=1, extractor="fast", min_tokens=10)
+V2: dict[str, Any] = dict(version=2, extractor="fast", min_tokens=10, sketch_bins=60, sketch_ngram=3)
+IDF: dict[str, Any] = dict(idf="web1", idf_doc_len=1000)
 
 # every parameter spelled out, so that a change of a default does not hide here
 CONFIGS = {

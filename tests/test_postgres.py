@@ -7,6 +7,7 @@ import multiprocessing as mp
 from pathlib import Path
 
 import pytest
+from checks import present
 
 import neardup
 from neardup import Detector, StoreError
@@ -60,7 +61,7 @@ def test_schema_is_one_text_rendered_per_dialect():
 def test_statement_timeout_turns_a_stuck_query_into_a_store_error(pg_dsn):
     store = PostgresStore(pg_dsn, statement_timeout=0.2)
     try:
-        assert store._exec("SHOW statement_timeout").fetchone()[0] == "200ms"
+        assert present(store._exec("SHOW statement_timeout").fetchone())[0] == "200ms"
         with pytest.raises(StoreError, match="statement timeout"):
             store._exec("SELECT pg_sleep(2)")
         assert store.page_count() == 0  # the connection is usable afterwards
@@ -68,12 +69,12 @@ def test_statement_timeout_turns_a_stuck_query_into_a_store_error(pg_dsn):
         store.close()
     unlimited = PostgresStore(pg_dsn, statement_timeout=None)
     try:
-        assert unlimited._exec("SHOW statement_timeout").fetchone()[0] == "0"
+        assert present(unlimited._exec("SHOW statement_timeout").fetchone())[0] == "0"
     finally:
         unlimited.close()
     default = PostgresStore(pg_dsn)
     try:
-        assert default._exec("SHOW statement_timeout").fetchone()[0] == "1min"
+        assert present(default._exec("SHOW statement_timeout").fetchone())[0] == "1min"
     finally:
         default.close()
     with pytest.raises(neardup.ConfigError, match="statement_timeout"):
@@ -106,7 +107,8 @@ def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
     for round_ in range(3):
         variants = [base.replace(f"word{7 + round_} ", "changed "), base.replace(f"word{30 + round_} ", "other ")]
         barrier, out = ctx.Barrier(2), ctx.Queue()
-        procs = [ctx.Process(target=_worker, args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
+        procs = [ctx.Process(target=_worker,
+                             args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
                  for w in range(2)]
         for p in procs:
             p.start()
@@ -119,9 +121,9 @@ def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
         # every worker's committed page is visible; all variants in one cluster, one canonical
         assert det.stats()["pages"] == 6
         v = det.check("https://third.example/x", base)
-        members = det.cluster(v.cluster_id)
+        members = det.cluster(present(v.cluster_id))
         assert len(members) == 6
-        assert det.store.cluster_canonical(v.cluster_id) in {m.id for m in members}
+        assert det.store.cluster_canonical(present(v.cluster_id)) in {m.id for m in members}
 
 
 def test_a_check_sees_what_another_worker_committed(pg_dsn):

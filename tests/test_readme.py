@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from checks import present
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -88,8 +89,8 @@ def workdir(tmp_path, monkeypatch):
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
             w.write_record(w.create_warc_record(f"https://www.npr.org/{i}", "response",
                                                 payload=io.BytesIO(page(name)), http_headers=http))
-    with open(tmp_path / "more.jsonl", "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"url": "https://example.org/teas", "html": page("newyorker-teas-2019").decode()}) + "\n")
+    with open(tmp_path / "more.jsonl", "w", encoding="utf-8") as text:
+        text.write(json.dumps({"url": "https://example.org/teas", "html": page("newyorker-teas-2019").decode()}) + "\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("NEARDUP_QUIET", "1")
@@ -146,7 +147,7 @@ def test_readme_shell_blocks(workdir):
                                 assert r.status == 200
                             break
                         except OSError:
-                            assert servers[-1].poll() is None, servers[-1].stderr.read().decode()[-2000:]
+                            assert servers[-1].poll() is None, present(servers[-1].stderr).read().decode()[-2000:]
                             assert time.monotonic() < deadline, "neardup serve did not start"
                             time.sleep(0.2)
                     continue

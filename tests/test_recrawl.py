@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checks import present, sql_store
 from click.testing import CliRunner
 
 from neardup import Detector
@@ -55,11 +56,12 @@ def test_change_rate_recovers_the_rate_of_irregular_fetches(rate_per_hour):
     sparser than changes (a fetch sees at most one change)."""
     rng = random.Random(7)
     rate = rate_per_hour / 3600.0
-    estimates, naive = [], []
+    estimates: list[float] = []
+    naive: list[float] = []
     for _ in range(40):
         intervals = [rng.uniform(0.2, 3.0) * 3600.0 for _ in range(200)]
         changed = _observe(rate, intervals, rng)
-        estimates.append(change_rate(intervals, changed))
+        estimates.append(present(change_rate(intervals, changed)))
         naive.append(sum(changed) / sum(intervals))
     mean = sum(estimates) / len(estimates)
     assert abs(mean / rate - 1.0) < 0.1, (mean * 3600, rate_per_hour)
@@ -98,7 +100,7 @@ def test_history_is_bounded_and_drives_the_schedule(target):
         assert h.change_rate is not None and 0 < h.change_rate * 3600 < 1.0
         assert h.next_fetch == pytest.approx(t + 1 / h.change_rate)
         assert det.history("https://a.example/other") is None
-        rows = det.store._exec("SELECT count(*) FROM page_versions").fetchone()[0]
+        rows = sql_store(det.store)._exec("SELECT count(*) FROM page_versions").fetchone()[0]
         assert rows == HISTORY_LIMIT  # pruned as it grows
 
 
@@ -160,8 +162,9 @@ def test_page_and_cluster_ids_are_never_reused(target):
         assert det.expire(older_than=time.time() - 1500.0) == 1  # b (the highest id) stays
         det.expire(older_than=0.0)  # and now everything goes
         c = det.add("https://a.example/3", words("three"))
-        assert c.page_id > b.page_id > a.page_id and c.cluster_id > b.cluster_id
-        assert det.page(b.page_id) is None
+        assert present(c.page_id) > present(b.page_id) > present(a.page_id)
+        assert present(c.cluster_id) > present(b.cluster_id)
+        assert det.page(present(b.page_id)) is None
 
 
 def test_a_schema_4_store_keeps_its_ids_apart(tmp_path):
@@ -186,7 +189,7 @@ def test_a_schema_4_store_keeps_its_ids_apart(tmp_path):
     with Detector.open(path) as det:
         v = det.add("https://a.example/1", words("one"))
         assert v.page_id == 8
-        assert det.history("https://a.example/1").fetches == 1
+        assert present(det.history("https://a.example/1")).fetches == 1
 
 
 def _create(path: str, barrier, results) -> None:

@@ -38,7 +38,8 @@ SAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "sample"
 PLAIN = {"content-type": "text/plain"}
 K = DEFAULT_K
 
-pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc to see which worker answers")
+pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(),
+                                reason="needs Linux /proc to see which worker answers")
 
 
 # -- the server and its workers ------------------------------------------------------------
@@ -171,7 +172,8 @@ def pinned_clients(server: Server, per_worker: int = 1) -> dict[int, list[Client
     found: dict[int, list[tuple[Client, float]]] = {pid: [] for pid in server.workers}
     deadline = time.time() + 60
     while any(len(v) < per_worker for v in found.values()):
-        assert time.time() < deadline, f"too few connections reached the workers: { {p: len(v) for p, v in found.items()} }"
+        counts = {p: len(v) for p, v in found.items()}
+        assert time.time() < deadline, f"too few connections reached the workers: {counts}"
         transport = PinnedTransport(server.port)
         client = Client(server.url, transport=transport)
         assert client.stats()["spec"]  # the connection is accepted and served
@@ -180,7 +182,7 @@ def pinned_clients(server: Server, per_worker: int = 1) -> dict[int, list[Client
             found[pid].append((client, time.time()))
         else:
             client.close()
-        for pid, entries in found.items():
+        for entries in found.values():
             for i, (c, used) in enumerate(entries):
                 if time.time() - used > 2:
                     c.stats()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from checks import present
 from click.testing import CliRunner
 
 from neardup import Detector, tune, tune_view
@@ -65,7 +66,7 @@ def test_jsonl_inline_pairs_grid_and_recommendation(tmp_path):
     recalls = [p.recall for p in result.table()]
     assert recalls == sorted(recalls)
     # the margin: one step looser in k and in verify keeps the precision too
-    assert result.points[(c.k + 1, c.verify)].precision >= 0.99
+    assert result.points[(present(c.k) + 1, present(c.verify))].precision >= 0.99
     d = result.to_dict()
     assert d["recommended"]["k"] == c.k and d["pairs"] == 24
 
@@ -189,7 +190,7 @@ def test_apply_stores_the_choice(tmp_path):
     stored = tune.apply(det.store, res)
     det.close()
     det = Detector.open(tmp_path / "s.db")
-    got = tune.stored_choice(det.store)
+    got = present(tune.stored_choice(det.store))
     det.close()
     assert got == json.loads(json.dumps(stored))
     assert got["version"] == 1 and got["method"] == "simhash" and got["k"] == res.choice.k
@@ -287,6 +288,6 @@ def test_pr_curve_labels_k_and_gives_legend_values(tmp_path):
     assert any(t.startswith(f"recommended {res.choice.point.label()}") for t in texts)
     for g in root.iter(f"{ns}g"):
         if g.get("class") == "legend-entry":
-            assert "".join(g.itertext()).strip().endswith(g.get("data-value"))
+            assert "".join(g.itertext()).strip().endswith(present(g.get("data-value")))
     assert any("Too few pairs" in t for t in texts)  # 12 of each
     assert root.findall(f"{ns}line[@class='error-bar']")

@@ -19,10 +19,17 @@ Permutations move whole blocks: block ``b`` (``masks[b]`` wide at bit ``src[b]``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic as _numba_intrinsic
+
+# typed as returning Any: mypy would otherwise read an intrinsic's (typingctx, ...) signature as
+# the one its callers in jitted code use
+intrinsic: Callable[[Callable[..., Any]], Any] = _numba_intrinsic
 
 U64 = np.uint64
 
@@ -156,6 +163,7 @@ def join_partitioned(qtables, qdirs, d, src, dst, masks, leads, radii, pmasks, p
     kk = U64(k)
     cap = qv.shape[0]
     c = 0
+    b: int | np.int64  # a bucket: the loop's counter, then a key's bucket
     for t in range(n_tables):
         counts[:] = 0
         for i in range(n):
@@ -269,7 +277,7 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, id
     j = 0
     for t in range(n_tables):  # ask for every bucket's first cache lines at once
         row = tables[t]
-        for pi in range(pcount[t]):
+        for _ in range(pcount[t]):
             lo = los[j]
             if lo < his[j]:
                 prefetch(row, lo)
@@ -280,7 +288,7 @@ def probe_one(tables, dirs, d, src, dst, masks, leads, radii, pmasks, pcount, id
     for t in range(n_tables):
         qp = qps[t]
         row = tables[t]
-        for pi in range(pcount[t]):
+        for _ in range(pcount[t]):
             lo = los[j]
             hi = his[j]
             j += 1

@@ -55,14 +55,20 @@ import os
 import pathlib
 import sys
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from llvmlite import ir as _ir
 from numba import njit
 from numba.core import types as _types
-from numba.extending import intrinsic
+from numba.extending import intrinsic as _numba_intrinsic
 
 from neardup._index_kernels import prefetch
+
+# typed as returning Any: mypy would otherwise read an intrinsic's (typingctx, ...) signature as
+# the one its callers in jitted code use
+intrinsic: Callable[[Callable[..., Any]], Any] = _numba_intrinsic
 
 U64 = np.uint64
 FNV_OFFSET = U64(0xCBF29CE484222325)
@@ -379,14 +385,14 @@ def _scan(buf, table):
     line_kinds[0] = _line_kind(buf, 0, n)
     line_counts[0] = 0
     o = 0
-    sep = 0  # separator owed before the next visible byte: 0 none, 1 space, 2 newline
+    sep: int | np.int64 = 0  # separator owed before the next visible byte: 0 none, 1 space, 2 newline
     line_has_text = False
     nws = 0  # words started
     nw = 0  # words ended
     t = 0  # tokens ended
     in_word = False
     prev_char_token = False
-    i = 0
+    i: int | np.int64 = 0
     while i < n:
         b = buf[i]
         if (fast and 0x21 <= b < 0x80 and i + 64 <= n
@@ -620,7 +626,7 @@ def _char_hashes(buf, table, w_heading, w_list):
     n = buf.shape[0]
     cps = np.empty(n + 1, dtype=np.uint64)
     cw = np.empty(n + 1, dtype=np.float64)
-    c = 0
+    c: int | np.int64 = 0
     kind = _line_kind(buf, 0, n)
     w = w_heading if kind == LINE_HEADING else (w_list if kind == LINE_LIST else 1.0)
     i = 0

@@ -171,7 +171,8 @@ _db_option = click.option("--db", required=True, type=click.Path(dir_okay=False)
                           help=f"{DB_HELP} (a file is created if missing).")
 _existing_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
                                    help=f"{DB_HELP} (must exist).")
-_header_option = click.option("-H", "--header", multiple=True, help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
+_header_option = click.option("-H", "--header", multiple=True,
+                              help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
 
 
 @main.command("add")
@@ -260,13 +261,17 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @click.option("--batch", is_flag=True,
               help="Decide on the whole input at once (neardup.batch: order-independent clusters and canonicals; "
                    "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance.")
-@click.option("--out", "out", default=None, help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None, help="Output format (default: from --out's extension, else jsonl).")
+@click.option("--out", "out", default=None,
+              help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
+              help="Output format (default: from --out's extension, else jsonl).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
-              help="Processes that extract and fingerprint pages (default: every CPU this process may use); one writer.")
-@click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True, help="Pages per transaction.")
+              help="Processes that extract and fingerprint pages (default: every CPU this process may use); "
+                   "one writer.")
+@click.option("--batch-size", type=click.IntRange(1, 100000), default=200, show_default=True,
+              help="Pages per transaction.")
 @click.option("--page-timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
               help="Seconds of work one page may take in a worker (--jobs > 1); over it: an error, a fresh worker.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
@@ -554,9 +559,12 @@ def cluster_cmd(db: str, cluster_id: int) -> None:
 @_db_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
-@click.option("--token", envvar="NEARDUP_TOKEN", default=None, help="Require 'Authorization: Bearer TOKEN' (or set NEARDUP_TOKEN).")
-@click.option("--private", is_flag=True, help="Require the token for /metrics and the API docs too (only /healthz stays open).")
-@click.option("--max-body", type=click.IntRange(1024), default=32 * 1024 * 1024, show_default=True, help="Largest request body in bytes (413 above).")
+@click.option("--token", envvar="NEARDUP_TOKEN", default=None,
+              help="Require 'Authorization: Bearer TOKEN' (or set NEARDUP_TOKEN).")
+@click.option("--private", is_flag=True,
+              help="Require the token for /metrics and the API docs too (only /healthz stays open).")
+@click.option("--max-body", type=click.IntRange(1024), default=32 * 1024 * 1024, show_default=True,
+              help="Largest request body in bytes (413 above).")
 @click.option("--body-timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a client has to send its whole request body (408 after: slow uploads are cut).")
 @click.option("--max-inflight", type=click.IntRange(1, 100000), default=64, show_default=True,
@@ -587,7 +595,8 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
         raise ConfigError("--private needs --token (or NEARDUP_TOKEN)")
     settings = settings_from_options(opts)
     limits: dict[str, Any] = {"body_timeout": body_timeout, "max_inflight": max_inflight,
-                              "max_inflight_bytes": max_inflight_bytes, "private": private, "page_timeout": page_timeout}
+                              "max_inflight_bytes": max_inflight_bytes, "private": private,
+                              "page_timeout": page_timeout}
     if page_workers is not None:
         limits["page_workers"] = page_workers
     det = open_detector(db, config=build_config(settings, **opts), settings=settings)  # creates / checks the store

@@ -63,7 +63,8 @@ def similarity(a: bytes, b: bytes) -> Similarity:
     if na == 0 or nb == 0:
         return Similarity(0.0, 0.0, 0, len(a) - HEADER)
     bins = len(a) - HEADER
-    agree = int(np.count_nonzero(np.frombuffer(a, np.uint8, offset=HEADER) == np.frombuffer(b, np.uint8, offset=HEADER)))
+    bins_a, bins_b = np.frombuffer(a, np.uint8, offset=HEADER), np.frombuffer(b, np.uint8, offset=HEADER)
+    agree = int(np.count_nonzero(bins_a == bins_b))
     j = max(0.0, (agree / bins - COLLISION) / (1.0 - COLLISION))
     inter = j * (na + nb) / (1.0 + j)
     return Similarity(j, min(1.0, inter / min(na, nb)), agree, bins)
