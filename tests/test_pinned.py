@@ -24,6 +24,7 @@ from neardup.fingerprint import SPEC_VERSION
 WEIGHTS: dict[str, Any] = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
 V1: dict[str, Any] = dict(version=1, extractor="fast", min_tokens=10)
 V2: dict[str, Any] = dict(version=2, extractor="fast", min_tokens=10, sketch_bins=60, sketch_ngram=3)
+V3: dict[str, Any] = dict(version=3, extractor="hybrid", min_tokens=10, sketch_bins=60, sketch_ngram=3)
 IDF: dict[str, Any] = dict(idf="web1", idf_doc_len=1000)
 
 # every parameter spelled out, so that a change of a default does not hide here
@@ -37,6 +38,8 @@ CONFIGS = {
     # IDF applies to words only: the shingle bits are those of version 1, plus a sketch
     "v2-shingles3": FingerprintConfig(bits=64, **V2,
                                       features=FeatureConfig(scheme="shingles", ngram=3, **WEIGHTS, **IDF)),
+    # version 3: the hybrid extractor; text gives the bits of version 2
+    "v3-words64": FingerprintConfig(bits=64, **V3, features=FeatureConfig(scheme="words", ngram=1, **WEIGHTS, **IDF)),
 }
 
 SPECS = {
@@ -55,6 +58,8 @@ SPECS = {
                    "idf=web1@1000;norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
     "v2-shingles3": "neardup-simhash/2;f=64;hash=fnv1a64-fmix64;features=shingles3;w=h2,l1,s0.5@3;tf=log;"
                     "norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
+    "v3-words64": "neardup-simhash/3;f=64;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
+                  "idf=web1@1000;norm=nfkc-casefold;extract=hybrid;min_tokens=10;sketch=oph60b8/3",
 }
 
 ENGLISH = ("The committee met on Tuesday to discuss the budget for the coming year. Members agreed "
@@ -71,6 +76,8 @@ DIGESTS = {
     "markdown": "b4e7db1497fa088a1f4785108a24192c31ae69ff742e3d05e2f15789f10ad364",
     CNBC: "9dcb3469bd2eb9d6fd0d47776517c5682f0fed6b7647b4fee53ee36d3a540db1",
 }
+#: the digests the hybrid extractor gives where its main text differs from the fast one's
+HYBRID_DIGESTS = {CNBC: "9cae4350a3b325e75e3aaab76abb7437d6d32070332da6b06f73d02d2f928427"}
 
 # (config, input) -> (simhash hex, tokens, distinct features[, first 16 hex of the sketch's SHA-256])
 PINNED = {
@@ -102,16 +109,19 @@ PINNED = {
     ("v2-shingles3", "japanese"): ("24e99c4f727f3710", 31, 29, "01435892170f245d"),
     ("v2-shingles3", "markdown"): ("66543b6cfeadba97", 19, 17, "24ab7ec04d17bc3a"),
     ("v2-shingles3", CNBC): ("175a811a5e181861", 927, 906, "3e5db17a1663362f"),
+    ("v3-words64", "english"): ("adeba885bdcd1850", 28, 25, "51e8082f6e053423"),
+    ("v3-words64", CNBC): ("8128a17e23639613", 922, 428, "b605e72a8a7ef264"),
 }
 
 
 def test_spec_version():
-    assert SPEC_VERSION == 2, "SPEC_VERSION changed: pin the new version's values in this file"
+    assert SPEC_VERSION == 3, "SPEC_VERSION changed: pin the new version's values in this file"
 
 
-def test_default_config_is_the_pinned_v2():
-    assert FingerprintConfig().spec == FingerprintConfig(**{**V2, "extractor": "accurate"},
-                                                         features=FeatureConfig(**IDF)).spec
+def test_default_config_is_the_pinned_v3():
+    assert FingerprintConfig().spec == FingerprintConfig(**V3, features=FeatureConfig(**IDF)).spec
+    # version 2's default extractor stays what version 2 stores were written with
+    assert FingerprintConfig(version=2).extractor == "accurate"
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -130,7 +140,8 @@ def test_pinned_bits(sample_pages, config_name, input_name):
                          config=config)
     simhash_hex, tokens, features, *sketch = PINNED[(config_name, input_name)]
     assert fp.spec == config.spec
-    assert fp.digest == DIGESTS[input_name]
+    digests = {**DIGESTS, **HYBRID_DIGESTS} if config.extractor == "hybrid" else DIGESTS
+    assert fp.digest == digests[input_name]
     assert (fp.simhash_hex, fp.tokens, fp.features) == (simhash_hex, tokens, features)
     assert not fp.empty
     if config.version == 1:

@@ -31,9 +31,10 @@ METHODS = ("simhash", "minhash", "both")
 #: Default Hamming threshold per fingerprint spec version, the measured operating points
 #: (docs/quality.md). Version 1 (no IDF, no sketch): k = 7, where false positives start.
 #: Version 2: IDF weights spread unrelated pages apart but same-content pairs too, so the
-#: candidate radius is wider and every candidate is confirmed by the sketch.
-DEFAULT_K_BY_VERSION = {1: 7, 2: 12}
-DEFAULT_K = DEFAULT_K_BY_VERSION[2]
+#: candidate radius is wider and every candidate is confirmed by the sketch. Version 3 (the
+#: hybrid extractor) keeps it; the sketch bands bring what lies further (neardup.bands).
+DEFAULT_K_BY_VERSION = {1: 7, 2: 12, 3: 12}
+DEFAULT_K = DEFAULT_K_BY_VERSION[3]
 #: Default verification threshold: a SimHash candidate is ``near`` only when the sketches'
 #: estimate of the word 3-shingle Jaccard similarity is at least this (docs/quality.md).
 DEFAULT_VERIFY = 0.3
