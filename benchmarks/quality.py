@@ -70,7 +70,7 @@ from neardup.urls import host_of  # noqa: E402
 
 K_VALUES = tuple(range(17))
 REPORT_K = 7
-EXTRACTORS = ("fast", "accurate")
+EXTRACTORS = ("fast", "accurate", "hybrid")
 MIN_TOKENS_SWEEP = (0, 5, 10, 20, 40)
 DEFAULT_MIN_TOKENS = 10
 FPR_TARGET = 0.001
@@ -1203,7 +1203,8 @@ def render_report(result: RunResult) -> str:
         "",
         "## What is measured",
         "",
-        "For each extractor (`fast` = Resiliparse, `accurate` = trafilatura) and configuration, every "
+        "For each extractor (`fast` = Resiliparse, `accurate` = trafilatura, `hybrid` = the spec-3 default: "
+        "Lexbor parse, density selection, trafilatura fallback) and configuration, every "
         "page is extracted once and fingerprinted (64-bit SimHash and, in spec version 2, the 64-byte "
         "sketch), and each pair is declared a duplicate at threshold k exactly as the product does it "
         "(`neardup.matching.match`, checked pair by pair): neither fingerprint is *empty* (fewer than "
@@ -1297,7 +1298,7 @@ def library_notes() -> list[str]:
         if len(hashes) == 1:
             notes.append(f"`w_short` / `short_tokens` have no effect with scheme `{scheme}` (same SimHash "
                          "for w_short 0.5 and 1), so those variants are not listed for it.")
-    for extractor in ("fast", "accurate"):
+    for extractor in EXTRACTORS:
         text = extract_main_content(LIST_PROBE, extractor=extractor).text
         if not any(line.startswith(("- ", "* ")) for line in text.splitlines()):
             notes.append(f"The `{extractor}` extractor keeps no list-item markers (`<li>` becomes a plain line "

@@ -24,17 +24,7 @@ EXTRA_PARAMETERS = {
 
 #: public methods of one side only: why
 ONLY = {
-    ("Detector", "fingerprint"): "local computation, no store (neardup.fingerprint over HTTP is pointless)",
-    ("Detector", "learn_rules"): "re-learning from the whole store is an operator's job on the store's machine",
     ("Detector", "open"): "constructor",
-    ("Detector", "host"): "the service answers GET /v1/hosts/{host} with the store's per-status counts",
-    ("Detector", "thresholds"): "the (k, verify) a URL is decided with: local configuration",
-    ("Detector", "rules"): "returns Rule objects; Client.rules returns Rule.to_dict() rows",
-    ("Client", "rules"): "returns Rule.to_dict() rows; Detector.rules returns Rule objects",
-    ("Detector", "page"): "returns a PageRecord; Client.page returns the JSON of GET /v1/pages/{id}",
-    ("Client", "page"): "returns the JSON of GET /v1/pages/{id}; Detector.page returns a PageRecord",
-    ("Detector", "cluster"): "returns PageRecords; Client.cluster returns the JSON of GET /v1/clusters/{id}",
-    ("Client", "cluster"): "returns the JSON of GET /v1/clusters/{id}; Detector.cluster returns PageRecords",
 }
 
 

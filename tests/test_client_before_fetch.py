@@ -66,8 +66,8 @@ def test_should_fetch_over_http_matches_the_detector(det_client):
 
 def test_rules_and_hosts_over_http(det_client):
     det, client, seen = det_client
-    assert [r["rule"] for r in client.rules()] == ["drop-param:sid"]
-    assert client.rules("a.example")[0]["support"] == 4
+    assert [r.name for r in client.rules()] == ["drop-param:sid"]
+    assert client.rules("a.example")[0].support == 4
     assert seen[-1].url.path == "/v1/hosts/a.example/rules"
     def steady(rows):  # joins_per_hour decays with the clock between the two calls
         for r in rows:

@@ -69,10 +69,10 @@ def test_rules_routes_and_client(twins):
     want = [r.to_dict() for r in det.rules()]
     assert want and want[0]["rule"] == "drop-param:sid"
     assert http.get("/v1/rules").json() == {"rules": want}
-    assert client.rules() == want
+    assert [r.to_dict() for r in client.rules()] == want and client.rules() == det.rules()  # Rule objects
     host = [r.to_dict() for r in det.rules("a.example")]
     assert http.get("/v1/hosts/A.example/rules").json() == {"host": "a.example", "rules": host}
-    assert client.rules("a.example") == host
+    assert [r.to_dict() for r in client.rules("a.example")] == host
     assert client.rules("nowhere.example") == [] == det.rules("nowhere.example")
 
 
@@ -125,7 +125,15 @@ def test_cluster_info_route_and_client(twins):
     assert client.cluster_info(10**9) is None and det.cluster_info(10**9) is None
     r = http.get("/v1/clusters/1000000000/info")
     assert r.status_code == 404 and "no cluster" in r.json()["error"]
-    assert client.cluster(10**9) is None and client.page(10**9) is None
+    assert client.cluster(10**9) == [] == det.cluster(10**9) and client.page(10**9) is None
+    assert client.cluster(cid) == det.cluster(cid)  # PageRecords, as stored (but the MinHash signature)
+    first = det.cluster(cid)[0]
+    assert first.id is not None and client.page(first.id) == det.page(first.id)
+    assert client.host("a.example") == det.host("a.example")
+    assert client.thresholds("https://a.example/x") == det.thresholds("https://a.example/x")
+    assert client.learn_rules() == det.learn_rules()
+    fp = client.fingerprint(" ".join(f"w{i}" for i in range(50)), "https://a.example/x")
+    assert fp == det.fingerprint(" ".join(f"w{i}" for i in range(50)), "https://a.example/x")
     with pytest.raises(NotFoundError):
         client._call("GET", "/v1/nowhere")
 

@@ -397,18 +397,19 @@ def run_concurrent_workers(db: str, docs: dict[str, list]) -> None:
             assert sorted([va.status, vb.status]) == ["near", "new"], (va, vb)
             views = [client.cluster(va.cluster_id) for client in (client_a, client_b)]
             assert views[0] == views[1]
-            assert views[0]["size"] == 2 and {m["url"] for m in views[0]["members"]} == {a.url, b.url}
-            assert views[0]["canonical_url"] in (a.url, b.url)
+            assert len(views[0]) == 2 and {m.url for m in views[0]} == {a.url, b.url}
+            info = client_a.cluster_info(va.cluster_id)
+            assert info is not None and info["canonical_url"] in (a.url, b.url)
         for members in cliques:
             ids = {acked[d.url][1].cluster_id for d in members}
             assert len(ids) == 1, [(d.url, acked[d.url][1]) for d in members]
             for client in (client_a, client_b):
                 cluster = client.cluster(next(iter(ids)))
-                assert {m["url"] for m in cluster["members"]} == {d.url for d in members}
-                assert sum(m["status"] == "new" for m in cluster["members"]) == 1, cluster
+                assert {m.url for m in cluster} == {d.url for d in members}
+                assert sum(m.status == "new" for m in cluster) == 1, cluster
         for d in alone:
             v = acked[d.url][1]
-            assert v.status == "new" and client_b.cluster(v.cluster_id)["size"] == 1, (d.url, v)
+            assert v.status == "new" and len(client_b.cluster(v.cluster_id)) == 1, (d.url, v)
         client_a.close()
         client_b.close()
 

@@ -22,6 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 from neardup.crawl import UrlHistory
 from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.fingerprint import Fingerprint
+from neardup.storeapi import PageRecord
+from neardup.urlrules import Rule
 
 
 @runtime_checkable
@@ -80,6 +82,36 @@ class DetectorAPI(Protocol):
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
               sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS) -> list[dict[str, Any]]:
         """Per-host duplicate signals, sorted, the ``top`` first."""
+        ...
+
+    def fingerprint(self, content: bytes | str, url: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> Fingerprint:
+        """A fingerprint with the detector's settings (no decision, no write)."""
+        ...
+
+    def thresholds(self, url: str | None) -> tuple[int, float | None]:
+        """The ``(k, verify)`` a page at ``url`` is decided with."""
+        ...
+
+    def page(self, page_id: int) -> PageRecord | None:
+        """A stored page (None when there is none)."""
+        ...
+
+    def cluster(self, cluster_id: int) -> list[PageRecord]:
+        """The members of a cluster (empty when there is no such cluster)."""
+        ...
+
+    def rules(self, host: str | None = None) -> list[Rule]:
+        """The learned URL rules of ``host``, or of every host."""
+        ...
+
+    def learn_rules(self) -> list[Rule]:
+        """Re-learn the URL rules from the whole store."""
+        ...
+
+    def host(self, name: str, *, window: float | None = None, at: float | None = None,
+             trap_members: int = DEFAULT_TRAP_MEMBERS) -> dict[str, Any] | None:
+        """One host's figures, with its learned URL rules (None when it has no page)."""
         ...
 
     def stats(self) -> dict[str, Any]:

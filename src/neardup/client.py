@@ -33,7 +33,10 @@ from neardup import errors as _errors
 from neardup.crawl import UrlHistory
 from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
-from neardup.fingerprint import Fingerprint
+from neardup.fingerprint import Fingerprint, FingerprintConfig
+from neardup.fingerprint import fingerprint as neardup_fingerprint
+from neardup.storeapi import PageRecord
+from neardup.urlrules import Rule
 
 
 def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None,
@@ -111,6 +114,7 @@ class Client:
         """A client of the service at ``base_url`` (``token``: the bearer token; ``retries`` on 503)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        self._config: FingerprintConfig | None = None  # the service's, read at the first fingerprint()
         self.retries = retries
 
     def _call(self, method: str, path: str, json: Any = None, *, missing_ok: bool = False) -> Any:
@@ -192,13 +196,43 @@ class Client:
                                           priority=it[3] if len(it) == 4 else None) for it in items]}
         return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]
 
-    def page(self, page_id: int) -> dict[str, Any] | None:
-        """:meth:`Detector.page` over HTTP (None when there is none)."""
-        return self._call("GET", f"/v1/pages/{int(page_id)}", missing_ok=True)
+    def page(self, page_id: int) -> PageRecord | None:
+        """:meth:`Detector.page` over HTTP: ``GET /v1/pages/{id}`` (None when there is none)."""
+        found = self._call("GET", f"/v1/pages/{int(page_id)}", missing_ok=True)
+        return None if found is None else PageRecord.from_dict(found)
 
-    def cluster(self, cluster_id: int) -> dict[str, Any] | None:
-        """A cluster with its members over HTTP (None when there is none)."""
-        return self._call("GET", f"/v1/clusters/{int(cluster_id)}", missing_ok=True)
+    def cluster(self, cluster_id: int) -> list[PageRecord]:
+        """:meth:`Detector.cluster` over HTTP: ``GET /v1/clusters/{id}/pages`` (empty when
+        there is no such cluster)."""
+        found = self._call("GET", f"/v1/clusters/{int(cluster_id)}/pages", missing_ok=True)
+        return [] if found is None else [PageRecord.from_dict(p) for p in found["pages"]]
+
+    def fingerprint(self, content: bytes | str, url: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> Fingerprint:
+        """:meth:`Detector.fingerprint`: computed here, with the service's fingerprint config
+        (``GET /v1/config``, read once), so the service accepts it."""
+        if self._config is None:
+            self._config = FingerprintConfig.from_dict(self._call("GET", "/v1/config")["config"])
+        return neardup_fingerprint(content, url=url, headers=headers, config=self._config)
+
+    def thresholds(self, url: str | None) -> tuple[int, float | None]:
+        """:meth:`Detector.thresholds` over HTTP: ``GET /v1/thresholds?url=``."""
+        found = self._call("GET", "/v1/thresholds?" + urlencode({"url": url or ""}))
+        return int(found["k"]), None if found["verify"] is None else float(found["verify"])
+
+    def host(self, name: str, *, window: float | None = None, at: float | None = None,
+             trap_members: int = DEFAULT_TRAP_MEMBERS) -> dict[str, Any] | None:
+        """:meth:`Detector.host` over HTTP: ``GET /v1/hosts/{host}`` (None when it has no page)."""
+        params: dict[str, Any] = {"trap_members": trap_members}
+        if window is not None:
+            params["window"] = window
+        if at is not None:
+            params["at"] = at
+        return self._call("GET", f"/v1/hosts/{quote(name, safe='')}?" + urlencode(params), missing_ok=True)
+
+    def learn_rules(self) -> list[Rule]:
+        """:meth:`Detector.learn_rules` over HTTP: ``POST /v1/rules/learn``."""
+        return [Rule.from_dict(r) for r in self._call("POST", "/v1/rules/learn")["rules"]]
 
     def cluster_info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None:
         """:meth:`Detector.cluster_info` over HTTP: ``GET /v1/clusters/{id}/info``."""
@@ -232,11 +266,10 @@ class Client:
         except NotFoundError:
             return None
 
-    def rules(self, host: str | None = None) -> list[dict[str, Any]]:
-        """:meth:`Detector.rules` over HTTP (each rule as :meth:`Rule.to_dict`):
-        ``GET /v1/rules`` or ``GET /v1/hosts/{host}/rules``."""
+    def rules(self, host: str | None = None) -> list[Rule]:
+        """:meth:`Detector.rules` over HTTP: ``GET /v1/rules`` or ``GET /v1/hosts/{host}/rules``."""
         path = "/v1/rules" if host is None else f"/v1/hosts/{quote(host, safe='')}/rules"
-        return self._call("GET", path)["rules"]
+        return [Rule.from_dict(r) for r in self._call("GET", path)["rules"]]
 
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
               sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,

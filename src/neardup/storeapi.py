@@ -14,7 +14,7 @@ and reads raise :class:`~neardup.errors.StoreError`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -75,9 +75,27 @@ class PageRecord:
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
+        """JSON-ready values (the SimHash in hex, the sketch in hex, no MinHash signature)."""
         out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
+        out["sketch"] = self.sketch.hex() if self.sketch is not None else None
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PageRecord:
+        """The record :meth:`to_dict` wrote (``neardup.Client`` reads the service's answers).
+
+        >>> rec = PageRecord("https://a.example/", "a.example", 1.0, 2.0, "d" * 64, 255, "spec", 10, None, None,
+        ...                  None, "new", id=3, sketch=bytes(64))
+        >>> PageRecord.from_dict(rec.to_dict()) == rec
+        True
+        """
+        values = {k: v for k, v in data.items() if k in PAGE_COLUMNS}
+        values["simhash"] = int(str(data["simhash"]), 16)
+        sketch = data.get("sketch")
+        values["sketch"] = bytes.fromhex(sketch) if isinstance(sketch, str) else None
+        values["signature"] = None
+        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ two pages are in different clusters). Only URLs on their scheme's default port c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -133,6 +133,18 @@ class Rule:
         return {"host": self.host, "hosts": list(self.hosts), "rule": self.name, "kind": self.kind,
                 "value": self.value, "support": self.support, "example": list(self.example) if self.example else None,
                 "description": self.describe()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Rule:
+        """The rule :meth:`to_dict` wrote (``neardup.Client`` reads the service's answers).
+
+        >>> r = Rule("a.example", "drop-param", "sid", 4, ("https://a.example/?sid=1", "https://a.example/"))
+        >>> Rule.from_dict(r.to_dict()) == r
+        True
+        """
+        example = data.get("example")
+        return cls(str(data["host"]), str(data["kind"]), str(data.get("value") or ""), int(data.get("support") or 0),
+                   (str(example[0]), str(example[1])) if example else None)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from neardup.service.models import (
     MAX_ID,
     ClusterInfoOut,
     ClusterOut,
+    ConfigOut,
     ExpiredOut,
     ExpireIn,
     FetchDecisionOut,
@@ -22,8 +23,10 @@ from neardup.service.models import (
     HostRulesOut,
     HostsOut,
     PageOut,
+    PagesOut,
     RulesOut,
     StatsOut,
+    ThresholdsOut,
     answers,
     has_surrogates,
 )
@@ -64,14 +67,54 @@ def get_cluster(svc: ServiceDep, cluster_id: int) -> Any:
     }
 
 
-@router.get("/v1/hosts/{host}", summary="Duplicate statistics of a host", response_model=None,
+@router.get("/v1/clusters/{cluster_id}/pages", summary="A cluster's members as stored pages", response_model=None,
+            responses=answers(PagesOut, 404))
+def get_cluster_pages(svc: ServiceDep, cluster_id: int) -> Any:
+    """Every member of a cluster as a stored page (404 when there is no such cluster)."""
+    if not 0 <= cluster_id <= MAX_ID:
+        return error(404, f"no cluster with id {cluster_id}")
+    with svc.lock:
+        members = svc.detector.cluster(cluster_id)
+    if not members:
+        return error(404, f"no cluster with id {cluster_id}")
+    bits = svc.detector.config.bits
+    return json_response({"pages": [m.to_dict(bits) for m in members]})
+
+
+@router.get("/v1/config", summary="The fingerprint config, spec and settings the service decides with",
+            response_model=None, responses=answers(ConfigOut))
+def get_config(svc: ServiceDep) -> Any:
+    """What a crawler needs to compute fingerprints the service accepts (``Client.fingerprint``)."""
+    det = svc.detector
+    return json_response({"config": det.config.to_dict(), "spec": det.config.spec, "settings": det.settings.to_dict()})
+
+
+@router.get("/v1/thresholds", summary="The k and verify a URL is decided with", response_model=None,
+            responses=answers(ThresholdsOut))
+def get_thresholds(svc: ServiceDep, url: str) -> Any:
+    """Its host's tuned thresholds, else the service's."""
+    k, verify = svc.detector.thresholds(url)
+    return json_response({"k": k, "verify": verify})
+
+
+@router.post("/v1/rules/learn", summary="Re-learn the URL rules of every host from the whole store",
+             response_model=None, responses=answers(RulesOut))
+def learn_rules(svc: ServiceDep) -> Response:
+    """One pass over the stored pages (an operator's call, not a crawler's)."""
+    with svc.lock:
+        rules = [r.to_dict() for r in svc.detector.learn_rules()]
+    return json_response({"rules": rules})
+
+
+@router.get("/v1/hosts/{host}", summary="Duplicate and change figures of a host", response_model=None,
             responses=answers(HostOut, 404))
-def get_host(svc: ServiceDep, host: str) -> Any:
-    """A host's duplicate figures."""
+def get_host(svc: ServiceDep, host: str, window: float | None = None, at: float | None = None,
+             trap_members: int = DEFAULT_TRAP_MEMBERS) -> Any:
+    """A host's figures (:meth:`Detector.host`: counts, rates, largest cluster, rules)."""
     if len(host) > 1024 or has_surrogates(host):
         return error(404, f"no page stored for host {host[:100]!r}")
     with svc.lock:
-        found = svc.detector.host(host.lower())
+        found = svc.detector.host(host.lower(), window=window, at=at, trap_members=trap_members)
     if found is None:
         return error(404, f"no page stored for host {host!r}")
     return json_response(found)

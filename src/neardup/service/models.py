@@ -229,6 +229,34 @@ class PageOut(BaseModel):
     cluster_id: int | None = None
     priority: float | None = None
     set_size: int | None = None
+    sketch: str | None = Field(None, description="the 64-byte verification sketch, hex")
+    fetched_url: str | None = None
+    fetches: int = 1
+    change_count: int = 0
+    last_changed_at: float | None = None
+    change_rate: float | None = None
+    next_fetch: float | None = None
+
+
+class PagesOut(BaseModel):
+    """Stored pages (a cluster's members, in id order)."""
+
+    pages: list[PageOut]
+
+
+class ConfigOut(BaseModel):
+    """What the service decides with: its fingerprint config and spec, and its settings."""
+
+    config: dict[str, Any]
+    spec: str
+    settings: dict[str, Any]
+
+
+class ThresholdsOut(BaseModel):
+    """The ``k`` and ``verify`` a URL is decided with (its host's tuned values, if any)."""
+
+    k: int
+    verify: float | None = None
 
 
 class MemberOut(BaseModel):
