@@ -178,9 +178,8 @@ def test_plain_text_digest(lines):
 @pytest.fixture(scope="module")
 def sample_texts(sample_pages):
     """Main text of every sample page, by the default extractor."""
-    extractor = DEFAULT_CONFIG.extractor
-    assert extractor is not None
-    return {name: extract_main_content(p.content, p.url, extractor=extractor).text for name, p in sample_pages.items()}
+    return {name: extract_main_content(p.content, p.url, extractor=DEFAULT_CONFIG.extractor).text
+            for name, p in sample_pages.items()}
 
 
 @pytest.fixture(scope="module")

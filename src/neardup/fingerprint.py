@@ -64,7 +64,7 @@ class FingerprintConfig:
     """
 
     bits: int = 64
-    extractor: str | None = None
+    extractor: str = ""  # "": the version's default (hybrid from version 3, else accurate)
     features: FeatureConfig = field(default_factory=FeatureConfig)
     min_tokens: int = 10
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -77,7 +77,7 @@ class FingerprintConfig:
         if self.version not in SPEC_VERSIONS:
             raise ConfigError(f"unknown fingerprint spec version {self.version!r}; "
                               f"this neardup knows {', '.join(map(str, SPEC_VERSIONS))}")
-        if self.extractor is None:  # the default of the version: hybrid from version 3 on
+        if not self.extractor:  # the default of the version: hybrid from version 3 on
             object.__setattr__(self, "extractor", "hybrid" if self.version >= 3 else "accurate")
         if self.version == 1:
             # version 1 had neither: its defaults are the new fields' "off"
@@ -221,7 +221,6 @@ def fingerprint(
     >>> fp.title, fp.bits, len(fp.digest)
     ('Hi', 64, 64)
     """
-    assert config.extractor is not None  # set by FingerprintConfig.__post_init__
     page = extract_main_content(content, url, headers, extractor=config.extractor, max_bytes=config.max_bytes)
     return fingerprint_text(page.text, config, page)
 
