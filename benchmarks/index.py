@@ -281,7 +281,9 @@ def cpu_baseline() -> int:
 def timed_calls(fn: Any, args: list[Any], baseline: int | None = None) -> tuple[list[int], list[int], list[Any]]:
     """Call ``fn(a)`` for every ``a``: wall ns (perf_counter) and thread CPU ns per call, results."""
     base = cpu_baseline() if baseline is None else baseline
-    wall, cpu, res = [], [], []
+    wall: list[int] = []
+    cpu: list[int] = []
+    res: list[Any] = []
     pc, tt = time.perf_counter_ns, time.thread_time_ns
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: the retained results would otherwise bring collections into p99
@@ -309,8 +311,9 @@ def _timed_loop(fn: Any, args: list[Any], base: int, wall: list[int], cpu: list[
 def measure(fn: Any, args: list[Any], passes: int) -> tuple[dict[str, Any], list[Any]]:
     """``passes`` timed passes over ``args``: the median over passes of each percentile (the
     machine is shared, a single pass can catch a burst of other work), results of the first."""
-    stats, first = [], None
-    for i in range(max(1, passes)):
+    stats: list[dict[str, float]] = []
+    first: Any = None  # the first pass's results (a list: passes >= 1)
+    for _ in range(max(1, passes)):
         wall, cpu, res = timed_calls(fn, args)
         stats.append(percentiles(wall, cpu))
         if first is None:
@@ -518,7 +521,7 @@ def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list,
     ix.range_search(qcodes[:1], K + 1)
     rows = [qcodes[i:i + 1] for i in range(queries.shape[0])]
     st, raw = measure(functools.partial(ix.range_search, thresh=K + 1), rows, args.passes)
-    found = [set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, I in raw[:len(truth)]]
+    found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
     del raw
     res.update(st)
     res["single_queries"] = int(queries.shape[0])
@@ -721,6 +724,7 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
         if y in sset:
             partners[y].add((x, dd))
     truth, found = [], []
+    p: Any  # the brute force's ids here, the simhash-pybind process below
     for i in sample.tolist():
         p, dd = brute.search(values[i], K)
         truth.append({(int(x), int(y)) for x, y in zip(p.tolist(), dd.tolist()) if x != i})
@@ -829,7 +833,7 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
     # independent brute force over the whole stored file for a few queries (planted and random)
     truth: list[tuple[np.ndarray, np.ndarray]] = []
     sample = np.empty(0, dtype=np.int64)
-    brute_s = None
+    brute_s: Any = None  # seconds, set with the truth
     if verify_queries:
         log(f"batch: numpy brute force of {verify_queries} queries over the stored file (k <= {kmax})")
         vr = np.random.default_rng([seed, 35])
@@ -846,7 +850,7 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
             for j, qv in enumerate(queries[sample]):
                 np.bitwise_xor(block, qv, out=x[:m])
                 np.bitwise_count(x[:m], out=cnt[:m])
-                hit = np.flatnonzero(cnt[:m] <= kmax)
+                hit: np.ndarray = np.flatnonzero(cnt[:m] <= kmax)
                 found[j].append(np.stack([hit + lo, cnt[hit].astype(np.int64)]))
         brute_s = time.perf_counter() - t1
         truth = [tuple(np.concatenate(f, axis=1)) for f in found]
@@ -959,9 +963,9 @@ def batch_faiss(queries: np.ndarray, mm: np.ndarray, k: int, qpos: np.ndarray, s
     one = (time.perf_counter() - t0) / 10
     n = int(min(pos.shape[0], max(10, budget / max(one, 1e-9))))
     t0 = time.perf_counter()
-    lims, _, I = ix.range_search(codes[:n], k + 1)
+    lims, _, ids = ix.range_search(codes[:n], k + 1)
     secs = time.perf_counter() - t0
-    got = {(int(I[j]), int(pos[i])) for i in range(n) for j in range(lims[i], lims[i + 1])}
+    got = {(int(ids[j]), int(pos[i])) for i in range(n) for j in range(lims[i], lims[i + 1])}
     sel = np.isin(spos, pos[:n])
     ours = set(zip(qpos[sel].tolist(), spos[sel].tolist()))
     res = {"build_s": build, "sample": n, "seconds": secs, "seconds_per_stored": secs / n,
@@ -1077,7 +1081,7 @@ def radius_faiss(n: int, ks: list[int], stored: np.ndarray, queries: np.ndarray,
         rows = [qcodes[i:i + 1] for i in range(nq)]
         truth = truth[:nq]
         lat, cpu, raw = timed_calls(functools.partial(ix.range_search, thresh=k + 1), rows)
-        found = [set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, I in raw[:len(truth)]]
+        found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
         res = {**percentiles(lat, cpu), "build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
                "tables": 4, "layout": f"4x16 nflip={k // 4}", "single_queries": nq}
         ex = compare(found, truth)
@@ -1704,12 +1708,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                          + (f" (over by {extra[big] - 32:.2f} B: 3 more tables + ids are exactly 32 B, the bucket "
                             "directories add the rest)" if 32 < extra[big] <= 32.5 else ""))
                  if big else "n/a", "key": "extra_bytes_per_fp", "value": extra.get(big) if big else None})
-    sj = results.get("selfjoin")
+    sj: Any = results.get("selfjoin")
     ok = sj and sj["n"] == 10**6
     rows.append({"target": "self-join of 10^6 ≤ 1.0 s", "measured": f"{sj['neardup_s']:.3f} s" if ok else "not run",
                  "met": fmt(sj["neardup_s"] <= 1.0) if ok else "n/a", "key": "selfjoin_1e6_s",
                  "value": sj["neardup_s"] if ok else None})
-    bt = results.get("batch")
+    bt: Any = results.get("batch")
     ok = bt and "skipped" not in bt and bt["stored"] >= 10**9 and bt["queries"] >= 10**6
     rows.append({"target": "10^6 queries vs 10^9 stored ≤ 10 minutes",
                  "measured": f"{bt['total_s']:.0f} s" if ok else "not run",
@@ -1835,9 +1839,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="only rewrite the doc section from a results JSON (--json-out) and print its summary")
     args = ap.parse_args(argv)
     if args.render:
-        results = json.loads(args.render.read_text())
+        results: dict[str, Any] = json.loads(args.render.read_text())
         doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
         if "radius" in results or "batches" in results:  # a --k or --batch-k run: its block
+            where: tuple[str, str, str | None]
             if "radius" in results:
                 results["targets"] = radius_targets(results)
                 block, where = render_radius(results), (RADIUS_START, RADIUS_END, None)
@@ -1882,8 +1887,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_radius(args, cmd.strip(), doc)
     if args.batch_k:
         return main_batch(args, cmd.strip(), doc)
-    results: dict[str, Any] = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-                               "machine": machine(), "online": []}
+    results = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+               "machine": machine(), "online": []}
     log(f"machine: {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
     t_all = time.perf_counter()
     warm_up()
@@ -2016,7 +2021,8 @@ def main_batch(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
         args.batch_stored = args.batch_stored or 1e7
     s, q, c = int(args.batch_stored or 1e9), int(args.batch_queries), int(args.batch_chunk)
     path = args.batch_file or Path(f"/tmp/neardup-bench-stored-{s}-{args.seed}.u64")
-    run = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(), "code": code_version()}
+    run: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
+                           "code": code_version()}
     log(f"batch: k {sorted(set(args.batch_k))}, {q:,} x {s:,}; load {run['machine']['loadavg_start']}")
     warm_up()
     rows = bench_batch(s, q, c, args.seed, path, args.keep_stored, args.batch_verify, args.batch_k,
