@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from multiprocessing import Pool
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -233,7 +233,8 @@ def _resiliparse(data: bytes, url: str | None) -> tuple[str, str | None]:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.encoding import bytes_to_str, detect_encoding
     from resiliparse.parse.html import HTMLTree
-    tree = HTMLTree.parse(bytes_to_str(data, detect_encoding(data)))
+    # detect_encoding is typed str | None; it falls back to a guess (bytes_to_str would reject None)
+    tree = HTMLTree.parse(bytes_to_str(data, cast(str, detect_encoding(data))))
     return extract_plain_text(tree, main_content=True), None
 
 

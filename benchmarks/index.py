@@ -281,7 +281,9 @@ def cpu_baseline() -> int:
 def timed_calls(fn: Any, args: list[Any], baseline: int | None = None) -> tuple[list[int], list[int], list[Any]]:
     """Call ``fn(a)`` for every ``a``: wall ns (perf_counter) and thread CPU ns per call, results."""
     base = cpu_baseline() if baseline is None else baseline
-    wall, cpu, res = [], [], []
+    wall: list[int] = []
+    cpu: list[int] = []
+    res: list[Any] = []
     pc, tt = time.perf_counter_ns, time.thread_time_ns
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit does: the retained results would otherwise bring collections into p99
@@ -309,8 +311,9 @@ def _timed_loop(fn: Any, args: list[Any], base: int, wall: list[int], cpu: list[
 def measure(fn: Any, args: list[Any], passes: int) -> tuple[dict[str, Any], list[Any]]:
     """``passes`` timed passes over ``args``: the median over passes of each percentile (the
     machine is shared, a single pass can catch a burst of other work), results of the first."""
-    stats, first = [], None
-    for i in range(max(1, passes)):
+    stats: list[dict[str, float]] = []
+    first: Any = None  # the first pass's results (a list: passes >= 1)
+    for _ in range(max(1, passes)):
         wall, cpu, res = timed_calls(fn, args)
         stats.append(percentiles(wall, cpu))
         if first is None:
@@ -395,7 +398,8 @@ def bench_online(n: int, nq: int, n_truth: int, seed: int, tmp: Path, args: argp
     ex["batch_equals_single"] = all(batch_sets[i] == set(single[i]) for i in range(nq))
     # search_arrays promises unique (query, id) rows; extra rows are not wrong answers but are counted
     ex["batch_repeated_rows"] = int(bq.shape[0]) - sum(len(s) for s in batch_sets)
-    ex["all_reported_distances_correct"] = bool(np.all(np.bitwise_count(stored[bid] ^ queries[bq]) == bd)) and bool(np.all(bd <= K))
+    ex["all_reported_distances_correct"] = (bool(np.all(np.bitwise_count(stored[bid] ^ queries[bq]) == bd))
+                                            and bool(np.all(bd <= K)))
     got = {(a, b) for a, s in enumerate(batch_sets) for b, _ in s}
     ex["planted_found"] = sum((int(a), int(b)) in got for a, b in zip(p_q, p_pos)) / p_q.shape[0]
     ex["decoys_reported"] = sum((int(a), int(b)) in got for a, b in zip(d_q, d_pos))
@@ -425,7 +429,8 @@ def bench_online(n: int, nq: int, n_truth: int, seed: int, tmp: Path, args: argp
                          "first_query_us": first_ns / 1e3, "first_query_ok": first == single[0],
                          **{f"reopened_{k}": v for k, v in st2.items()},
                          "reopened_results_equal": same}
-    log(f"online N={n:,}: save {save_s:.2f} s, open {open_s*1e3:.1f} ms, first query {first_ns/1e3:.0f} µs, same={same}")
+    log(f"online N={n:,}: save {save_s:.2f} s, open {open_s*1e3:.1f} ms, "
+        f"first query {first_ns/1e3:.0f} µs, same={same}")
     del idx2
     gc.collect()
     nd["persistence"]["cold"] = cold_queries(pdir, qlist[:1000], single[:1000])
@@ -494,7 +499,8 @@ def latency_breakdown(idx: PermutedIndex, qlist: list[int]) -> dict[str, Any]:
         return {"skipped": f"{type(exc).__name__}: {exc}"}
 
 
-def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list, args: argparse.Namespace) -> dict[str, Any]:
+def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list,
+                args: argparse.Namespace) -> dict[str, Any]:
     try:
         import faiss
     except ImportError:
@@ -515,7 +521,7 @@ def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list, ar
     ix.range_search(qcodes[:1], K + 1)
     rows = [qcodes[i:i + 1] for i in range(queries.shape[0])]
     st, raw = measure(functools.partial(ix.range_search, thresh=K + 1), rows, args.passes)
-    found = [set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, I in raw[:len(truth)]]
+    found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
     del raw
     res.update(st)
     res["single_queries"] = int(queries.shape[0])
@@ -590,7 +596,8 @@ def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> d
     total = time.perf_counter() - t0
     res: dict[str, Any] = {"base": base, "inserts": inserts, "total_s": total, "us_per_insert": total / inserts * 1e6,
                            "slowest_insert_ms": slowest / 1e6, "levels": idx.levels,
-                           "delta": len(idx) - sum(idx.levels), "rss_delta_bytes_per_insert": (rss() - before) / inserts}
+                           "delta": len(idx) - sum(idx.levels),
+                           "rss_delta_bytes_per_insert": (rss() - before) / inserts}
     qlist = queries.tolist()
     st, found = measure(lambda qv: idx.search(qv, K), qlist, passes)
     res.update({f"after_{k}": v for k, v in st.items()})
@@ -611,7 +618,8 @@ def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> d
     ex["planted_found"] = sum(int(p) in {a for a, _ in found[i]} for i, p in enumerate(pos)) / nq
     ex["exact"] = bool(ex["exact"] and ex["planted_found"] == 1.0)
     res["exactness"] = ex
-    log(f"inserts: {res['us_per_insert']:.1f} µs/insert, levels {res['levels']}, query p50 {res['after_p50_us']:.1f} µs "
+    log(f"inserts: {res['us_per_insert']:.1f} µs/insert, levels {res['levels']}, "
+        f"query p50 {res['after_p50_us']:.1f} µs "
         f"p99 {res['after_p99_us']:.1f} µs, exact={ex['exact']}")
     return res
 
@@ -640,7 +648,8 @@ def bench_duplicates(seed: int, copies: tuple[int, ...] = (250, 500, 1000)) -> d
                      "search_arrays_unique": int(np.unique(ids).shape[0]), "search_arrays_ms": arr_s * 1e3,
                      "search_results": len(one), "search_ms": one_s * 1e3})
         del idx
-    log("duplicates: " + ", ".join(f"m={r['copies']}: {r['search_arrays_rows']} rows {r['search_ms']:.1f} ms" for r in rows))
+    log("duplicates: " + ", ".join(f"m={r['copies']}: {r['search_arrays_rows']} rows {r['search_ms']:.1f} ms"
+                                   for r in rows))
     return {"rows": rows, "ok": all(r["search_arrays_rows"] == r["expected"] and r["search_results"] == r["expected"]
                                     for r in rows)}
 
@@ -701,7 +710,8 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
     want = {(min(x, y), max(x, y)) for x, y, dd in zip(pa.tolist(), pb.tolist(), pdist.tolist()) if dd <= K}
     decoy = {(min(x, y), max(x, y)) for x, y, dd in zip(pa.tolist(), pb.tolist(), pdist.tolist()) if dd > K}
     ex: dict[str, Any] = {"planted_found": len(want & got) / len(want), "decoys_reported": len(decoy & got),
-                          "distances_correct": bool(np.all(np.bitwise_count(values[a] ^ values[b]) == d) and np.all(d <= K)),
+                          "distances_correct": bool(np.all(np.bitwise_count(values[a] ^ values[b]) == d)
+                                                    and np.all(d <= K)),
                           "ordered_a_lt_b": bool(np.all(a < b)), "repeats": len(got) != a.shape[0]}
     rng = np.random.default_rng([seed, 18, n])
     sample = np.unique(np.concatenate([pa[:100], pb[100:200], rng.integers(0, n, 100)]))
@@ -714,6 +724,7 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
         if y in sset:
             partners[y].add((x, dd))
     truth, found = [], []
+    p: Any  # the brute force's ids here, the simhash-pybind process below
     for i in sample.tolist():
         p, dd = brute.search(values[i], K)
         truth.append({(int(x), int(y)) for x, y in zip(p.tolist(), dd.tolist()) if x != i})
@@ -733,7 +744,8 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
         np.save(f_in, values)
         for blocks in (4,):
             try:
-                p = subprocess.run([pybind_python, "-c", PYBIND_SCRIPT, str(f_in), str(f_out), str(blocks), str(repeats)],
+                p = subprocess.run([pybind_python, "-c", PYBIND_SCRIPT, str(f_in), str(f_out), str(blocks),
+                                    str(repeats)],
                                    capture_output=True, text=True, timeout=3600)
                 info = json.loads(p.stdout.strip().splitlines()[-1])
             except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
@@ -821,7 +833,7 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
     # independent brute force over the whole stored file for a few queries (planted and random)
     truth: list[tuple[np.ndarray, np.ndarray]] = []
     sample = np.empty(0, dtype=np.int64)
-    brute_s = None
+    brute_s: Any = None  # seconds, set with the truth
     if verify_queries:
         log(f"batch: numpy brute force of {verify_queries} queries over the stored file (k <= {kmax})")
         vr = np.random.default_rng([seed, 35])
@@ -838,7 +850,7 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
             for j, qv in enumerate(queries[sample]):
                 np.bitwise_xor(block, qv, out=x[:m])
                 np.bitwise_count(x[:m], out=cnt[:m])
-                hit = np.flatnonzero(cnt[:m] <= kmax)
+                hit: np.ndarray = np.flatnonzero(cnt[:m] <= kmax)
                 found[j].append(np.stack([hit + lo, cnt[hit].astype(np.int64)]))
         brute_s = time.perf_counter() - t1
         truth = [tuple(np.concatenate(f, axis=1)) for f in found]
@@ -867,7 +879,8 @@ def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep:
             per_chunk.append(now - tc)
             tc = now
             if len(per_chunk) % 5 == 0 or len(per_chunk) == 1:
-                log(f"batch k={k}: {len(per_chunk)}/{n_chunks} chunks, {now - t0:.1f} s (load {os.getloadavg()[0]:.1f})")
+                log(f"batch k={k}: {len(per_chunk)}/{n_chunks} chunks, {now - t0:.1f} s "
+                    f"(load {os.getloadavg()[0]:.1f})")
         total = time.perf_counter() - t0
         res["cpu_s"] = time.process_time() - c0
         res["loadavg_end"] = os.getloadavg()
@@ -950,9 +963,9 @@ def batch_faiss(queries: np.ndarray, mm: np.ndarray, k: int, qpos: np.ndarray, s
     one = (time.perf_counter() - t0) / 10
     n = int(min(pos.shape[0], max(10, budget / max(one, 1e-9))))
     t0 = time.perf_counter()
-    lims, _, I = ix.range_search(codes[:n], k + 1)
+    lims, _, ids = ix.range_search(codes[:n], k + 1)
     secs = time.perf_counter() - t0
-    got = {(int(I[j]), int(pos[i])) for i in range(n) for j in range(lims[i], lims[i + 1])}
+    got = {(int(ids[j]), int(pos[i])) for i in range(n) for j in range(lims[i], lims[i + 1])}
     sel = np.isin(spos, pos[:n])
     ours = set(zip(qpos[sel].tolist(), spos[sel].tolist()))
     res = {"build_s": build, "sample": n, "seconds": secs, "seconds_per_stored": secs / n,
@@ -983,7 +996,8 @@ def radius_dataset(n: int, q: int, kmax: int, seed: int) -> dict[str, Any]:
     return {"stored": stored, "queries": queries, "planted": (qi, pos, dists)}
 
 
-def bench_radius(n: int, ks: list[int], nq: int, n_truth: int, seed: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+def bench_radius(n: int, ks: list[int], nq: int, n_truth: int, seed: int,
+                 args: argparse.Namespace) -> list[dict[str, Any]]:
     """Rows (N, k) for every k on one data set: neardup with the layout ``choose_layout``
     picks (built per k), numpy brute force (timed once, at the largest k: its cost does not
     depend on k) and faiss ``IndexBinaryMultiHash(64, 4, 16)`` (built once) searched with
@@ -1016,7 +1030,8 @@ def bench_radius(n: int, ks: list[int], nq: int, n_truth: int, seed: int, args: 
         ex = compare([set(single[i]) for i in range(n_truth)], truth)
         got = {(i, m) for i, res in enumerate(single) for m, _ in res}
         inside = p_d <= k
-        ex["planted_found"] = sum((int(a), int(b)) in got for a, b in zip(p_q[inside], p_pos[inside])) / int(inside.sum())
+        ex["planted_found"] = (sum((int(a), int(b)) in got for a, b in zip(p_q[inside], p_pos[inside]))
+                               / int(inside.sum()))
         ex["decoys_reported"] = sum((int(a), int(b)) in got for a, b in zip(p_q[~inside], p_pos[~inside]))
         ex["exact"] = bool(ex["exact"] and ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0)
         d = layout.directory_bits(n)
@@ -1066,7 +1081,7 @@ def radius_faiss(n: int, ks: list[int], stored: np.ndarray, queries: np.ndarray,
         rows = [qcodes[i:i + 1] for i in range(nq)]
         truth = truth[:nq]
         lat, cpu, raw = timed_calls(functools.partial(ix.range_search, thresh=k + 1), rows)
-        found = [set(zip(I.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, I in raw[:len(truth)]]
+        found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
         res = {**percentiles(lat, cpu), "build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
                "tables": 4, "layout": f"4x16 nflip={k // 4}", "single_queries": nq}
         ex = compare(found, truth)
@@ -1116,17 +1131,20 @@ def render_radius(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines.append(f"`{results['command']}` on {results['date']}, src at {results.get('code') or 'n/a'}; "
                  f"{m.get('cpu')}, {m.get('nproc')} cores, {m.get('ram_gib')} GiB RAM, Python {m.get('python')}; "
-                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}; load average {fmt_load(m.get('loadavg_start'))} at start, "
+                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}; "
+                 f"load average {fmt_load(m.get('loadavg_start'))} at start, "
                  f"{fmt_load(results.get('loadavg_end'))} at end. Everything in process, single-threaded "
                  f"(faiss pinned to 1 OpenMP thread).")
-    lines += ["", "Data: uniform random 64-bit fingerprints, one data set per N; every query has a planted neighbour at "
+    lines += ["", "Data: uniform random 64-bit fingerprints, one data set per N; every query has a "
+              "planted neighbour at "
               "distance `i % (kmax + 2)` (every distance 0..kmax + 1): at each k those within k must be found and "
               "the others must not be reported. "
               "Exact = all planted found, no decoy, and the same (id, distance) sets as numpy brute force on the "
               "first queries (brute force, being the reference, is timed on those only). neardup: `PermutedIndex` "
               "with the layout `choose_layout(N, k)` picks (40-byte budget), `search` one query at a time, median "
               "of the passes (faiss: one pass, on the first `--faiss-queries` queries above N = 10^6, fewer (at "
-              "least 10) where they would take over `--faiss-seconds`; its query count is in its row); bytes/fp = `nbytes() / N` (tables, uint32 ids, directories; the fingerprint itself "
+              "least 10) where they would take over `--faiss-seconds`; its query count is in its row); "
+              "bytes/fp = `nbytes() / N` (tables, uint32 ids, directories; the fingerprint itself "
               "is 8 of them). faiss: `IndexBinaryMultiHash(64, 4, 16)` with `nflip = k // 4` (exact by the same "
               "pigeonhole), `range_search` one query at a time; memory as RSS growth. p50/p99 are wall clock; "
               "CPU = the thread's CPU time (leaves out the time the process was descheduled by the other work "
@@ -1139,7 +1157,8 @@ def render_radius(results: dict[str, Any]) -> str:
                 rows.append([f"{r['n']:,}", r["k"], name, "skipped", "", "", "", "", "", "", "", res["skipped"]])
                 continue
             bpf = res.get("bytes_per_fp")
-            mem = fmt(bpf) if bpf is not None else (f"{fmt(res['rss_bytes_per_fp'])} (RSS)" if res.get("rss_bytes_per_fp") is not None else "n/a")
+            mem = fmt(bpf) if bpf is not None else (f"{fmt(res['rss_bytes_per_fp'])} (RSS)"
+                                                    if res.get("rss_bytes_per_fp") is not None else "n/a")
             if res.get("single_queries") and res["single_queries"] != r["queries"]:
                 name = f"{name} ({res['single_queries']:,} q)"
             rows.append([f"{r['n']:,}", r["k"], name, res.get("layout") or "scan", res.get("tables") or "n/a", mem,
@@ -1154,11 +1173,13 @@ def render_radius(results: dict[str, Any]) -> str:
                if "neardup PermutedIndex" in r["methods"]]
     if nd_rows:
         lines += ["", "neardup per row: " + "; ".join(
-            f"N = {n:,}, k = {k}: {x['probes']} buckets probed on {x['key_bits']}-bit keys (~{x['entries_per_query']:,.0f} "
-            f"entries read), build {x['build_s']:.1f} s, RSS Δ {x['rss_bytes_per_fp']:.1f} B/fp" for n, k, x in nd_rows) + "."]
+            f"N = {n:,}, k = {k}: {x['probes']} buckets probed on {x['key_bits']}-bit keys "
+            f"(~{x['entries_per_query']:,.0f} "
+            f"entries read), build {x['build_s']:.1f} s, RSS Δ {x['rss_bytes_per_fp']:.1f} B/fp"
+            for n, k, x in nd_rows) + "."]
     if results.get("radius_selfjoin"):
-        lines += ["", "Self-join (`self_join`, layout from `choose_join_layout`; 10,000 planted pairs at every distance "
-                  "0..k, 1,000 decoys at k + 1; median of the repeats):", ""]
+        lines += ["", "Self-join (`self_join`, layout from `choose_join_layout`; 10,000 planted pairs at every "
+                  "distance 0..k, 1,000 decoys at k + 1; median of the repeats):", ""]
         lines += table(["N", "k", "layout", "seconds", "pairs", "planted found", "decoys", "exact"],
                        [[f"{j['n']:,}", j["k"], j["layout"], f"{j['seconds']:.2f}", f"{j['pairs']:,}",
                          f"{j['planted_found']:.3f}", j["decoys"], "yes" if j["exact"] else "NO"]
@@ -1173,10 +1194,12 @@ def render_radius(results: dict[str, Any]) -> str:
         sj = {j["k"]: j for j in results.get("radius_selfjoin") or []}
         lines += ["", "What the default k = 12 costs (fingerprints verified by the sketch; README, \"Picking k\"), "
                   "one query at a time: " + "; ".join(cost)
-                  + (f"; self-join of {sj[12]['n']:,}: {sj[12]['seconds']:.1f} s ({sj[12]['seconds'] / sj[7]['seconds']:.1f}x "
+                  + (f"; self-join of {sj[12]['n']:,}: {sj[12]['seconds']:.1f} s "
+                     f"({sj[12]['seconds'] / sj[7]['seconds']:.1f}x "
                      "k = 7)" if 12 in sj and 7 in sj else "") + "."]
     lines += ["", "Targets (issue 10):", ""]
-    lines += table(["target", "measured", "met"], [[t["target"], t["measured"], t["met"]] for t in radius_targets(results)],
+    lines += table(["target", "measured", "met"],
+                   [[t["target"], t["measured"], t["met"]] for t in radius_targets(results)],
                    text_columns=(0, 1, 2))
     lines.append(RADIUS_END)
     return "\n".join(lines)
@@ -1197,20 +1220,24 @@ def radius_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for label, n, k, limit in (("k = 7: p99 ≤ 100 µs at N = 10^7", 10**7, 7, RADIUS_TARGETS["k7_p99_1e7_us"]),
                                ("k = 7: p99 ≤ 1 ms at N = 10^8", 10**8, 7, RADIUS_TARGETS["k7_p99_1e8_us"]),
                                ("k = 10: p99 ≤ 1 ms at N = 10^7", 10**7, 10, RADIUS_TARGETS["k10_p99_1e7_us"]),
-                               ("k = 3: p99 no slower than before (12.1 µs at N = 10^7)", 10**7, 3, RADIUS_TARGETS["k3_p99_1e7_us"])):
+                               ("k = 3: p99 no slower than before (12.1 µs at N = 10^7)", 10**7, 3,
+                                RADIUS_TARGETS["k3_p99_1e7_us"])):
         x = nd(n, k)
         if x is None:
             out.append({"target": label, "measured": "not run", "met": "n/a"})
         else:
-            out.append({"target": label, "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
-                        "met": "yes" if x["p99_us"] <= limit else ("CPU time only" if x["cpu_p99_us"] <= limit else "no")})
+            out.append({"target": label,
+                        "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
+                        "met": "yes" if x["p99_us"] <= limit
+                        else ("CPU time only" if x["cpu_p99_us"] <= limit else "no")})
     for n in (10**6, 10**7, 10**8):  # the default k (spec version 2): no target in issue 10, reported
         x = nd(n, 12)
         if x is not None:
             out.append({"target": f"k = 12 (the default k; no target): p99 at N = 10^{len(str(n)) - 1}",
                         "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
                         "met": "n/a"})
-    k7 = [(r["n"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"] if r["k"] == 7 and "neardup PermutedIndex" in r["methods"]]
+    k7 = [(r["n"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"]
+          if r["k"] == 7 and "neardup PermutedIndex" in r["methods"]]
     if k7:
         worst = max(x["bytes_per_fp"] - 8 for _, x in k7)
         out.append({"target": "k = 7: ≤ 40 bytes per fingerprint beyond the fingerprint",
@@ -1223,7 +1250,8 @@ def radius_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def write_block(doc: Path, block: str, start: str | None = None, end: str | None = None, before: str | None = None) -> None:
+def write_block(doc: Path, block: str, start: str | None = None, end: str | None = None,
+                before: str | None = None) -> None:
     """Put a block (the radius sweep's, the batch-k one's) inside the index section (before
     ``before`` when that marker is there, else before the section's end), replacing an earlier
     one; the rest of the file stays byte for byte."""
@@ -1365,17 +1393,20 @@ def render(results: dict[str, Any]) -> str:
               f"{o['decoys']:,} decoys at 4-5); brute-force truth on the first {o['truth_queries']:,} queries "
               f"(truth contains every planted neighbour and no decoy: {fmt(o['truth_contains_planted'])}).", "",
               "| method | build s | bytes/fp (arrays) | bytes/fp (RSS Δ) | peak extra bytes/fp in build | "
-              "single p50 µs | single p99 µs | p50 / p99 µs CPU time | single q/s | batch q/s | p50 × neardup | exact |",
+              "single p50 µs | single p99 µs | p50 / p99 µs CPU time | single q/s | batch q/s | "
+              "p50 × neardup | exact |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--:|"]
         base = o["methods"].get("neardup PermutedIndex", {}).get("p50_us")
         for name, r in o["methods"].items():
             if "skipped" in r:
                 L.append(f"| {name} | skipped: {r['skipped']} ||||||||||")
                 continue
-            q = f" ({r['single_queries']:,} q)" if r.get("single_queries") and r["single_queries"] != o["queries"] else ""
+            q = (f" ({r['single_queries']:,} q)" if r.get("single_queries") and r["single_queries"] != o["queries"]
+                 else "")
             L.append(f"| {name}{q} | {fmt(r['build_s'], 3 if r['build_s'] < 1 else 2)} | {fmt(r['bytes_per_fp'])} | "
                      f"{fmt(r['rss_bytes_per_fp'])} | {fmt(r['peak_extra_bytes_per_fp'])} | {fmt(r['p50_us'])} | "
-                     f"{fmt(r['p99_us'])} | {fmt(r.get('cpu_p50_us'))} / {fmt(r.get('cpu_p99_us'))} | {fmt(r['qps'])} | {fmt(r['batch_qps'])} | {ratio(r['p50_us'], base)} | "
+                     f"{fmt(r['p99_us'])} | {fmt(r.get('cpu_p50_us'))} / {fmt(r.get('cpu_p99_us'))} | "
+                     f"{fmt(r['qps'])} | {fmt(r['batch_qps'])} | {ratio(r['p50_us'], base)} | "
                      f"{fmt(r['exactness']['exact'])} |")
         nd = o["methods"].get("neardup PermutedIndex")
         if nd:
@@ -1387,14 +1418,16 @@ def render(results: dict[str, Any]) -> str:
                   f"{fmt(ex['batch_equals_single'])}, distances correct {fmt(ex['all_reported_distances_correct'])}; "
                   f"stored values occurring more than once: {o['duplicate_values']:,}; repeated (query, id) rows "
                   f"from `search_arrays`: {ex['batch_repeated_rows']:,}"
-                  + (" (**a bug: its docstring promises unique rows; see the notes**)" if ex['batch_repeated_rows'] else "")
+                  + (" (**a bug: its docstring promises unique rows; see the notes**)"
+                     if ex['batch_repeated_rows'] else "")
                   + ".",
                   "", breakdown_line(nd.get("breakdown")),
                   "", f"Persistence: save {p['save_s']:.2f} s ({p['disk_bytes_per_fp']:.1f} bytes/fp on disk), "
                   f"open (mmap) {p['open_s'] * 1e3:.1f} ms, first query after open {p['first_query_us']:.0f} µs "
                   f"(right: {fmt(p['first_query_ok'])}; numba's read-only-array specialisations were loaded by "
                   f"the warm-up), then p50 {p['reopened_p50_us']:.1f} µs / p99 "
-                  f"{p['reopened_p99_us']:.1f} µs (CPU time {p['reopened_cpu_p50_us']:.1f} / {p['reopened_cpu_p99_us']:.1f}; "
+                  f"{p['reopened_p99_us']:.1f} µs (CPU time {p['reopened_cpu_p50_us']:.1f} / "
+                  f"{p['reopened_cpu_p99_us']:.1f}; "
                   f"files just written, so in the page cache); same results as "
                   f"before saving on every query: {fmt(p['reopened_results_equal'])}."
                   + cold_line(p.get("cold")), ""]
@@ -1405,10 +1438,12 @@ def render(results: dict[str, Any]) -> str:
               "One fingerprint stored under m ids among 10^5 random ones (exact duplicates are common in web "
               "crawls); one query at distance 1 from it. Expected: m + 1 rows (the value itself is one of the "
               "random ones too), in time linear in m.", "",
-              "| m copies | expected rows | `search_arrays` rows | unique ids | `search_arrays` ms | `search` results | `search` ms |",
+              "| m copies | expected rows | `search_arrays` rows | unique ids | `search_arrays` ms | "
+              "`search` results | `search` ms |",
               "|---:|---:|---:|---:|---:|---:|---:|"]
         for r in dup["rows"]:
-            L.append(f"| {r['copies']:,} | {r['expected']:,} | {r['search_arrays_rows']:,} | {r['search_arrays_unique']:,} | "
+            L.append(f"| {r['copies']:,} | {r['expected']:,} | {r['search_arrays_rows']:,} | "
+                     f"{r['search_arrays_unique']:,} | "
                      f"{r['search_arrays_ms']:.2f} | {r['search_results']:,} | {r['search_ms']:.2f} |")
         L.append("")
 
@@ -1421,8 +1456,10 @@ def render(results: dict[str, Any]) -> str:
               "of the older one); then 10,000 queries one by one (half of them have their planted neighbour "
               "among the inserted fingerprints).", "",
               "| inserts | total s | µs/insert (amortised) | slowest insert ms | levels after | query p50 µs after | "
-              "query p99 µs after | p50 / p99 µs CPU time | exact after |", "|---:|---:|---:|---:|---|---:|---:|---:|:--:|",
-              f"| {ins['inserts']:,} | {ins['total_s']:.2f} | {ins['us_per_insert']:.1f} | {ins['slowest_insert_ms']:.1f} | "
+              "query p99 µs after | p50 / p99 µs CPU time | exact after |",
+              "|---:|---:|---:|---:|---|---:|---:|---:|:--:|",
+              f"| {ins['inserts']:,} | {ins['total_s']:.2f} | {ins['us_per_insert']:.1f} | "
+              f"{ins['slowest_insert_ms']:.1f} | "
               f"{ins['levels']} + delta {ins['delta']} | {ins['after_p50_us']:.1f} | {ins['after_p99_us']:.1f} | "
               f"{ins['after_cpu_p50_us']:.1f} / {ins['after_cpu_p99_us']:.1f} | "
               f"{fmt(ex['exact'])} (recall {ex['recall']:.3f}, {ex['false_positives']} false +, planted "
@@ -1436,9 +1473,11 @@ def render(results: dict[str, Any]) -> str:
               f"(distance 0..3) and {sj['decoy_pairs']:,} decoy pairs (4..5); median of the repeats. "
               "simhash-pybind runs in its own venv in a subprocess (timed inside it); it returns distinct "
               "values, so the comparison is on distinct-value pairs (distance 1..3).", "",
-              "| method | seconds | fingerprints/s | pairs | distinct-value pairs | same pairs as pybind | × neardup | exact |",
+              "| method | seconds | fingerprints/s | pairs | distinct-value pairs | same pairs as pybind | "
+              "× neardup | exact |",
               "|---|---:|---:|---:|---:|:--:|---:|:--:|",
-              f"| neardup self_join | {sj['neardup_s']:.3f} | {fmt(sj['n'] / sj['neardup_s'])} | {sj['neardup_pairs']:,} | "
+              f"| neardup self_join | {sj['neardup_s']:.3f} | {fmt(sj['n'] / sj['neardup_s'])} | "
+              f"{sj['neardup_pairs']:,} | "
               f"{sj['neardup_distinct_value_pairs']:,} | {fmt(pb.get('same_pairs'))} | 1.00 | {fmt(ex['exact'])} |"]
         if "s" in pb:
             L.append(f"| simhash-pybind find_all(list, blocks=4) | {pb['s']:.3f} | {fmt(sj['n'] / pb['s'])} | n/a | "
@@ -1448,7 +1487,8 @@ def render(results: dict[str, Any]) -> str:
                      f"{pb['c_find_all_s'] / sj['neardup_s']:.2f} | n/a |")
         else:
             L.append(f"| simhash-pybind | {pb.get('skipped', 'n/a')} |||||||")
-        L += ["", f"neardup self-join exactness: planted found {ex['planted_found']:.3f}, decoys {ex['decoys_reported']}, "
+        L += ["", f"neardup self-join exactness: planted found {ex['planted_found']:.3f}, "
+              f"decoys {ex['decoys_reported']}, "
               f"distances correct {fmt(ex['distances_correct'])}, brute force on {ex['sample_queries']} rows: "
               f"recall {ex['sample_recall']:.3f}, {ex['sample_false_positives']} false +. Repeats: "
               f"{', '.join(f'{t:.3f}' for t in sj['neardup_s_all'])} s.", ""]
@@ -1467,10 +1507,13 @@ def render(results: dict[str, Any]) -> str:
               "| total s | stored fingerprints/s | query×stored pairs/s | slowest chunk s | matches | planted found | "
               "decoys reported | distances correct | brute-force check | exact |",
               "|---:|---:|---:|---:|---:|---:|---:|:--:|---|:--:|",
-              f"| {bt['total_s']:.1f} | {fmt(bt['stored_per_s'])} | {bt['pairs_per_s']:.3g} | {fmt(bt['slowest_chunk_s'], 2)} | "
-              f"{bt['matches']:,} | {ex['planted_found']:.3f} | {ex['decoys_reported']} | {fmt(ex['distances_correct'])} | "
+              f"| {bt['total_s']:.1f} | {fmt(bt['stored_per_s'])} | {bt['pairs_per_s']:.3g} | "
+              f"{fmt(bt['slowest_chunk_s'], 2)} | "
+              f"{bt['matches']:,} | {ex['planted_found']:.3f} | {ex['decoys_reported']} | "
+              f"{fmt(ex['distances_correct'])} | "
               + (f"{ex['brute_force_queries']} queries over all stored ({ex['brute_force_pairs']} pairs, "
-                 f"{ex['brute_force_s']:.0f} s): equal {fmt(ex['brute_force_equal'])}" if "brute_force_equal" in ex else "n/a")
+                 f"{ex['brute_force_s']:.0f} s): equal {fmt(ex['brute_force_equal'])}"
+                 if "brute_force_equal" in ex else "n/a")
               + f" | {fmt(ex['exact'])} |", "",
               f"Matches not planted (random pairs within distance 3, expected ≈ "
               f"{bt['queries'] * bt['stored'] * 43745 / 2**64:.1f}): {ex['unplanted_matches']}.", ""]
@@ -1516,9 +1559,12 @@ def render(results: dict[str, Any]) -> str:
     if sj:
         ref = PEERS["selfjoin"].get(sj["n"], {})
         pb = sj.get("pybind", {})
-        L.append(f"| {sj['n']:,} | self-join s vs simhash-pybind | {sj['neardup_s']:.3f} | {fmt(ref.get('pybind'), 2)} | "
-                 f"{ratio(ref.get('pybind'), sj['neardup_s'])} | {fmt(pb.get('s'), 3)} | {ratio(pb.get('s'), sj['neardup_s'])} |")
-        L.append(f"| {sj['n']:,} | self-join s vs numpy tables 4x16 | {sj['neardup_s']:.3f} | {fmt(ref.get('numpy4x16'), 2)} | "
+        L.append(f"| {sj['n']:,} | self-join s vs simhash-pybind | {sj['neardup_s']:.3f} | "
+                 f"{fmt(ref.get('pybind'), 2)} | "
+                 f"{ratio(ref.get('pybind'), sj['neardup_s'])} | {fmt(pb.get('s'), 3)} | "
+                 f"{ratio(pb.get('s'), sj['neardup_s'])} |")
+        L.append(f"| {sj['n']:,} | self-join s vs numpy tables 4x16 | {sj['neardup_s']:.3f} | "
+                 f"{fmt(ref.get('numpy4x16'), 2)} | "
                  f"{ratio(ref.get('numpy4x16'), sj['neardup_s'])} | n/a | n/a |")
     L.append("")
     L += notes(results)
@@ -1598,7 +1644,8 @@ def notes(results: dict[str, Any]) -> list[str]:
                    + "), a few cache misses, and numba's argument dispatch.")
     if sizes:
         out.append("* Batch vs one by one: `search_arrays` on 10,000 queries costs "
-                   + ", ".join(f"{1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,} ({nd['p50_us'] * nd['batch_qps'] / 1e6:.1f}x "
+                   + ", ".join(f"{1e6 / nd['batch_qps']:.1f} µs per query at N = {n:,} "
+                               f"({nd['p50_us'] * nd['batch_qps'] / 1e6:.1f}x "
                                "below the single-query p50)" for n, nd in sizes)
                    + ". Wall-clock and CPU-time p99 columns that agree mean the tail is not the process being "
                    "descheduled; where they differ "
@@ -1656,16 +1703,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append({"target": "≤ 32 bytes per fingerprint beyond the 8-byte fingerprint",
                  "measured": ", ".join(f"{v:.1f} at {n:,} (RSS Δ {by_n[n]['rss_bytes_per_fp'] - 8:.1f})"
                                        for n, v in sorted(extra.items())) or "not run",
-                 "met": (fmt(extra[big] <= TARGETS["extra_bytes_per_fp"]) + (" at the largest N" if len(extra) > 1 else "")
+                 "met": (fmt(extra[big] <= TARGETS["extra_bytes_per_fp"])
+                         + (" at the largest N" if len(extra) > 1 else "")
                          + (f" (over by {extra[big] - 32:.2f} B: 3 more tables + ids are exactly 32 B, the bucket "
                             "directories add the rest)" if 32 < extra[big] <= 32.5 else ""))
                  if big else "n/a", "key": "extra_bytes_per_fp", "value": extra.get(big) if big else None})
-    sj = results.get("selfjoin")
+    sj: Any = results.get("selfjoin")
     ok = sj and sj["n"] == 10**6
     rows.append({"target": "self-join of 10^6 ≤ 1.0 s", "measured": f"{sj['neardup_s']:.3f} s" if ok else "not run",
                  "met": fmt(sj["neardup_s"] <= 1.0) if ok else "n/a", "key": "selfjoin_1e6_s",
                  "value": sj["neardup_s"] if ok else None})
-    bt = results.get("batch")
+    bt: Any = results.get("batch")
     ok = bt and "skipped" not in bt and bt["stored"] >= 10**9 and bt["queries"] >= 10**6
     rows.append({"target": "10^6 queries vs 10^9 stored ≤ 10 minutes",
                  "measured": f"{bt['total_s']:.0f} s" if ok else "not run",
@@ -1739,7 +1787,8 @@ def main(argv: list[str] | None = None) -> int:
         # come out wrong. Re-exec once with it set (it is read at process start).
         os.environ["MALLOC_MMAP_THRESHOLD_"] = str(1 << 17)
         os.execv(sys.executable, [sys.executable, *sys.argv])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=float, action="append", help="online index size (repeatable)")
     ap.add_argument("--k", type=int, action="append", default=None,
                     help="radius sweep (repeatable): for each --n and each k, neardup (choose_layout), brute force "
@@ -1763,7 +1812,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--batch-k: faiss sample searched for about this long per k (0: skip faiss)")
     ap.add_argument("--batch-queries", type=float, default=1e6, help="batch mode: queries (default 10^6)")
     ap.add_argument("--batch-chunk", type=float, default=5e7, help="batch mode: stored chunk (default 5*10^7)")
-    ap.add_argument("--batch-file", type=Path, default=None, help="raw uint64 file for the stored set (default under /tmp)")
+    ap.add_argument("--batch-file", type=Path, default=None,
+                    help="raw uint64 file for the stored set (default under /tmp)")
     ap.add_argument("--batch-verify", type=int, default=8, help="queries brute-forced over the whole stored set")
     ap.add_argument("--keep-stored", action="store_true", help="keep the stored file (reused when parameters match)")
     ap.add_argument("--inserts", type=float, default=None, help="one-by-one inserts (default 10^5; 0 to skip)")
@@ -1789,9 +1839,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="only rewrite the doc section from a results JSON (--json-out) and print its summary")
     args = ap.parse_args(argv)
     if args.render:
-        results = json.loads(args.render.read_text())
+        results: dict[str, Any] = json.loads(args.render.read_text())
         doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
         if "radius" in results or "batches" in results:  # a --k or --batch-k run: its block
+            where: tuple[str, str, str | None]
             if "radius" in results:
                 results["targets"] = radius_targets(results)
                 block, where = render_radius(results), (RADIUS_START, RADIUS_END, None)
@@ -1828,15 +1879,16 @@ def main(argv: list[str] | None = None) -> int:
     pybind = args.pybind_python
     if pybind is None and Path("/tmp/pybind-venv/bin/python").exists():
         pybind = "/tmp/pybind-venv/bin/python"
-    doc = None if args.no_doc or (args.quick and args.doc is None) else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
+    doc = (None if args.no_doc or (args.quick and args.doc is None)
+           else (args.doc or REPO_ROOT / "docs" / "benchmarks.md"))
 
     cmd = "python benchmarks/index.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.k:
         return main_radius(args, cmd.strip(), doc)
     if args.batch_k:
         return main_batch(args, cmd.strip(), doc)
-    results: dict[str, Any] = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-                               "machine": machine(), "online": []}
+    results = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+               "machine": machine(), "online": []}
     log(f"machine: {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
     t_all = time.perf_counter()
     warm_up()
@@ -1894,13 +1946,15 @@ BATCH_START, BATCH_END = "<!-- index-batch:start -->", "<!-- index-batch:end -->
 
 def render_batch(results: dict[str, Any]) -> str:
     """The --batch-k block of the index section."""
-    L = [BATCH_START, f"### Batch mode at k = {', '.join(str(k) for k in sorted({b['k'] for b in results['batches']}))} "
+    L = [BATCH_START,
+         f"### Batch mode at k = {', '.join(str(k) for k in sorted({b['k'] for b in results['batches']}))} "
          "(`--batch-k`)", "", "Produced by:", ""]
     for run in results["runs"]:
         m = run["machine"]
         L.append(f"* `{run['command']}` on {run['date']}, src at {run.get('code') or 'n/a'}: "
                  f"{', '.join(run['rows'])}; {m.get('cpu')}, {m.get('nproc')} cores, {m.get('ram_gib')} GiB RAM, "
-                 f"Python {m.get('python')}; {', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}")
+                 f"Python {m.get('python')}; "
+                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}")
     L += ["", "Manku's batch mode (`batch_join`): tables on the distinct queries with the layout "
           "`choose_batch_layout(Q, k)` picks (its cost model, `Layout.batch_cost`, counts per stored value the "
           "permute-and-sort passes, the probed query buckets and the query entries compared; the model column is "
@@ -1928,12 +1982,15 @@ def render_batch(results: dict[str, Any]) -> str:
         ex, fs = b["exactness"], b.get("faiss") or {}
         rows.append([f"{b['queries']:,}", f"{b['stored']:,}", b["k"], b["layout"], f"{b['model_ns_per_stored']:,.0f}",
                      f"{b['total_s']:,.0f}", f"{b['ns_per_stored']:,.0f}", f"{b['cpu_ns_per_stored']:,.0f}",
-                     (f"{b['projected_1e9_s'] / 60:,.1f} min" if b["stored"] != 10**9 else f"{b['total_s'] / 60:.1f} min (measured)")
-                     + f"; {b['cpu_ns_per_stored'] / b['threads'] * 10**9 / 1e9 / 60:,.1f} min on {b['threads']} unshared cores",
+                     (f"{b['projected_1e9_s'] / 60:,.1f} min" if b["stored"] != 10**9
+                      else f"{b['total_s'] / 60:.1f} min (measured)")
+                     + f"; {b['cpu_ns_per_stored'] / b['threads'] * 10**9 / 1e9 / 60:,.1f} min on "
+                       f"{b['threads']} unshared cores",
                      f"{b['loadavg_start'][0]:.1f} / {b['loadavg_end'][0]:.1f}",
                      f"{b['matches']:,} ({b['expected_random_matches']:,.0f})",
                      f"{ex['planted_found']:.3f} / {ex['decoys_reported']}",
-                     (f"{ex['brute_force_queries']} q, {ex['brute_force_pairs']:,} pairs: {fmt(ex['brute_force_equal'])}"
+                     (f"{ex['brute_force_queries']} q, {ex['brute_force_pairs']:,} pairs: "
+                      f"{fmt(ex['brute_force_equal'])}"
                       if "brute_force_equal" in ex else "n/a"),
                      f"{b['x_brute_force']:,.0f}" if b.get("x_brute_force") else "n/a",
                      (f"{b['x_faiss']:,.0f} ({fs['sample']:,} sampled, same pairs {fmt(fs['same_pairs'])})"
@@ -1941,11 +1998,13 @@ def render_batch(results: dict[str, Any]) -> str:
                      "yes" if ex["exact"] else "NO"])
     L += table(["Q", "S", "k", "layout", "model ns/stored", "total s", "wall ns/stored", "CPU ns/stored",
                 "time at 10^9 stored", "load start / end", "matches (random pairs expected)", "planted found / decoys",
-                "brute-force check", "× brute force", "× faiss", "exact"], rows, text_columns=(3, 8, 9, 10, 11, 12, 14, 15))
+                "brute-force check", "× brute force", "× faiss", "exact"], rows,
+               text_columns=(3, 8, 9, 10, 11, 12, 14, 15))
     target = [b for b in results["batches"] if "skipped" not in b and b["k"] == 7 and b["queries"] >= 10**6
               and b["stored"] >= 10**9]
     L += ["", "Target (issue 10): 10^6 queries against 10^9 stored at k = 7 in ≤ 30 minutes: "
-          + (f"{target[0]['total_s'] / 60:.1f} min of wall clock ({'met' if target[0]['total_s'] <= 1800 else 'missed'}; "
+          + (f"{target[0]['total_s'] / 60:.1f} min of wall clock "
+             f"({'met' if target[0]['total_s'] <= 1800 else 'missed'}; "
              f"load average {target[0]['loadavg_start'][0]:.1f} at start, {target[0]['loadavg_end'][0]:.1f} at end), "
              f"{target[0]['cpu_s'] / 60:.1f} min of CPU time on {target[0]['threads']} threads, i.e. "
              f"{target[0]['cpu_s'] / target[0]['threads'] / 60:.1f} min of wall clock on {target[0]['threads']} cores "
@@ -1962,7 +2021,8 @@ def main_batch(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
         args.batch_stored = args.batch_stored or 1e7
     s, q, c = int(args.batch_stored or 1e9), int(args.batch_queries), int(args.batch_chunk)
     path = args.batch_file or Path(f"/tmp/neardup-bench-stored-{s}-{args.seed}.u64")
-    run = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(), "code": code_version()}
+    run: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
+                           "code": code_version()}
     log(f"batch: k {sorted(set(args.batch_k))}, {q:,} x {s:,}; load {run['machine']['loadavg_start']}")
     warm_up()
     rows = bench_batch(s, q, c, args.seed, path, args.keep_stored, args.batch_verify, args.batch_k,
@@ -1988,7 +2048,8 @@ def main_batch(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
         log(f"wrote the batch block of the index section of {doc}")
     else:
         print(block, file=sys.stderr)
-    print(json.dumps({"batch": [{x: b.get(x) for x in ("k", "queries", "stored", "layout", "total_s", "cpu_ns_per_stored",
+    print(json.dumps({"batch": [{x: b.get(x) for x in ("k", "queries", "stored", "layout", "total_s",
+                                                        "cpu_ns_per_stored",
                                                         "projected_1e9_s", "matches", "x_brute_force", "x_faiss")}
                                 | {"exact": b.get("exactness", {}).get("exact")} for b in rows]}, default=str))
     return 0
@@ -1999,7 +2060,8 @@ def main_radius(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
     ks = sorted(set(args.k))
     results: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
                                "ks": ks, "radius": [], "radius_selfjoin": [], "code": code_version()}
-    log(f"radius sweep: N {ns}, k {ks}; machine {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
+    log(f"radius sweep: N {ns}, k {ks}; machine {results['machine']['cpu']}, "
+        f"load {results['machine']['loadavg_start']}")
     t_all = time.perf_counter()
     warm_up()
     for n in ns:
@@ -2008,7 +2070,8 @@ def main_radius(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
         gc.collect()
     if args.selfjoin:
         for k in ks:
-            results["radius_selfjoin"].append(bench_radius_selfjoin(int(args.selfjoin), k, args.seed, args.selfjoin_repeats))
+            results["radius_selfjoin"].append(bench_radius_selfjoin(int(args.selfjoin), k, args.seed,
+                                                                    args.selfjoin_repeats))
             gc.collect()
     results["loadavg_end"] = os.getloadavg()
     results["wall_s"] = time.perf_counter() - t_all

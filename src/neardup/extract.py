@@ -36,6 +36,7 @@ import html as html_lib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin
 
 from resiliparse.extract.html2text import extract_plain_text
@@ -265,8 +266,9 @@ def _language(text: str, tree: HTMLTree | None) -> str | None:
             return lang
     if tree is not None and tree.document is not None:
         el = tree.document.query_selector("html")
-        if el is not None and el.getattr("lang"):
-            return el.getattr("lang").split("-")[0].lower() or None
+        attr = el.getattr("lang") if el is not None else None
+        if attr:
+            return attr.split("-")[0].lower() or None
     return None
 
 
@@ -312,7 +314,8 @@ def _trafilatura_page(html: str, url: str | None) -> tuple[str, str | None, str 
     if tree is None:
         return "", None, None
     title = tree.findtext(".//title")
-    hrefs = tree.xpath('//link[contains(concat(" ", normalize-space(translate(@rel, "CANONIAL", "canonial")), " "), " canonical ")]/@href')
+    hrefs = tree.xpath('//link[contains(concat(" ", normalize-space(translate(@rel, "CANONIAL", "canonial")), " "),'
+                       ' " canonical ")]/@href')
     out = trafilatura.extract(
         tree, url=url, output_format="markdown", include_comments=False, include_tables=True,
         include_images=False, include_links=False, fast=True, deduplicate=False,
@@ -525,7 +528,9 @@ def _extract_html(text: str, url: str | None, extractor: str, encoding: str | No
     )
 
 
-_PLAIN = {"list_bullets": False, "alt_texts": False, "form_fields": False, "noscript": False, "comments": False}
+_PLAIN: dict[str, Any] = {
+    "list_bullets": False, "alt_texts": False, "form_fields": False, "noscript": False, "comments": False,
+}
 
 
 def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: str | None) -> ExtractedPage:
