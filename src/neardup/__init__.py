@@ -5,7 +5,7 @@ from importlib.metadata import version as _version
 from typing import Any
 
 from neardup.canonical import CanonicalPolicy
-from neardup.detector import Detector, Page, Verdict
+from neardup.detector import Detector
 from neardup.errors import (
     ConfigError,
     InputError,
@@ -20,6 +20,7 @@ from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup.index import BruteForceIndex, HammingIndex
 from neardup.minhash import MinHashConfig
+from neardup.model import Page, Verdict
 from neardup.store import SQLiteStore
 from neardup.storeapi import Store
 

@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from neardup.crawl import UrlHistory
-from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.fingerprint import Fingerprint
+from neardup.model import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.storeapi import PageRecord
 from neardup.urlrules import Rule
 

@@ -370,9 +370,20 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
                "skipped": sum(skipped.values()), "skipped_by_reason": dict(sorted(skipped.items())),
                "clusters": len(clusters_touched), "store_pages": stats["pages"], "store_clusters": stats["clusters"],
                "db": db, "jobs": jobs}
+    click.echo(_human_summary(counts, reasons, skipped, len(clusters_touched), stats), err=True)
+    # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
+    click.echo(json.dumps(summary), err=out == "-")
+    if counts["pages"] and counts["error"] == counts["pages"]:
+        click.echo(f"neardup: error: none of the {counts['pages']} input items could be read", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+def _human_summary(counts: dict[str, int], reasons: dict[str, int], skipped: dict[str, int], clusters: int,
+                   stats: dict[str, Any]) -> str:
+    """The one-line summary ``dedup`` prints on stderr."""
     by_reason = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     by_skip = ", ".join(f"{n} {r}" for r, n in sorted(skipped.items()))
-    click.echo(
+    return (
         f"pages {counts['pages']}: new {counts['new']}, exact {counts['exact']}, near {counts['near']}, "
         + (f"partial {counts['partial']}, " if counts["partial"] else "")
         + f"empty {counts['empty']}, "
@@ -380,14 +391,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
         + f"; re-fetched {counts['unchanged'] + counts['changed']} (unchanged {counts['unchanged']}, "
         f"changed {counts['changed']})"
         + (f"; skipped {sum(skipped.values())} records that are not pages ({by_skip})" if skipped else "")
-        + f"; clusters {len(clusters_touched)}; store: {stats['pages']} pages "
-        f"in {stats['clusters']} clusters", err=True,
+        + f"; clusters {clusters}; store: {stats['pages']} pages in {stats['clusters']} clusters"
     )
-    # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
-    click.echo(json.dumps(summary), err=out == "-")
-    if counts["pages"] and counts["error"] == counts["pages"]:
-        click.echo(f"neardup: error: none of the {counts['pages']} input items could be read", err=True)
-        sys.exit(EXIT_INPUT)
 
 
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")

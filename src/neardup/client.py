@@ -31,10 +31,10 @@ except ImportError:  # the 'service' extra is not installed: say so in one line
 
 from neardup import errors as _errors
 from neardup.crawl import UrlHistory
-from neardup.detector import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
 from neardup.fingerprint import Fingerprint, FingerprintConfig
 from neardup.fingerprint import fingerprint as neardup_fingerprint
+from neardup.model import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
 from neardup.storeapi import PageRecord
 from neardup.urlrules import Rule
 

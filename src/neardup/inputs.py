@@ -36,10 +36,11 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from neardup.detector import Page
 from neardup.errors import InputFormatError
 from neardup.extract import DEFAULT_MAX_BYTES
+from neardup.model import Page
 
 HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz", ".txt", ".txt.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -460,48 +461,7 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                     if not url:
                         yield _failed(source, f"{source}: response record without WARC-Target-URI", "warc-header")
                         continue
-                    if record.content_length > max_record:
-                        yield _failed(source, f"{source}: record is {record.content_length:,} bytes, over the "
-                                      f"{max_bytes:,}-byte page size limit", "too-large")
-                        continue
-                    try:
-                        record.parse_http()
-                        body = record.reader.read(max_record + 1)
-                    except Exception as exc:  # noqa: BLE001 - FastWARC raises plain exceptions on broken records
-                        yield _failed(source, f"{source}: cannot read record ({exc})", "warc-corrupt")
-                        continue
-                    if record.http_headers is None:
-                        yield _failed(source, f"{source}: truncated record or no HTTP headers", "warc-corrupt")
-                        continue
-                    if record.http_headers.status_code != 200:
-                        yield _skipped(source, "non-200")
-                        continue
-                    if not is_html_type(record.http_headers.get("Content-Type")):
-                        yield _skipped(source, "non-html")
-                        continue
-                    if len(body) > max_record:
-                        yield _failed(source, f"{source}: record body is over the {max_bytes:,}-byte page size "
-                                      "limit", "too-large")
-                        continue
-                    if record.content_length and len(body) < record.content_length:  # (after parse_http: the body's)
-                        yield _failed(source, f"{source}: truncated record ({len(body)} of {record.content_length} "
-                                      "bytes)", "warc-corrupt")
-                        continue
-                    headers = {str(k): str(v) for k, v in record.http_headers.items()}
-                    try:
-                        body = decode_http_body(body, headers, max_bytes)
-                    except TooLargeError as exc:
-                        yield _failed(source, f"{source}: {exc}", "too-large")
-                        continue
-                    except ValueError as exc:
-                        yield _failed(source, f"{source}: {exc}", "bad-encoding")
-                        continue
-                    try:
-                        date = record.record_date
-                        when = date.timestamp() if date else None
-                    except (ValueError, OverflowError, OSError):
-                        when = None
-                    yield InputItem(source, Page(url=url, content=body, headers=headers, fetched_at=when))
+                    yield _response_item(record, source, url, max_bytes, max_record)
             except (OSError, EOFError, ValueError, UnicodeError) as exc:
                 failure = exc
             else:
@@ -519,6 +479,43 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
         yield _failed(f"{path}#{n + 1}", f"{path}: WARC stream is corrupt after record {n} ({failure})", "warc-corrupt")
     elif gz and not _gzip_tail_complete(path, max(last, 0)):
         yield _failed(f"{path}#{n + 1}", f"{path}: truncated or corrupt after record {n}", "warc-corrupt")
+
+
+def _response_item(record: Any, source: str, url: str, max_bytes: int, max_record: int) -> InputItem:
+    """One WARC ``response`` record as an input item: its page, or why it is skipped or
+    cannot be read (size, broken record, status, content type, encoding)."""
+    if record.content_length > max_record:
+        return _failed(source, f"{source}: record is {record.content_length:,} bytes, over the "
+                       f"{max_bytes:,}-byte page size limit", "too-large")
+    try:
+        record.parse_http()
+        body = record.reader.read(max_record + 1)
+    except Exception as exc:  # noqa: BLE001 - FastWARC raises plain exceptions on broken records
+        return _failed(source, f"{source}: cannot read record ({exc})", "warc-corrupt")
+    if record.http_headers is None:
+        return _failed(source, f"{source}: truncated record or no HTTP headers", "warc-corrupt")
+    if record.http_headers.status_code != 200:
+        return _skipped(source, "non-200")
+    if not is_html_type(record.http_headers.get("Content-Type")):
+        return _skipped(source, "non-html")
+    if len(body) > max_record:
+        return _failed(source, f"{source}: record body is over the {max_bytes:,}-byte page size limit", "too-large")
+    if record.content_length and len(body) < record.content_length:  # (after parse_http: the body's)
+        return _failed(source, f"{source}: truncated record ({len(body)} of {record.content_length} bytes)",
+                       "warc-corrupt")
+    headers = {str(k): str(v) for k, v in record.http_headers.items()}
+    try:
+        body = decode_http_body(body, headers, max_bytes)
+    except TooLargeError as exc:
+        return _failed(source, f"{source}: {exc}", "too-large")
+    except ValueError as exc:
+        return _failed(source, f"{source}: {exc}", "bad-encoding")
+    try:
+        date = record.record_date
+        when = date.timestamp() if date else None
+    except (ValueError, OverflowError, OSError):
+        when = None
+    return InputItem(source, Page(url=url, content=body, headers=headers, fetched_at=when))
 
 
 def count_items(paths: "Iterable[str | Path]") -> int | None:

@@ -156,7 +156,7 @@ def _serve_pages(conn: Connection, config: FingerprintConfig, task: Task) -> Non
 
 def _page(url: str, content: bytes | str, headers: Any) -> "Page":
     """A :class:`Page` (imported late: the detector imports this module's callers)."""
-    from neardup.detector import Page
+    from neardup.model import Page
 
     return Page(url, content, headers)
 
@@ -325,8 +325,8 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
 
     Should a batch fail for a reason that is not one page's (a bug), its pages are added one
     by one, so that the rest of the batch still goes in; store errors are raised."""
-    from neardup.detector import Verdict
     from neardup.errors import StoreError
+    from neardup.model import Verdict
 
     get: Callable[[T], "Page | None"] = page if page is not None else cast(Callable[[T], "Page | None"], _itself)
     order: deque[T] = deque()

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from neardup.detector import DEFAULT_TRAP_MEMBERS
+from neardup.model import DEFAULT_TRAP_MEMBERS
 from neardup.service.guard import error, json_response
 from neardup.service.models import (
     MAX_ID,

@@ -200,7 +200,7 @@ def serve_workers(workers: int, host: str, port: int) -> None:
 
     metrics_dir = tempfile.mkdtemp(prefix="neardup-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    from neardup.detector import DEFAULT_K
+    from neardup.model import DEFAULT_K
     from neardup.parallel import DEFAULT_PAGE_TIMEOUT
     from neardup.service.pages import DEFAULT_PAGE_WORKERS
 
