@@ -218,7 +218,7 @@ def test_dedup_sample(tmp_path):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["pages"] == 26
     assert summary["error"] == 0 and summary["empty"] == 0
-    assert summary["near"] >= 3 and summary["exact"] >= 3
+    assert summary["near"] >= 3 and summary["exact"] >= 2  # the two byte-identical mirrors at least
     assert summary["new"] + summary["near"] + summary["exact"] == 26
     assert summary["db"] == str(db)
     distinct_urls = len({r["url"] for r in rows()})
