@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from neardup.bands import far_verify
 from neardup.fingerprint import Fingerprint, hamming
-from neardup.matching import Side, match
+from neardup.matching import Side, far_match, match
 from neardup.minhash import jaccard
 from neardup.storeapi import PageRecord
 
@@ -87,7 +87,7 @@ def decide(det: Detector, url: str, fp: Fingerprint, same: Any = FETCH, exclude:
         rec = recs.get(page_id)
         if rec is None:
             continue
-        verdict = (match(side, Side.of_record(rec), det.config.bits, far_verify(verify)) if page_id in anywhere
+        verdict = (far_match(side, Side.of_record(rec), far_verify(verify)) if page_id in anywhere
                    else match(side, Side.of_record(rec), k, verify))
         if verdict.reason in ("empty", "boilerplate"):
             continue

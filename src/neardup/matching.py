@@ -81,8 +81,8 @@ class Side:
 class Match:
     """The outcome for one pair: ``status`` ``exact`` | ``near`` | None (no match), the
     SimHash ``distance``, the sketch's Jaccard estimate ``score`` (None without sketches)
-    and, for no match, ``reason``: ``empty``, ``boilerplate``, ``distance``, ``no-sketch``
-    or ``verify``."""
+    and, for no match, ``reason``: ``empty``, ``boilerplate``, ``distance``, ``no-sketch``,
+    ``verify`` or (:func:`far_match`) ``far-title``."""
 
     status: str | None
     distance: int
@@ -101,6 +101,26 @@ def sketch_score(a: Side, b: Side) -> float | None:
     if a.sketch is None or b.sketch is None or len(a.sketch) != len(b.sketch):
         return None
     return similarity(a.sketch, b.sketch).jaccard
+
+
+def far_match(a: Side, b: Side, verify: float | None) -> Match:
+    """The rule for a pair beyond the SimHash radius, which only the sketch bands bring
+    (:mod:`neardup.bands`; ``verify`` is then ``far_verify``): :func:`match` at any distance,
+    except that two pages of one host whose titles differ never match. Serial posts of one
+    site (weekly download news, podcast episodes, game write-ups) share most of their text
+    under different titles; within k the SimHash keeps them apart, beyond it only the title
+    does (``benchmarks/product_rule.py``).
+
+    >>> from neardup import fingerprint
+    >>> text = " ".join(f"word{i}" for i in range(300))
+    >>> a = Side.of(fingerprint(f"<title>Episode 1</title><p>{text}</p>"), "https://a.example/1")
+    >>> b = Side.of(fingerprint(f"<title>Episode 2</title><p>{text} more</p>"), "https://a.example/2")
+    >>> far_match(a, b, 0.33).reason, match(a, b, 12, 0.3).status
+    ('far-title', 'near')
+    """
+    if a.host is not None and a.host == b.host and not same_title(a.title, b.title) and a.digest != b.digest:
+        return Match(None, (a.simhash ^ b.simhash).bit_count(), reason="far-title")
+    return match(a, b, 128, verify)
 
 
 def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
