@@ -50,11 +50,11 @@ from typing import Any
 
 #: pages within this many bits of a template's representative belong to it (measured in
 #: docs/quality.md: Big9 pages of one site and year, different sites)
-TEMPLATE_DISTANCE = 12
+TEMPLATE_DISTANCE = 14
 #: pages compared before and after a possible redesign
 REDESIGN_WINDOW = 10
 #: at least this many pages on each side of a redesign
-MIN_PAGES = 4
+MIN_PAGES = 5
 #: at most this share of the fetches after a redesign may still be on the old templates
 MAX_OLD_SHARE = 0.2
 #: main texts at least this long (bytes of normalised text) are content, never a soft-404
@@ -108,6 +108,19 @@ class Template:
         self.structure = structure if first else rep
         self.first = at if first else min(self.first, at)
         self.last = max(self.last, at)
+
+    def merge(self, other: Template) -> None:
+        """Take ``other``'s pages (its bit counts, span) into this template."""
+        self.pages += other.pages
+        self.bit_counts = [a + b for a, b in zip(self.bit_counts, other.bit_counts, strict=True)]
+        rep = 0
+        for b in range(64):
+            c2 = 2 * self.bit_counts[b]
+            if c2 > self.pages or (c2 == self.pages and (self.structure >> b) & 1):
+                rep |= 1 << b
+        self.structure = rep
+        self.first = min(self.first, other.first)
+        self.last = max(self.last, other.last)
 
     def to_dict(self) -> dict[str, Any]:
         """The public form: ``{"id", "structure" (hex), "pages", "share", "first", "last"}``."""
@@ -163,6 +176,7 @@ class HostStructure:
     #: digest -> [distinct URL keys (up to SOFT404_MIN_URLS), structure of its first page, pages]
     texts: dict[str, list[Any]] = field(default_factory=dict)
     redesigns: list[dict[str, Any]] = field(default_factory=list)
+    merged: dict[int, int] = field(default_factory=dict)  # template id -> the id it merged into
     soft_404s: int = 0
     template_only: int = 0
 
@@ -178,7 +192,21 @@ class HostStructure:
             self.next_id += 1
             self.templates.append(t)
         t.add(structure, at)
+        # a template whose representative moved within reach of another one is the same template
+        other, d = _nearest([x for x in self.templates if x is not t], t.structure)
+        if other is not None and d <= self.threshold:
+            keep, gone = (t, other) if t.id < other.id else (other, t)
+            keep.merge(gone)
+            self.templates.remove(gone)
+            self.merged[gone.id] = keep.id
+            t = keep
         return t
+
+    def current_id(self, template_id: int) -> int:
+        """The id a template has now (templates merge when their representatives meet)."""
+        while template_id in self.merged:
+            template_id = self.merged[template_id]
+        return template_id
 
     def template_shares(self) -> list[Template]:
         """The templates, most pages first, with ``share`` of the pages counted here."""
@@ -194,6 +222,9 @@ class HostStructure:
         event when this page completes the window after one (reported ``window`` pages late,
         with ``at`` the first page of the new structure)."""
         t = self.assign(structure, fetched_at)
+        if self.merged:  # keep the window's ids current; the state needs no older mapping
+            self.recent = [self.current_id(x) for x in self.recent]
+            self.merged.clear()
         self.recent.append(t.id)
         self.recent_at.append(fetched_at)
         if len(self.recent) > 2 * self.window:
@@ -215,8 +246,9 @@ class HostStructure:
         i = n - self.window  # the cut: the window after it is the last `window` pages
         if self.recent_at[i - 1] >= self.recent_at[i]:
             return None
-        before = self.recent[max(0, i - self.window):i]
-        after = self.recent[i:]
+        recent = self.recent
+        before = recent[max(0, i - self.window):i]
+        after = recent[i:]
         old = _old(before)
         if sum(1 for x in after if x in old) > MAX_OLD_SHARE * len(after):
             return None
@@ -252,7 +284,8 @@ class HostStructure:
                 "templates": [[t.id, t.structure, t.pages, t.first, t.last, list(t.bit_counts)]
                               for t in self.templates],
                 "texts": {k: [list(v[0]), v[1], v[2]] for k, v in self.texts.items()},
-                "redesigns": [dict(e) for e in self.redesigns], "soft_404s": self.soft_404s,
+                "redesigns": [dict(e) for e in self.redesigns], "merged": {str(k): v for k, v in self.merged.items()},
+                "soft_404s": self.soft_404s,
                 "template_only": self.template_only}
 
     @classmethod
@@ -264,7 +297,8 @@ class HostStructure:
                    templates=[Template(int(i), int(s), int(p), float(f), float(la), [int(c) for c in bc])
                               for i, s, p, f, la, bc in data["templates"]],
                    texts={str(k): [[int(u) for u in v[0]], int(v[1]), int(v[2])] for k, v in data["texts"].items()},
-                   redesigns=[dict(e) for e in data["redesigns"]], soft_404s=int(data["soft_404s"]),
+                   redesigns=[dict(e) for e in data["redesigns"]],
+                   merged={int(k): int(v) for k, v in data.get("merged", {}).items()}, soft_404s=int(data["soft_404s"]),
                    template_only=int(data["template_only"]))
 
     def summary(self) -> dict[str, Any]:
@@ -272,7 +306,8 @@ class HostStructure:
         ``soft_404s``, ``template_only``."""
         shares = self.template_shares()
         return {"templates": {"count": len(shares), "shares": [round(t.share, 4) for t in shares]},
-                "redesigns": [dict(e) for e in self.redesigns], "soft_404s": self.soft_404s,
+                "redesigns": [dict(e) for e in self.redesigns], "merged": {str(k): v for k, v in self.merged.items()},
+                "soft_404s": self.soft_404s,
                 "template_only": self.template_only}
 
 
@@ -299,7 +334,7 @@ def assign(rows: Iterable[Page], threshold: int = TEMPLATE_DISTANCE) -> tuple[li
     ordered = _ordered(rows)
     state = HostStructure(threshold=threshold)
     ids = [state.assign(r.structure, r.fetched_at).id for r in ordered]
-    return ordered, ids, state
+    return ordered, [state.current_id(i) for i in ids], state
 
 
 def templates(rows: Iterable[Page], threshold: int = TEMPLATE_DISTANCE) -> list[dict[str, Any]]:

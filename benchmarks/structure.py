@@ -1,0 +1,438 @@
+"""Structure fingerprints on real pages (issue 23): cost, distances, templates, redesigns, ensemble.
+
+Writes the section "Structure fingerprints" of docs/quality.md (between its markers; the
+rest of the file stays as it is):
+
+* cost: the structure SimHash of an already parsed tree against the page's whole
+  fingerprint cost (``neardup.fingerprint`` from raw bytes) with each extractor available;
+* distances: Big9 (within one site and year, across years of one site, across sites),
+  CleanPortalEval (within a site, across sites), postlight-fixtures (one host within a
+  capture era, one host across eras (2016-2021 against 2022), different hosts);
+* templates: how :func:`neardup.templates.templates` groups pages at each threshold (pure
+  groups, templates per site-year, CleanPortalEval sites on one template);
+* redesigns: each Big9 site's 40 pages in time order (shuffled within a year), each site-year
+  alone, postlight hosts in capture order;
+* ensemble: the structure distance of same-host pairs with little text (the
+  repeated-boilerplate guard's cases) by label, with the ``accurate`` extractor.
+
+Run: ``PYTHONPATH=src python benchmarks/structure.py [--corpus ../shared/corpus] [--out docs/quality.md]``
+(``--no-ensemble`` skips the extraction of 1,341 pages, ``--cache DIR`` keeps the texts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import itertools
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from resiliparse.parse.html import HTMLTree
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _docs import replace_section, table  # noqa: E402
+
+from neardup import fingerprint  # noqa: E402
+from neardup.extract import EXTRACTORS, decode  # noqa: E402
+from neardup.fingerprint import FingerprintConfig  # noqa: E402
+from neardup.structure import structure_distance, structure_of, structure_simhash  # noqa: E402
+from neardup.templates import (  # noqa: E402
+    MIN_PAGES,
+    REDESIGN_WINDOW,
+    TEMPLATE_DISTANCE,
+    Page,
+    redesigns,
+    templates,
+)
+
+BEGIN = "<!-- structure.py: begin -->"
+END = "<!-- structure.py: end -->"
+BIG9 = "utomo-news-extraction"
+SEEDS = (1, 2, 3, 4, 5)
+THRESHOLDS = (6, 8, 10, 12, 14, 16, 18, 20)
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def load(path: Path) -> bytes:
+    with gzip.open(path) as fh:
+        return fh.read()
+
+
+def tree_of(data: bytes) -> HTMLTree:
+    text, _ = decode(data)
+    return HTMLTree.parse(text)
+
+
+def big9(corpus: Path) -> list[dict[str, Any]]:
+    rows = [r for r in read_tsv(corpus / BIG9 / "manifest.tsv") if r["set"] == "big9"]
+    return [{"file": f"{BIG9}/{r['file']}", "site": r["site"], "year": int(r["year"])} for r in rows]
+
+
+def cleanportaleval(corpus: Path) -> list[dict[str, Any]]:
+    rows = read_tsv(corpus / "cleanportaleval" / "manifest.tsv")
+    # the two washingtonpost.com blog groups are one site (one template)
+    return [{"file": f"cleanportaleval/{r['file']}", "site": r["site_group"].split("_blog")[0]} for r in rows]
+
+
+def postlight(corpus: Path) -> list[dict[str, Any]]:
+    rows = read_tsv(corpus / "postlight-fixtures" / "manifest.tsv")
+    return [{"file": f"postlight-fixtures/{r['file']}", "site": r["host"] or r["fixture_domain"],
+             "date": r["first_commit_date"]} for r in rows]
+
+
+def q(values: Sequence[float]) -> list[str]:
+    """n, min, p5, median, p95, max."""
+    if not values:
+        return ["0", "", "", "", "", ""]
+    p = np.percentile(values, [0, 5, 50, 95, 100])
+    return [f"{len(values):,}"] + [f"{x:.0f}" for x in p]
+
+
+# --------------------------------------------------------------------------------------------
+# cost
+# --------------------------------------------------------------------------------------------
+
+def cost(corpus: Path, pages: list[str], log: Callable[[str], None]) -> dict[str, Any]:
+    structure_of(b"<p>warm up</p>")
+    extractors = [e for e in ("fast", "hybrid", "accurate") if e in EXTRACTORS]
+    configs = {e: FingerprintConfig(extractor=e) for e in extractors}
+    totals: dict[str, float] = defaultdict(float)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    per_page: dict[str, list[float]] = defaultdict(list)
+    for n, page in enumerate(pages, 1):
+        data = load(corpus / page)
+        t0 = time.process_time()
+        tree = tree_of(data)
+        t1 = time.process_time()
+        structure_simhash(tree)
+        t2 = time.process_time()
+        structure_of(data)
+        t3 = time.process_time()
+        took = {"parse": t1 - t0, "structure": t2 - t1, "structure_of": t3 - t2}
+        for e in extractors:
+            s = time.process_time()
+            fingerprint(data, config=configs[e])
+            took[e] = time.process_time() - s
+        for key, value in took.items():
+            totals[key] += value
+            per_page[key].append(value)
+        for e in extractors:
+            ratios[e].append(took["structure"] / took[e] if took[e] > 0 else 0.0)
+        if n % 50 == 0:
+            log(f"cost: {n}/{len(pages)} pages")
+    return {"extractors": extractors, "totals": dict(totals), "ratios": dict(ratios),
+            "per_page": dict(per_page), "pages": len(pages)}
+
+
+# --------------------------------------------------------------------------------------------
+# distances, templates, redesigns
+# --------------------------------------------------------------------------------------------
+
+def structures(corpus: Path, rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        r["structure"] = structure_simhash(tree_of(load(corpus / r["file"])))
+
+
+def pair_distances(rows: list[dict[str, Any]], kind: Callable[[dict[str, Any], dict[str, Any]], str | None]
+                   ) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for a, b in itertools.combinations(rows, 2):
+        k = kind(a, b)
+        if k is not None:
+            out[k].append(structure_distance(a["structure"], b["structure"]))
+    return out
+
+
+def big9_kind(a: dict[str, Any], b: dict[str, Any]) -> str:
+    if a["site"] != b["site"]:
+        return "across sites"
+    return "within site-year" if a["year"] == b["year"] else "across years of a site"
+
+
+def site_kind(a: dict[str, Any], b: dict[str, Any]) -> str:
+    return "within site" if a["site"] == b["site"] else "across sites"
+
+
+def era(date: str) -> str:
+    return "2022" if date >= "2022" else "2016-2021"
+
+
+def postlight_kind(a: dict[str, Any], b: dict[str, Any]) -> str:
+    if a["site"] != b["site"]:
+        return "different hosts"
+    return "one host, one era" if era(a["date"]) == era(b["date"]) else "one host, across eras"
+
+
+def as_pages(rows: list[dict[str, Any]], times: Sequence[float]) -> list[Page]:
+    return [Page(t, r["structure"]) for r, t in zip(rows, times, strict=True)]
+
+
+def template_sweep(b9: list[dict[str, Any]], cpe: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per threshold: Big9 (all 360 pages in time order): templates, templates holding pages of
+    more than one site, site-years on one template / on at most 2; CleanPortalEval: sites on
+    one template, share of the largest template (mean over sites)."""
+    rows = []
+    ordered = sorted(b9, key=lambda r: (r["year"], r["file"]))
+    for t in THRESHOLDS:
+        from neardup.templates import assign
+
+        _, ids, state = assign(as_pages(ordered, [float(i) for i in range(len(ordered))]), t)
+        members: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r, i in zip(ordered, ids, strict=True):
+            members[i].append(r)
+        impure = sum(1 for m in members.values() if len({r["site"] for r in m}) > 1)
+        per_site_year: Counter[tuple[str, int]] = Counter()
+        for m in members.values():
+            for key in {(r["site"], r["year"]) for r in m}:
+                per_site_year[key] += 1
+        one = sum(1 for v in per_site_year.values() if v == 1)
+        two = sum(1 for v in per_site_year.values() if v <= 2)
+        cpe_one = 0
+        cpe_top = []
+        sites = sorted({r["site"] for r in cpe})
+        for s in sites:
+            pages = [r for r in cpe if r["site"] == s]
+            ts = templates(as_pages(pages, [float(i) for i in range(len(pages))]), t)
+            cpe_one += len(ts) == 1
+            cpe_top.append(ts[0]["share"])
+        rows.append([t, len(members), impure, f"{one} / {len(per_site_year)}", f"{two} / {len(per_site_year)}",
+                     f"{cpe_one} / {len(sites)}", f"{statistics.mean(cpe_top):.2f}"])
+    return rows
+
+
+def big9_redesigns(b9: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each site in time order (years ascending, shuffled within a year): redesign events
+    found at the three year boundaries, elsewhere; each site-year alone: events."""
+    sites = sorted({r["site"] for r in b9})
+    found = wrong = missed = alone = 0
+    detail: dict[str, list[str]] = defaultdict(list)
+    for seed in SEEDS:
+        rnd = random.Random(seed)
+        for s in sites:
+            pages: list[dict[str, Any]] = []
+            for y in (2005, 2009, 2013, 2017):
+                year = sorted((r for r in b9 if r["site"] == s and r["year"] == y), key=lambda r: r["file"])
+                rnd.shuffle(year)
+                pages += year
+            times = [r["year"] * 1000.0 + i for i, r in enumerate(pages)]
+            events = redesigns(as_pages(pages, times))
+            first = {y: min(t for t, r in zip(times, pages, strict=True) if r["year"] == y) for y in (2009, 2013, 2017)}
+            hits = {y for y, t in first.items() if any(e["at"] == t for e in events)}
+            found += len(hits)
+            missed += 3 - len(hits)
+            wrong += sum(1 for e in events if e["at"] not in first.values())
+            if seed == SEEDS[0]:
+                detail[s] = [f"{int(e['at'] // 1000)}+{int(e['at'] % 1000) - pages.index(next(r for r in pages if r['year'] == int(e['at'] // 1000)))}"
+                             for e in events]
+            for y in (2005, 2009, 2013, 2017):
+                year = [r for r in pages if r["year"] == y]
+                alone += len(redesigns(as_pages(year, [float(i) for i in range(len(year))])))
+    return {"found": found, "missed": missed, "wrong": wrong, "alone": alone, "runs": len(SEEDS) * len(sites),
+            "site_years": len(SEEDS) * len(sites) * 4, "detail": dict(detail)}
+
+
+def postlight_redesigns(pl: list[dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in pl:
+        by_host[r["site"]].append(r)
+    for host, pages in sorted(by_host.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if len(pages) < 2 * MIN_PAGES:
+            continue
+        pages.sort(key=lambda r: (r["date"], r["file"]))
+        times = [time.mktime(time.strptime(r["date"], "%Y-%m-%d")) for r in pages]
+        eras = Counter(era(r["date"]) for r in pages)
+        ts = templates(as_pages(pages, times))
+        events = redesigns(as_pages(pages, times))
+        rows.append([f"`{host}`", len(pages), f"{eras['2016-2021']} / {eras['2022']}", len(ts),
+                     ", ".join(f"{time.strftime('%Y-%m-%d', time.gmtime(e['at'] + 43200))} ({e['pages']} pages)"
+                               for e in events) or "none"])
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# ensemble: the repeated-boilerplate guard's pairs
+# --------------------------------------------------------------------------------------------
+
+def ensemble(corpus: Path, cache: Path | None, log: Callable[[str], None]) -> dict[str, Any]:
+    import quality  # benchmarks/quality.py: the same pairs, hosts and extraction
+
+    from neardup.matching import GUARD_MAX_LENGTH, repeated_boilerplate
+
+    sets = quality.load_pairs(corpus, quick=False)
+    pages = sets.pages()
+    hosts = {p: h for p, (_, h) in quality.page_locations(corpus).items()}
+    extraction = quality.extract_pages(corpus, pages, "accurate", cache, log, jobs=1)
+    config = FingerprintConfig()
+    fps = quality.fingerprint_pages(extraction.texts, config, extraction.titles, hosts)
+    struct = {p: structure_simhash(tree_of(load(corpus / p))) for p in pages}
+    groups: dict[str, list[int]] = defaultdict(list)
+    guarded: dict[str, list[int]] = defaultdict(list)
+    for pair in sets.labelled + sets.hard:
+        a, b = fps.sides[fps.index[pair.a]], fps.sides[fps.index[pair.b]]
+        if a.host is None or a.host != b.host or min(a.length, b.length) >= GUARD_MAX_LENGTH:
+            continue
+        label = "hard negative" if pair.label == "hard-negative" else pair.label
+        d = structure_distance(struct[pair.a], struct[pair.b])
+        groups[label].append(d)
+        if repeated_boilerplate(a, b):
+            guarded[label].append(d)
+    return {"groups": dict(groups), "guarded": dict(guarded), "pairs": len(sets.labelled) + len(sets.hard),
+            "extract_seconds": extraction.seconds}
+
+
+# --------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------
+
+def render(result: dict[str, Any]) -> str:
+    c = result["cost"]
+    lines = [BEGIN, "", "## Structure fingerprints", "",
+             "Generated by `benchmarks/structure.py` (issue 23): `neardup.structure.structure_simhash` "
+             "(a 64-bit SimHash of the DOM: every element's label (tag, class tokens and id, digits removed), "
+             "its root-to-node label paths of 1-4 elements and its sibling step, as a set with weight "
+             "1 + log2(count)) and `neardup.templates` (templates, redesigns, soft-404s).", "",
+             "```", "PYTHONPATH=src python benchmarks/structure.py --corpus ../shared/corpus --out docs/quality.md",
+             "```", "",
+             f"Machine: {result['machine']}; load average {result['load_start']} at the start, "
+             f"{result['load_end']} at the end (2 cores shared). Whole run {result['cpu']:.0f} s CPU.", "",
+             "### Cost", "",
+             f"{c['pages']} real pages (every 4th Big9 page, all CleanPortalEval, every 4th postlight page), "
+             "CPU time per page (`time.process_time`). *structure*: `structure_simhash(tree)` on the tree "
+             "the extractor already parsed (Lexbor serialises it, one compiled pass reads the tags); "
+             "*parse*: `HTMLTree.parse` of the decoded page (paid once by the extractor, not by the structure); "
+             "*fingerprint*: `neardup.fingerprint(bytes)` with that extractor, the whole page-to-fingerprint "
+             "cost. Target: structure <= 10% of the fingerprint.", ""]
+    pp = c["per_page"]
+    rows = [["structure (given the tree)", f"{statistics.median(pp['structure']) * 1e3:.2f}",
+             f"{np.percentile(pp['structure'], 95) * 1e3:.2f}", f"{c['totals']['structure'] / c['pages'] * 1e3:.2f}", ""],
+            ["`structure_of(bytes)` (parses)", f"{statistics.median(pp['structure_of']) * 1e3:.2f}",
+             f"{np.percentile(pp['structure_of'], 95) * 1e3:.2f}", f"{c['totals']['structure_of'] / c['pages'] * 1e3:.2f}",
+             ""],
+            ["parse (`HTMLTree.parse`)", f"{statistics.median(pp['parse']) * 1e3:.2f}",
+             f"{np.percentile(pp['parse'], 95) * 1e3:.2f}", f"{c['totals']['parse'] / c['pages'] * 1e3:.2f}", ""]]
+    for e in c["extractors"]:
+        share = c["totals"]["structure"] / c["totals"][e]
+        rows.append([f"fingerprint, extractor `{e}`", f"{statistics.median(pp[e]) * 1e3:.2f}",
+                     f"{np.percentile(pp[e], 95) * 1e3:.2f}", f"{c['totals'][e] / c['pages'] * 1e3:.2f}",
+                     f"{share:.1%} (median page {statistics.median(c['ratios'][e]):.1%}, "
+                     f"p95 {np.percentile(c['ratios'][e], 95):.1%})"])
+    lines += table(["what", "median ms", "p95 ms", "mean ms", "structure / fingerprint (total)"], rows)
+    lines += ["", result.get("cost_note", ""), "",
+              "### Distances", "",
+              "Hamming distance between the structure values of page pairs (n, min, p5, median, p95, max).", ""]
+    drows = []
+    for source, groups in result["distances"]:
+        for kind, values in groups.items():
+            drows.append([source, kind] + q(values))
+    lines += table(["corpus", "pairs", "n", "min", "p5", "median", "p95", "max"], drows, text_columns=(0, 1))
+    lines += ["", "Big9 site-years are not all one template: `cnn` 2017 mixes money.cnn.com and edition.cnn.com "
+              "pages, `nypost` 2013 and `nymag` 2005 two layouts each; the p95 within a site-year is those "
+              "pairs. Across sites the median is below 32 because every page shares `html`, `head`, `body`, "
+              "`meta`...", "",
+              "### Templates: the threshold", "",
+              "`templates()` at each threshold: Big9's 360 pages in one stream (years in order), and each "
+              "CleanPortalEval site alone (4 sites of one template each: washingtonpost.com's two blog groups "
+              "as one).", ""]
+    lines += table(["threshold", "Big9 templates", "templates with pages of > 1 site", "site-years on 1 template",
+                    "site-years on <= 2", "CPE sites on 1 template", "CPE largest template share (mean)"],
+                   result["sweep"])
+    lines += ["", f"Chosen: **{TEMPLATE_DISTANCE} bits** (`neardup.templates.TEMPLATE_DISTANCE`): the largest "
+              "threshold at which no template holds pages of two sites.", "",
+              "### Redesigns", "",
+              f"Rule (`neardup.templates.redesigns`): at page i, of the {REDESIGN_WINDOW} pages from i on at most "
+              f"20% are on a template with >= 2 of the {REDESIGN_WINDOW} pages before i, >= {MIN_PAGES} pages "
+              "each side, and the old templates never take more than 20% of all later fetches.", ""]
+    r = result["big9_redesigns"]
+    lines += [f"Big9, each of the 9 sites' 40 pages in time order (2005, 2009, 2013, 2017; shuffled within a year, "
+              f"seeds {', '.join(map(str, SEEDS))}: {r['runs']} runs, {3 * r['runs']} year boundaries): "
+              f"**{r['found']} boundaries found**, {r['missed']} missed, {r['wrong']} events elsewhere. "
+              f"Each site-year's 10 pages alone ({r['site_years']} runs): **{r['alone']} events**.", "",
+              "Events with seed 1 (year + page index within the year; the boundary is +0):", ""]
+    lines += table(["site", "events"], [[s, ", ".join(v) or "none"] for s, v in r["detail"].items()])
+    lines += ["", "postlight-fixtures hosts with >= 8 page versions, in capture order (one time per commit day; "
+              "pages of one day are simultaneous):", ""]
+    lines += table(["host", "pages", "2016-2021 / 2022", "templates", "redesigns"], result["postlight_redesigns"],
+                   text_columns=(0, 4))
+    e = result.get("ensemble")
+    if e:
+        lines += ["", "### Ensemble: structure distance on the boilerplate guard's pairs", "",
+                  "Pairs of the quality harness (labelled pairs and same-site hard negatives, "
+                  f"{e['pairs']:,} in all) of one host whose shorter main text (`accurate`) is under "
+                  "1,000 bytes, the pairs where `neardup.matching.repeated_boilerplate` can apply; *guarded*: "
+                  "those it separates (titles differ). Structure distance by label:", ""]
+        erows = []
+        for label in sorted(set(e["groups"]) | set(e["guarded"])):
+            erows.append([label, "all short"] + q(e["groups"].get(label, [])))
+            erows.append([label, "guarded"] + q(e["guarded"].get(label, [])))
+        lines += table(["label", "pairs", "n", "min", "p5", "median", "p95", "max"], erows, text_columns=(0, 1))
+        lines += ["", result.get("ensemble_note", "")]
+    lines += ["", END]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus")))
+    ap.add_argument("--out", type=Path, default=None, help="write the section into this file (docs/quality.md)")
+    ap.add_argument("--cache", type=Path, default=None, help="keep extracted texts here (ensemble)")
+    ap.add_argument("--no-ensemble", action="store_true")
+    ap.add_argument("--cost-every", type=int, default=4)
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    args = ap.parse_args(argv)
+    corpus = args.corpus
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    cpu0 = time.process_time()
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    b9, cpe, pl = big9(corpus), cleanportaleval(corpus), postlight(corpus)
+    cost_pages = [r["file"] for r in b9[::args.cost_every]] + [r["file"] for r in cpe] + \
+        [r["file"] for r in pl[::args.cost_every]]
+    result: dict[str, Any] = {"machine": f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"}
+    result["cost"] = cost(corpus, cost_pages, log)
+    log("structures")
+    for rows in (b9, cpe, pl):
+        structures(corpus, rows)
+    result["distances"] = [("Big9", pair_distances(b9, big9_kind)),
+                           ("CleanPortalEval", pair_distances(cpe, site_kind)),
+                           ("postlight-fixtures", pair_distances(pl, postlight_kind))]
+    result["sweep"] = template_sweep(b9, cpe)
+    result["big9_redesigns"] = big9_redesigns(b9)
+    result["postlight_redesigns"] = postlight_redesigns(pl)
+    if not args.no_ensemble:
+        result["ensemble"] = ensemble(corpus, args.cache, log)
+    result["cpu"] = time.process_time() - cpu0
+    result["load_start"] = load_start
+    result["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    report = render(result)
+    print(report)
+    if args.json:
+        import json
+
+        args.json.write_text(json.dumps(result, default=str), encoding="utf-8")
+    if args.out:
+        replace_section(args.out, BEGIN, END, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
