@@ -40,7 +40,8 @@ import numpy as np
 from resiliparse.parse.html import HTMLTree
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# NEARDUP_SRC: another checkout's src (e.g. the extractor branch, for its "hybrid" extractor)
+sys.path.insert(0, os.environ.get("NEARDUP_SRC", str(ROOT / "src")))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import replace_section, table  # noqa: E402
@@ -239,7 +240,8 @@ def big9_redesigns(b9: list[dict[str, Any]]) -> dict[str, Any]:
             missed += 3 - len(hits)
             wrong += sum(1 for e in events if e["at"] not in first.values())
             if seed == SEEDS[0]:
-                detail[s] = [f"{int(e['at'] // 1000)}+{int(e['at'] % 1000) - pages.index(next(r for r in pages if r['year'] == int(e['at'] // 1000)))}"
+                start = {y: pages.index(next(r for r in pages if r["year"] == y)) for y in (2005, 2009, 2013, 2017)}
+                detail[s] = [f"{int(e['at'] // 1000)}+{int(e['at'] % 1000) - start[int(e['at'] // 1000)]}"
                              for e in events]
             for y in (2005, 2009, 2013, 2017):
                 year = [r for r in pages if r["year"] == y]
@@ -321,13 +323,13 @@ def render(result: dict[str, Any]) -> str:
              "*fingerprint*: `neardup.fingerprint(bytes)` with that extractor, the whole page-to-fingerprint "
              "cost. Target: structure <= 10% of the fingerprint.", ""]
     pp = c["per_page"]
-    rows = [["structure (given the tree)", f"{statistics.median(pp['structure']) * 1e3:.2f}",
-             f"{np.percentile(pp['structure'], 95) * 1e3:.2f}", f"{c['totals']['structure'] / c['pages'] * 1e3:.2f}", ""],
-            ["`structure_of(bytes)` (parses)", f"{statistics.median(pp['structure_of']) * 1e3:.2f}",
-             f"{np.percentile(pp['structure_of'], 95) * 1e3:.2f}", f"{c['totals']['structure_of'] / c['pages'] * 1e3:.2f}",
-             ""],
-            ["parse (`HTMLTree.parse`)", f"{statistics.median(pp['parse']) * 1e3:.2f}",
-             f"{np.percentile(pp['parse'], 95) * 1e3:.2f}", f"{c['totals']['parse'] / c['pages'] * 1e3:.2f}", ""]]
+    def ms(key: str) -> list[str]:
+        return [f"{statistics.median(pp[key]) * 1e3:.2f}", f"{np.percentile(pp[key], 95) * 1e3:.2f}",
+                f"{c['totals'][key] / c['pages'] * 1e3:.2f}"]
+
+    rows = [["structure (given the tree)", *ms("structure"), ""],
+            ["`structure_of(bytes)` (parses)", *ms("structure_of"), ""],
+            ["parse (`HTMLTree.parse`)", *ms("parse"), ""]]
     for e in c["extractors"]:
         share = c["totals"]["structure"] / c["totals"][e]
         rows.append([f"fingerprint, extractor `{e}`", f"{statistics.median(pp[e]) * 1e3:.2f}",
@@ -390,14 +392,25 @@ def render(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus")))
+    ap.add_argument("--corpus", type=Path,
+                    default=Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus")))
+    ap.add_argument("--cost-only", action="store_true", help="print the cost table only")
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file (docs/quality.md)")
     ap.add_argument("--cache", type=Path, default=None, help="keep extracted texts here (ensemble)")
     ap.add_argument("--no-ensemble", action="store_true")
     ap.add_argument("--cost-every", type=int, default=4)
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    ap.add_argument("--from-json", type=Path, default=None, help="render the results of an earlier --json run")
     args = ap.parse_args(argv)
     corpus = args.corpus
+    if args.from_json:
+        import json
+
+        report = render(json.loads(args.from_json.read_text(encoding="utf-8")))
+        print(report)
+        if args.out:
+            replace_section(args.out, BEGIN, END, report)
+        return 0
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -409,6 +422,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         [r["file"] for r in pl[::args.cost_every]]
     result: dict[str, Any] = {"machine": f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"}
     result["cost"] = cost(corpus, cost_pages, log)
+    if args.cost_only:
+        c = result["cost"]
+        for key, value in sorted(c["totals"].items()):
+            pp = c["per_page"][key]
+            print(f"{key}: mean {value / c['pages'] * 1e3:.2f} ms, median {statistics.median(pp) * 1e3:.2f} ms")
+        for e in c["extractors"]:
+            print(f"structure / {e}: total {c['totals']['structure'] / c['totals'][e]:.1%}, "
+                  f"median page {statistics.median(c['ratios'][e]):.1%}")
+        return 0
     log("structures")
     for rows in (b9, cpe, pl):
         structures(corpus, rows)

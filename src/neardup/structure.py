@@ -154,7 +154,8 @@ def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: igno
 
     Returns (features, elements): the feature array and the number of elements read."""
     n = buf.shape[0]
-    cap = n // 2 + 16  # an element takes at least 3 bytes and gives at most path_depth + 1 features
+    # a serialised element takes at least 4 bytes ("<br>") and gives at most path_depth + 1 features
+    cap = (n // 4 + 1) * (path_depth + 1) + 16
     feats = np.empty(cap, dtype=np.uint64)
     nf = 0
     labels = np.zeros(MAX_DEPTH + 1, dtype=np.uint64)  # the open elements' labels
@@ -292,9 +293,9 @@ def _simhash(features: np.ndarray) -> int:
     if features.size == 0:
         return 0
     keys, counts = np.unique(features, return_counts=True)
-    weights = 1.0 + np.log2(counts)
+    weights = (1.0 + np.log2(counts)).astype(np.float32)
     bits = np.unpackbits(keys.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    votes = weights @ bits  # weight of the features with each bit set, bit i of byte j at 8j + i
+    votes = weights @ bits.astype(np.float32)  # weight of the features with each bit set: bit i of byte j at 8j + i
     total = float(weights.sum())
     mask = votes * 2.0 > total
     return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")

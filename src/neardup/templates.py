@@ -57,6 +57,8 @@ REDESIGN_WINDOW = 10
 MIN_PAGES = 5
 #: at most this share of the fetches after a redesign may still be on the old templates
 MAX_OLD_SHARE = 0.2
+#: the new template holds at least this share of the fetches after a redesign
+MIN_NEW_SHARE = 0.2
 #: main texts at least this long (bytes of normalised text) are content, never a soft-404
 #: (the repeated-boilerplate guard's length, :data:`neardup.matching.GUARD_MAX_LENGTH`)
 SOFT404_MAX_LENGTH = 1000
@@ -138,10 +140,19 @@ def _nearest(templates: Sequence[Template], structure: int) -> tuple[Template | 
     return best, best_d
 
 
-def _old(before: Sequence[int]) -> set[int]:
-    """The templates the host was on before a cut: those with at least 2 of the pages
-    (one odd page does not make its template current)."""
-    return {x for x, c in Counter(before).items() if c >= 2}
+def _cut(before: Sequence[int], after: Sequence[int], max_old_share: float) -> tuple[float, int] | None:
+    """Whether the fetches moved between ``before`` and ``after`` (template ids): (the share
+    of ``after`` still on templates of ``before``, the new template), or None. The new
+    template holds at least half of ``after`` and at most one page of ``before`` (an odd
+    early page); the other templates of ``before`` at most ``max_old_share`` of ``after``."""
+    if not before or not after:
+        return None
+    to, count = Counter(after).most_common(1)[0]
+    if count < MIN_NEW_SHARE * len(after) or before.count(to) > 1:
+        return None
+    old = set(before) - {to}
+    share = sum(1 for x in after if x in old) / len(after)
+    return (share, to) if share <= max_old_share else None
 
 
 def _url_key(url: str | None) -> int:
@@ -246,17 +257,19 @@ class HostStructure:
         i = n - self.window  # the cut: the window after it is the last `window` pages
         if self.recent_at[i - 1] >= self.recent_at[i]:
             return None
-        recent = self.recent
-        before = recent[max(0, i - self.window):i]
-        after = recent[i:]
-        old = _old(before)
-        if sum(1 for x in after if x in old) > MAX_OLD_SHARE * len(after):
+        before, after = self.recent[max(0, i - self.window):i], self.recent[i:]
+        cut = _cut(before, after, MAX_OLD_SHARE)
+        if cut is None:
             return None
-        if self.redesigns and self.redesigns[-1]["at"] >= self.recent_at[i - 1]:
+        _, to = cut
+        known = set(before) - {to}
+        j = next(k for k in range(i, n) if self.recent[k] not in known)  # the first page off the old templates
+        if self.redesigns and (self.redesigns[-1]["to"] == to or self.redesigns[-1]["at"] >= self.recent_at[i - 1]):
             return None  # the same move, seen from a later cut
-        new = [x for x in after if x not in old]
-        return {"at": self.recent_at[i], "pages": len(new), "from": Counter(before).most_common(1)[0][0],
-                "to": Counter(new).most_common(1)[0][0]}
+        old = set(before) - {to}
+        rest = [x for x in before if x != to] or before
+        return {"at": self.recent_at[j], "pages": sum(1 for x in self.recent[j:] if x not in old),
+                "from": Counter(rest).most_common(1)[0][0], "to": to}
 
     def _soft_404(self, structure: int, digest: str | None, length: int, url: str | None) -> str | None:
         if digest is None or length >= SOFT404_MAX_LENGTH:
@@ -362,32 +375,39 @@ def redesigns(rows: Iterable[Page], threshold: int = TEMPLATE_DISTANCE, window: 
     ordered, ids, _ = assign(rows, threshold)
     n = len(ids)
     times = [r.fetched_at for r in ordered]
-    qualifying: list[tuple[int, float]] = []  # (cut, old share after it)
+    cuts: list[tuple[int, float, int]] = []  # (cut, old share after it, new template); cut -1: none
     for i in range(min_pages, n - min_pages + 1):
         if times[i - 1] >= times[i]:
             continue
         before = ids[max(0, i - window):i]
-        after = ids[i:i + window]
-        old = _old(before)
-        share = sum(1 for x in after if x in old) / len(after)
-        rest = sum(1 for x in ids[i:] if x in old) / (n - i)
-        if share <= max_old_share and rest <= max_old_share:
-            qualifying.append((i, share))
-        else:
-            qualifying.append((-1, 1.0))
+        cut = _cut(before, ids[i:i + window], max_old_share)
+        if cut is not None:
+            # for good: the templates the host was on keep at most max_old_share of all later fetches
+            current = {x for x, c in Counter(before).items() if c >= 2} - {cut[1]}
+            if sum(1 for x in ids[i:] if x in current) <= max_old_share * (n - i):
+                cuts.append((i, cut[0], cut[1]))
+                continue
+        cuts.append((-1, 1.0, -1))
     events: list[dict[str, Any]] = []
-    run: list[tuple[int, float]] = []
-    for item in [*qualifying, (-1, 1.0)]:
+    run: list[tuple[int, float, int]] = []
+    for item in [*cuts, (-1, 1.0, -1)]:
         if item[0] >= 0:
             run.append(item)
             continue
         if run:
-            i = min(run, key=lambda x: (x[1], x[0]))[0]
-            old = _old(ids[max(0, i - window):i])
-            new = [x for x in ids[i:] if x not in old]
-            events.append({"at": times[i], "pages": len(new),
-                           "from": Counter(ids[max(0, i - window):i]).most_common(1)[0][0],
-                           "to": Counter(new[:window]).most_common(1)[0][0]})
+            i, _, to = min(run, key=lambda x: (x[1], x[0]))
+            start = run[0][0]
+            known = set(ids[max(0, start - window):start]) - {to}
+            ahead = Counter(ids[start:i + window])
+            # the first page off the old templates (a one-off page before the best cut is not the start)
+            j = next(k for k in range(start, n)
+                     if ids[k] not in known and (k >= i or ids[k] == to or ahead[ids[k]] > 1))
+            before = ids[max(0, i - window):i]
+            old = set(before) - {to}
+            rest = [x for x in before if x != to] or before
+            if not events or events[-1]["to"] != to:  # a later run with the same new template: the same move
+                events.append({"at": times[j], "pages": sum(1 for x in ids[j:] if x not in old),
+                               "from": Counter(rest).most_common(1)[0][0], "to": to})
             run = []
     return events
 
