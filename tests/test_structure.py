@@ -69,6 +69,7 @@ def test_bytes_str_and_tree_agree() -> None:
 
 def test_the_tree_is_only_read_and_extraction_does_not_change_it() -> None:
     tree = HTMLTree.parse(article(7, paras=10))
+    assert tree.document is not None
     before = tree.document.html
     value = structure_simhash(tree)
     assert tree.document.html == before
@@ -170,7 +171,8 @@ def test_big9_templates_never_mix_sites(big9: list[dict]) -> None:
 
 
 def _site_stream(big9: list[dict], site: str) -> tuple[list[Page], dict[int, float]]:
-    pages, first = [], {}
+    pages: list[Page] = []
+    first: dict[int, float] = {}
     for y in (2005, 2009, 2013, 2017):
         year = sorted((r for r in big9 if r["site"] == site and r["year"] == y), key=lambda r: r["file"])
         for i, r in enumerate(year):

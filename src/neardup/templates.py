@@ -15,10 +15,14 @@ Templates
 
 Redesigns
     A *redesign* at the fetch of page i: of the (up to) :data:`REDESIGN_WINDOW` pages fetched
-    from i on, at most :data:`MAX_OLD_SHARE` are on a template seen among the
-    :data:`REDESIGN_WINDOW` pages before i, at least :data:`MIN_PAGES` pages lie on each
-    side, and (offline, :func:`redesigns`) the old templates never take more than
-    :data:`MAX_OLD_SHARE` of all later fetches: the host moved for good. One odd page is not
+    from i on, the most frequent template (the *new* one) holds at least
+    :data:`MIN_NEW_SHARE` and had at most one page among the window before i and at most
+    :data:`MAX_OLD_SHARE` of all pages before i (a return to an old template is no redesign), at most :data:`MAX_OLD_SHARE` are on another template seen
+    among the :data:`REDESIGN_WINDOW` pages before i, at least :data:`MIN_PAGES` pages lie on
+    each side, and (offline, :func:`redesigns`) the templates with 2 or more of those pages
+    before i never take more than :data:`MAX_OLD_SHARE` of all later fetches: the host moved
+    for good. The event's ``at`` is the first page off the old templates (a one-off page
+    before the move excepted). One odd page is not
     a redesign (the window after it is still mostly old); nor is a section with its own
     template fetched alongside (it is in the window before, so it counts as old). Pages
     with one fetch time are simultaneous: a redesign needs a later time.
@@ -262,6 +266,9 @@ class HostStructure:
         if cut is None:
             return None
         _, to = cut
+        pages_to = next((t.pages for t in self.templates if t.id == to), 0)
+        if pages_to - after.count(to) > max(1.0, MAX_OLD_SHARE * (self.pages - len(after))):
+            return None  # a return to a template of the host's past, not a new one
         known = set(before) - {to}
         j = next(k for k in range(i, n) if self.recent[k] not in known)  # the first page off the old templates
         if self.redesigns and (self.redesigns[-1]["to"] == to or self.redesigns[-1]["at"] >= self.recent_at[i - 1]):
@@ -381,7 +388,8 @@ def redesigns(rows: Iterable[Page], threshold: int = TEMPLATE_DISTANCE, window: 
             continue
         before = ids[max(0, i - window):i]
         cut = _cut(before, ids[i:i + window], max_old_share)
-        if cut is not None:
+        # a new template (a few odd pages before), not a return to one of the host's past
+        if cut is not None and ids[:i].count(cut[1]) <= max(1.0, max_old_share * i):
             # for good: the templates the host was on keep at most max_old_share of all later fetches
             current = {x for x, c in Counter(before).items() if c >= 2} - {cut[1]}
             if sum(1 for x in ids[i:] if x in current) <= max_old_share * (n - i):
