@@ -14,18 +14,19 @@ Templates
     sites almost never are.
 
 Redesigns
-    A *redesign* at the fetch of page i: of the (up to) :data:`REDESIGN_WINDOW` pages fetched
+    A *redesign* at the fetch of page i. Of the (up to) :data:`REDESIGN_WINDOW` pages fetched
     from i on, the most frequent template (the *new* one) holds at least
-    :data:`MIN_NEW_SHARE` and had at most one page among the window before i and at most
-    :data:`MAX_OLD_SHARE` of all pages before i (a return to an old template is no redesign), at most :data:`MAX_OLD_SHARE` are on another template seen
-    among the :data:`REDESIGN_WINDOW` pages before i, at least :data:`MIN_PAGES` pages lie on
-    each side, and (offline, :func:`redesigns`) the templates with 2 or more of those pages
+    :data:`MIN_NEW_SHARE`; it had at most one page among the window before i and at most
+    :data:`MAX_OLD_SHARE` of all pages before i (a return to an old template is no
+    redesign); at most :data:`MAX_OLD_SHARE` of those pages are on another template seen
+    among the :data:`REDESIGN_WINDOW` pages before i; at least :data:`MIN_PAGES` pages lie on
+    each side; and (offline, :func:`redesigns`) the templates with 2 or more of those pages
     before i never take more than :data:`MAX_OLD_SHARE` of all later fetches: the host moved
     for good. The event's ``at`` is the first page off the old templates (a one-off page
-    before the move excepted). One odd page is not
-    a redesign (the window after it is still mostly old); nor is a section with its own
-    template fetched alongside (it is in the window before, so it counts as old). Pages
-    with one fetch time are simultaneous: a redesign needs a later time.
+    before the move excepted). One odd page is not a redesign (the window after it is still
+    mostly old); nor is a section with its own template fetched alongside (it is in the
+    window before, so it counts as old). Pages with one fetch time are simultaneous: a
+    redesign needs a later time.
 
 Soft-404 and template-only pages
     A page whose main text is short (under :data:`SOFT404_MAX_LENGTH` bytes of normalised
