@@ -28,10 +28,10 @@ How it is computed
     (numba) reads that serialisation as a stream of open and close tags, hashing labels and
     features as it goes (FNV-1a 64 with the MurmurHash3 ``fmix64`` finish). Weighting and the
     SimHash vote are numpy over the feature array (no per-bit Python loop). Walking the
-    tree node by node from Python costs about 2.5 µs an element (a 3,000-element page:
-    7.5 ms, more than the fast extractor itself); this path is about 20 times cheaper
-    (docs/quality.md, "Structure fingerprints", measures it against the page's whole
-    fingerprint cost).
+    tree node by node from Python costs about 2.5 µs an element (1.7 ms for a 650-element
+    Big9 page, as much as the fast extractor itself); this path takes about a third of that
+    (0.5 ms a page on average, half of it Lexbor's serialisation). docs/quality.md,
+    "Structure fingerprints", measures it against the page's whole fingerprint cost.
 
 >>> a = structure_of(b"<html><body><div class='story-12'><p>one</p><p>two</p></div></body></html>")
 >>> b = structure_of(b"<html><body><div class='story-99'><p>three</p></div></body></html>")
