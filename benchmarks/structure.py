@@ -301,7 +301,8 @@ def ensemble(corpus: Path, cache: Path | None, log: Callable[[str], None]) -> di
 
     by_host: dict[str, list[str]] = defaultdict(list)
     for p in pages:
-        by_host[hosts.get(p) or "?"].append(p)
+        if hosts.get(p):  # the Detector has no host for a page without a URL: no host state
+            by_host[str(hosts[p])].append(p)
     flagged: list[str] = []
     short = 0
     for _host, host_pages in sorted(by_host.items()):
@@ -432,7 +433,12 @@ def render(result: dict[str, Any]) -> str:
                   f"{e['soft404_short']} with a main text under 1,000 bytes) through `HostStructure.observe` host by "
                   f"host (digest and length from `accurate`): **{len(e['soft404_flagged'])} flagged**"
                   + (": " + "; ".join(f"`{x}`" for x in e["soft404_flagged"][:10]) if e["soft404_flagged"] else "")
-                  + ". The corpus has no error pages; the rule is tested on made ones in tests/test_templates.py."]
+                  + ". The corpus has no error pages; the rule is tested on made ones in tests/test_templates.py. "
+                  "A flagged real page here is one where `accurate` took a text the host repeats for the article "
+                  "(Dragnet's tweetrightbrain.posterous.com posts: the author box, on 4 posts of one template): "
+                  "what the detector holds of it is template text, so the flag is right for indexing "
+                  "(`template-only` content) but such a page is not a dead URL; the verdict should say "
+                  "\"do not index\", and a crawler should only skip URLs on a flag it sees repeat."]
     lines += ["", END]
     return "\n".join(lines) + "\n"
 
