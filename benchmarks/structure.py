@@ -330,8 +330,14 @@ def render(result: dict[str, Any]) -> str:
              "its root-to-node label paths of 1-4 elements and its sibling step, as a set with weight "
              "1 + log2(count)) and `neardup.templates` (templates, redesigns, soft-404s).", "",
              "```", "PYTHONPATH=src python benchmarks/structure.py --corpus ../shared/corpus --out docs/quality.md",
+             "# the cost of the extractor branch's hybrid path too (its src with structure.py and templates.py",
+             "# copied in), the texts of the ensemble kept between runs, the numbers kept for --from-json:",
+             "NEARDUP_SRC=/tmp/hyb/src python benchmarks/structure.py --cache /tmp/texts --json /tmp/structure.json",
+             "python benchmarks/structure.py --from-json /tmp/structure.json --out docs/quality.md",
              "```", "",
-             f"Machine: {result['machine']}; load average {result['load_start']} at the start, "
+             "The tests on the same pages: `NEARDUP_CORPUS=../shared/corpus PYTHONPATH=src pytest "
+             "tests/test_structure.py tests/test_templates.py`.", "",
+             f"Machine: Python {result['machine']}; load average {result['load_start']} at the start, "
              f"{result['load_end']} at the end (2 cores shared). Whole run {result['cpu']:.0f} s CPU.", "",
              "### Cost", "",
              f"{c['pages']} real pages (every 4th Big9 page, all CleanPortalEval, every 4th postlight page), "
@@ -339,7 +345,8 @@ def render(result: dict[str, Any]) -> str:
              "the extractor already parsed (Lexbor serialises it, one compiled pass reads the tags); "
              "*parse*: `HTMLTree.parse` of the decoded page (paid once by the extractor, not by the structure); "
              "*fingerprint*: `neardup.fingerprint(bytes)` with that extractor, the whole page-to-fingerprint "
-             "cost. Target: structure <= 10% of the fingerprint.", ""]
+             "cost (`hybrid`: the extractor branch `extract` at b2fa699, run through `NEARDUP_SRC`). "
+             "Target: structure <= 10% of the fingerprint.", ""]
     pp = c["per_page"]
     def ms(key: str) -> list[str]:
         return [f"{statistics.median(pp[key]) * 1e3:.2f}", f"{np.percentile(pp[key], 95) * 1e3:.2f}",
