@@ -97,7 +97,7 @@ class Template:
     first: float = 0.0
     last: float = 0.0
     bit_counts: list[int] = field(default_factory=lambda: [0] * 64, repr=False)
-    share: float = 0.0
+    share: float = field(default=0.0, compare=False)  # set by HostStructure.template_shares
 
     def add(self, structure: int, at: float) -> None:
         """Count one more page with ``structure`` fetched at ``at``; the representative is
