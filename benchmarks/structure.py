@@ -406,8 +406,8 @@ def render(result: dict[str, Any]) -> str:
               f"Each site-year's 10 pages alone ({r['site_years']} runs): **{r['alone']} events**.", "",
               "Events with seed 1 (year + page index within the year; the boundary is +0):", ""]
     lines += table(["site", "events"], [[s, ", ".join(v) or "none"] for s, v in r["detail"].items()])
-    lines += ["", "postlight-fixtures hosts with >= 8 page versions, in capture order (one time per commit day; "
-              "pages of one day are simultaneous):", ""]
+    lines += ["", "postlight-fixtures hosts with >= 10 page versions (5 a side), in capture order "
+              "(one time per commit day; pages of one day are simultaneous):", ""]
     lines += table(["host", "pages", "2016-2021 / 2022", "templates", "redesigns"], result["postlight_redesigns"],
                    text_columns=(0, 4))
     e = result.get("ensemble")
