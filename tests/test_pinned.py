@@ -59,7 +59,8 @@ SPECS = {
     "v2-shingles3": "neardup-simhash/2;f=64;hash=fnv1a64-fmix64;features=shingles3;w=h2,l1,s0.5@3;tf=log;"
                     "norm=nfkc-casefold;extract=fast;min_tokens=10;sketch=oph60b8/3",
     "v3-words64": "neardup-simhash/3;f=64;hash=fnv1a64-fmix64;features=words;w=h2,l1,s0.5@3;tf=log;"
-                  "idf=web1@1000;norm=nfkc-casefold;extract=hybrid;min_tokens=10;sketch=oph60b8/3",
+                  "idf=web1@1000;norm=nfkc-casefold;extract=hybrid;min_tokens=10;sketch=oph60b8/3;"
+                  "structure=structure-v1:paths=4,siblings,log-weights,fnv1a64-fmix64",
 }
 
 ENGLISH = ("The committee met on Tuesday to discuss the budget for the coming year. Members agreed "
@@ -149,3 +150,12 @@ def test_pinned_bits(sample_pages, config_name, input_name):
     else:
         assert fp.sketch is not None and len(fp.sketch) == 64
         assert hashlib.sha256(fp.sketch).hexdigest()[:16] == sketch[0]
+
+
+def test_pinned_structure(sample_pages):
+    """Version 3 fingerprints carry the page's structure SimHash (neardup.structure), in its spec."""
+    page = sample_pages[CNBC]
+    fp = fingerprint(page.content, page.url, config=CONFIGS["v3-words64"])
+    assert fp.structure is not None and f"{fp.structure:016x}" == "0a4ce3de72a6a278"
+    assert fingerprint(page.content, page.url, config=CONFIGS["v2-words64"]).structure is None
+    assert fingerprint(ENGLISH, config=CONFIGS["v3-words64"]).structure is None  # plain text has none

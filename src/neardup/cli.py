@@ -40,7 +40,8 @@ from neardup.settings import DetectorSettings
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
-                  "previous_distance", "previous_score", "since_last_fetch", "next_fetch", "fetched_url", "error")
+                  "previous_distance", "previous_score", "since_last_fetch", "next_fetch", "fetched_url", "flag",
+                  "error")
 
 
 class OneLineGroup(click.Group):
@@ -489,7 +490,8 @@ def rules_cmd(db: str, host: str | None) -> None:
 
 HOST_FIELDS = ("host", "pages", "new", "exact", "near", "partial", "empty", "duplicates", "duplicate_rate",
                "distinct_contents", "refetched", "changed_pages", "changes_per_day", "trap", "budget_factor",
-               "largest_cluster_id", "largest_cluster_urls_from_host",
+               "templates", "redesigns", "soft_404s", "template_only", "largest_cluster_id",
+               "largest_cluster_urls_from_host",
                "largest_cluster_size", "largest_cluster_joins_per_hour")
 
 
@@ -525,6 +527,8 @@ def hosts_cmd(db: str, top: int | None, sort: str, window: float | None, trap_me
         for key, value in (row.get("largest_cluster") or {}).items():
             flat[f"largest_cluster_{'id' if key == 'id' else key}"] = value
         flat["trap"] = "true" if flat.get("trap") else "false"
+        flat["templates"] = (flat.get("templates") or {}).get("count")
+        flat["redesigns"] = len(flat.get("redesigns") or [])
         writer.writerow({k: flat.get(k) for k in HOST_FIELDS})
 
 

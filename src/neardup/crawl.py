@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,9 +45,12 @@ from neardup.clusters import Clusters
 from neardup.errors import ConfigError
 from neardup.model import DEFAULT_TRAP_MEMBERS, MIN_BUDGET_FACTOR, STATUSES, FetchDecision, seconds
 from neardup.storeapi import Store
+from neardup.templates import HostStructure
 from neardup.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
 from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url
 
+#: hosts whose template state :class:`CrawlSignals` keeps in memory (least recently used go)
+MAX_HOST_STATES = 10_000
 #: the shortest wait :func:`next_fetch` plans (seconds)
 MIN_REVISIT = 60.0
 #: the longest wait :func:`next_fetch` plans (seconds): 30 days
@@ -161,11 +165,38 @@ class CrawlSignals:
         #: support a learned URL rule needs before :meth:`should_fetch` uses it
         self.rule_min_support = DEFAULT_MIN_SUPPORT
         self._learner: RuleLearner | None = None  # built from the store at first use
+        #: host -> its templates and soft-404 texts (neardup.templates), built from the store
+        #: at the host's first use, the most recently used :data:`MAX_HOST_STATES` kept
+        self._structures: OrderedDict[str, HostStructure] = OrderedDict()
 
     def observe(self, url: str, cluster_id: int | None) -> None:
         """A page was written at ``url`` in ``cluster_id`` (None: empty)."""
         if self._learner is not None:
             self._learner.observe(url, cluster_id)
+
+    def structure_state(self, host: str) -> HostStructure:
+        """The host's template state (:class:`neardup.templates.HostStructure`), replayed from
+        its stored pages in fetch order at first use, then kept current by
+        :meth:`observe_structure`."""
+        state = self._structures.get(host)
+        if state is None:
+            state = HostStructure()
+            for row in self.store.structure_rows(host):
+                state.observe(row.fetched_at, row.structure, row.digest, row.length, row.url)
+            self._structures[host] = state
+            while len(self._structures) > MAX_HOST_STATES:
+                self._structures.popitem(last=False)
+        self._structures.move_to_end(host)
+        return state
+
+    def observe_structure(self, url: str, fetched_at: float, structure: int | None, digest: str,
+                          length: int) -> str | None:
+        """A page is being written: its template and soft-404 flag (``soft-404``,
+        ``template-only`` or None; :func:`neardup.templates.soft_404s`). Pages without a
+        structure (plain text, spec versions 1 and 2) are not observed."""
+        if structure is None:
+            return None
+        return self.structure_state(host_of(url)).observe(fetched_at, structure, digest, length, url).flag
 
     def forget(self, url: str) -> None:
         """The page at ``url`` was expired."""
@@ -180,6 +211,7 @@ class CrawlSignals:
             yield
         except BaseException:
             self._learner = None
+            self._structures.clear()
             raise
 
     def learner(self) -> RuleLearner:
@@ -287,6 +319,8 @@ class CrawlSignals:
                 contents = r["pages"] - r["empty"]  # an empty page is no duplicate: not waste
                 share = r["distinct_contents"] / contents if contents > 0 else 1.0
                 r["budget_factor"] = round(max(MIN_BUDGET_FACTOR, min(1.0, share)), 4)
+                summary = self.structure_state(r["host"]).summary()
+                r.update({name: summary[name] for name in ("templates", "redesigns", "soft_404s", "template_only")})
         return rows
 
     def host(self, name: str, *, window: float | None = None, at: float | None = None,

@@ -640,6 +640,7 @@ class Detector:
             cluster_id = None
         history = counters(self.store, own, now, revisit, min_interval=self.revisit_min,
                            max_interval=self.revisit_max)
+        flag = self.signals.observe_structure(url, now, fp.structure, fp.digest, fp.length)
         rec = PageRecord(
             url=url, host=host_of(url), first_seen=own.first_seen if own else now, fetched_at=now,
             digest=fp.digest, simhash=fp.simhash, spec=fp.spec, length=fp.length, title=fp.title,
@@ -649,7 +650,7 @@ class Detector:
             priority=priority if priority is not None else (own.priority if own else None),
             signature=fp.minhash.to_bytes() if fp.minhash is not None else None,
             set_size=fp.minhash.set_size if fp.minhash is not None else None,
-            sketch=fp.sketch, fetched_url=fetched_url, **history,
+            sketch=fp.sketch, fetched_url=fetched_url, structure=fp.structure, **history,
             id=own.id if own else None,
         )
         if own is not None:
@@ -683,7 +684,7 @@ class Detector:
                 chosen = self.clusters.change(cluster_id, None, joining, now, write=True)
         self.signals.observe(url, cluster_id if status != "empty" else None)
         base: dict[str, Any] = dict(url=url, page_id=rec.id, digest=fp.digest, simhash=fp.simhash_hex,
-                                    title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch,
+                                    title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch, flag=flag,
                                     **version_fields(revisit))
         if kept and own is not None:
             return self._kept_verdict(rec, chosen, base)

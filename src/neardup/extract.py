@@ -47,6 +47,7 @@ from resiliparse.parse.lang import detect_fast
 from neardup.errors import ConfigError, InputError
 from neardup.extract_fast import MIN_MAIN_WORDS, count_words, looks_wrong, parse_blocks, select_main_blocks
 from neardup.guards import guard_markup, text_only
+from neardup.structure import structure_simhash
 
 EXTRACTORS = ("fast", "accurate", "full", "hybrid")
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -120,6 +121,9 @@ class ExtractedPage:
     # how the text was made: "fast" or "fallback: <why>" (trafilatura) for ``hybrid``;
     # "text" when a guard sent the page past every parser; None otherwise
     path: str | None = None
+    #: the structure SimHash of the page's DOM (neardup.structure), from the same parse;
+    #: None where no tree was built (trafilatura's own parse, plain text, text-only pages)
+    structure: int | None = None
 
 
 def header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -524,7 +528,7 @@ def _extract_html(text: str, url: str | None, extractor: str, encoding: str | No
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url),
         language=_language(main, tree), encoding=encoding, is_html=True, extractor=extractor,
-        fallback=fallback,
+        fallback=fallback, structure=structure_simhash(tree),
     )
 
 
@@ -537,6 +541,7 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
     """The ``hybrid`` extractor: the fast path (:mod:`neardup.extract_fast`) on one Lexbor
     parse, trafilatura where its result looks wrong and the page is small enough."""
     tree = HTMLTree.parse(text)
+    structure = structure_simhash(tree)  # reads the tree, changes nothing
     title = tree.title.strip() if tree.title else None
     refusal = _main_content_refusal(text, tree)
     if refusal is not None:  # too deep for the main-content pass: all visible text
@@ -545,7 +550,7 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
         return ExtractedPage(
             text=main, title=title or None, canonical_url=_canonical(tree, url), language=_language(main, tree),
             encoding=encoding, is_html=True, extractor="full", fallback=_join(fallback, f"hybrid: {refusal}"),
-            path="full")
+            path="full", structure=structure)
     raw = extract_plain_text(tree, preserve_formatting="minimal_html", main_content=True, links=True,
                              post_meta=False, **_PLAIN)
     found = parse_blocks(raw)
@@ -572,4 +577,4 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
             main = "\n".join(block.text for block in found)
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url), language=_language(main, tree),
-        encoding=encoding, is_html=True, extractor="hybrid", fallback=fallback, path=path)
+        encoding=encoding, is_html=True, extractor="hybrid", fallback=fallback, path=path, structure=structure)

@@ -31,6 +31,7 @@ from neardup.errors import ConfigError
 from neardup.extract import DEFAULT_MAX_BYTES, EXTRACTORS, ExtractedPage, extract_main_content
 from neardup.features import FeatureConfig, simhash_of_text
 from neardup.minhash import MinHashConfig, MinHashSignature, minhash_text
+from neardup.structure import STRUCTURE_SPEC
 
 SPEC_VERSION = 3
 SPEC_VERSIONS = (1, 2, 3)
@@ -106,6 +107,7 @@ class FingerprintConfig:
             f"min_tokens={self.min_tokens}"
             + (f";minhash=({self.minhash.spec})" if self.minhash else "")
             + (f";sketch=oph{self.sketch_bins}b8/{self.sketch_ngram}" if self.sketch_bins else "")
+            + (f";structure={STRUCTURE_SPEC.replace(';', ',')}" if self.version >= 3 else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,6 +156,9 @@ class Fingerprint:
     normalized: bytes = field(default=b"", repr=False, compare=False)
     minhash: MinHashSignature | None = field(default=None, repr=False, compare=False)
     sketch: bytes | None = field(default=None, repr=False, compare=False)
+    #: the page's DOM structure SimHash (:mod:`neardup.structure`, spec version 3 on; None for
+    #: plain text and where the extractor built no tree)
+    structure: int | None = None
 
     @property
     def text(self) -> str:
@@ -175,6 +180,8 @@ class Fingerprint:
             out["minhash_set_size"] = self.minhash.set_size
         if self.sketch is not None:
             out["sketch"] = self.sketch.hex()
+        if self.structure is not None:
+            out["structure"] = f"{self.structure:016x}"
         if with_text:
             out["text"] = self.text
         return out
@@ -206,6 +213,7 @@ def fingerprint_text(text: str, config: FingerprintConfig = DEFAULT_CONFIG,
         empty=int(ntok) < max(1, config.min_tokens), normalized=normalized,
         minhash=minhash_text(text, config.minhash) if config.minhash else None,
         sketch=sketch,
+        structure=page.structure if page is not None and config.version >= 3 else None,
     )
 
 

@@ -72,6 +72,10 @@ class Verdict:
         decided again against the other URLs.
     next_fetch: when the content is next expected to change (:mod:`neardup.crawl`), from
         the URL's fetch history; None until it has been fetched twice.
+    flag: ``soft-404`` or ``template-only`` when the page is its host's error or empty
+        template (a short or empty main text the host serves under many URLs, in that
+        template's structure: :mod:`neardup.templates`): do not index it; None otherwise.
+        Decided by :meth:`Detector.add` (spec version 3 fingerprints).
     """
 
     status: str
@@ -95,6 +99,7 @@ class Verdict:
     since_last_fetch: float | None = None
     fetched_url: str | None = None
     next_fetch: float | None = None
+    flag: str | None = None
 
     @property
     def is_duplicate(self) -> bool:

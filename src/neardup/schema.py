@@ -5,7 +5,7 @@ a step is a list of SQL statements or callables (a callable gets the dialect's
 ``execute(sql, params)``). The column types differ only where the dialects do: the
 ``{pk}``, ``{seq_pk}``, ``{real}``, ``{blob}`` and ``{bigint}`` placeholders.
 
->>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4]
+>>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4, 5]
 True
 >>> "BYTEA" in migrations("postgres")[2][0], "BLOB" in migrations("sqlite")[2][0]
 (True, True)
@@ -19,7 +19,7 @@ from typing import Any
 from neardup.canonical import link_key, url_key
 from neardup.errors import ConfigError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: A migration step: SQL text, or a callable given the dialect's ``execute(sql, params)``.
 Step = str | Callable[[Any], None]
@@ -220,6 +220,8 @@ def migrations(dialect: str) -> dict[int, list[Step]]:
     if dialect not in DIALECTS:
         raise ConfigError(f"unknown SQL dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
     types = DIALECTS[dialect]
-    steps = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE]}
+    structure: list[Step] = ["ALTER TABLE pages ADD COLUMN structure {blob}"]
+    # 4 -> 5 per dialect (above); 5 -> 6: the page's structure SimHash (spec version 3 on)
+    steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure}
     return {version: [step.format(**types) if isinstance(step, str) else step for step in todo]
             for version, todo in steps.items()}

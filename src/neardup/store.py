@@ -135,6 +135,8 @@ class SQLStore(SQLAggregates, Store):
         for blob in ("signature", "sketch"):
             if data[blob] is not None:
                 data[blob] = bytes(data[blob])
+        if data["structure"] is not None:
+            data["structure"] = int.from_bytes(bytes(data["structure"]), "big")
         return PageRecord(**data)
 
     def page_count(self) -> int:
@@ -211,6 +213,8 @@ class SQLStore(SQLAggregates, Store):
     def _row_values(self, rec: PageRecord, bits: int) -> list[Any]:
         values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
         values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
+        if rec.structure is not None:
+            values[PAGE_COLUMNS.index("structure") - 1] = _blob(rec.structure, 64)
         return [*values, url_key(rec.url), link_key(rec.canonical_link)]
 
     def insert_page(self, rec: PageRecord, bits: int) -> int:

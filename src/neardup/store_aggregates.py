@@ -9,7 +9,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from neardup.storeapi import HostFigures
+from neardup.storeapi import HostFigures, StructureRow
 
 
 class SQLAggregates:
@@ -55,6 +55,12 @@ class SQLAggregates:
             out.append(HostFigures(str(r[0]), counts, int(r[6] or 0), int(r[7] or 0), int(r[8] or 0),
                                    int(r[9] or 0), float(r[10] or 0.0)))
         return out
+
+    def structure_rows(self, host: str) -> list[StructureRow]:
+        rows = self._exec("SELECT fetched_at, structure, digest, length, url FROM pages WHERE host = ? "
+                          "AND structure IS NOT NULL ORDER BY fetched_at, id", (host,)).fetchall()
+        return [StructureRow(float(r[0]), int.from_bytes(bytes(r[1]), "big"), str(r[2]), int(r[3]), str(r[4]))
+                for r in rows]
 
     def largest_host_clusters(self, hosts: Sequence[str], since: float | None = None) -> dict[str, tuple[int, int]]:
         if not hosts:

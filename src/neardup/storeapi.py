@@ -25,7 +25,7 @@ PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
     "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
     "priority", "signature", "set_size", "sketch", "fetched_url", "fetches", "change_count",
-    "last_changed_at", "change_rate", "next_fetch",
+    "last_changed_at", "change_rate", "next_fetch", "structure",
 )
 
 #: the columns of :meth:`Store.export_batches` (``neardup export``)
@@ -72,6 +72,8 @@ class PageRecord:
     """estimated changes per second (:func:`neardup.crawl.change_rate`), None before a re-fetch"""
     next_fetch: float | None = None
     """when the content is next expected to have changed (:func:`neardup.crawl.next_fetch`)"""
+    structure: int | None = None
+    """the page's DOM structure SimHash (:mod:`neardup.structure`), None before spec version 3"""
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
@@ -79,6 +81,7 @@ class PageRecord:
         out = {c: getattr(self, c) for c in PAGE_COLUMNS if c not in ("signature", "sketch")}
         out["simhash"] = f"{self.simhash:0{bits // 4}x}"
         out["sketch"] = self.sketch.hex() if self.sketch is not None else None
+        out["structure"] = f"{self.structure:016x}" if self.structure is not None else None
         return out
 
     @classmethod
@@ -95,6 +98,8 @@ class PageRecord:
         sketch = data.get("sketch")
         values["sketch"] = bytes.fromhex(sketch) if isinstance(sketch, str) else None
         values["signature"] = None
+        structure = data.get("structure")
+        values["structure"] = int(structure, 16) if isinstance(structure, str) else None
         return cls(**values)
 
 
@@ -113,6 +118,17 @@ class VersionRow:
     def to_dict(self, bits: int = 64) -> dict[str, Any]:
         return {"fetched_at": self.fetched_at, "digest": self.digest, "simhash": f"{self.simhash:0{bits // 4}x}",
                 "changed": self.changed, "distance": self.distance, "score": self.score}
+
+
+@dataclass(frozen=True)
+class StructureRow:
+    """What the template state reads of one stored page (:meth:`Store.structure_rows`)."""
+
+    fetched_at: float
+    structure: int
+    digest: str
+    length: int
+    url: str
 
 
 @dataclass(frozen=True)
@@ -277,6 +293,11 @@ class Store(ABC):
         """Per host (or only ``host``), over its pages fetched at or after ``since``: counts
         by status, distinct non-empty clusters and the fetch/change counters; one grouped
         query."""
+
+    @abstractmethod
+    def structure_rows(self, host: str) -> list[StructureRow]:
+        """The host's pages that have a structure SimHash, in fetch order (what
+        :mod:`neardup.templates` reads)."""
 
     @abstractmethod
     def largest_host_clusters(self, hosts: Sequence[str], since: float | None = None) -> dict[str, tuple[int, int]]:

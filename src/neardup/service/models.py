@@ -192,6 +192,7 @@ class VerdictOut(BaseModel):
     since_last_fetch: float | None = Field(None, description="seconds since the URL's last fetch")
     fetched_url: str | None = Field(None, description="the URL as given, when its normalised form (url) differs")
     next_fetch: float | None = Field(None, description="when the content is next expected to change (POSIX time)")
+    flag: str | None = Field(None, description="soft-404 | template-only: the host's error or empty template")
 
 
 class VerdictsOut(BaseModel):
@@ -301,6 +302,10 @@ class HostOut(BaseModel):
     largest_cluster: dict[str, Any] | None = None
     trap: bool = False
     budget_factor: float = 1.0
+    templates: dict[str, Any] | None = Field(None, description="how many page structures, and the share of each")
+    redesigns: list[dict[str, Any]] = Field([], description="when the host's fetches moved to another structure")
+    soft_404s: int = 0
+    template_only: int = 0
     rules: list[dict[str, Any]] = []
 
 
