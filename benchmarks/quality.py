@@ -96,6 +96,9 @@ PROJECT_TO = (10**6, 10**8, 10**9)
 # docs/quality.md's section written by benchmarks/candidates.py (kept when this report is rewritten)
 CANDIDATES_BEGIN = "<!-- candidates.py: begin -->"
 CANDIDATES_END = "<!-- candidates.py: end -->"
+#: sections of docs/quality.md that other benchmarks write, kept when this one rewrites the file
+KEPT_SECTIONS = ((CANDIDATES_BEGIN, CANDIDATES_END), ("<!-- structure.py: begin -->", "<!-- structure.py: end -->"),
+                 ("<!-- product-rule:start -->", "<!-- product-rule:end -->"))
 PROJECTED_TARGET = 0.01  # false matches per check at 10^9 stored pages
 VERIFY_VALUES = (0.1, 0.2, 0.3)
 IDF_DOC_LENS = (300, 1000, 3000)
@@ -1835,9 +1838,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         report = render_report(result)
         kept = out.read_text(encoding="utf-8") if out.exists() else ""
-        if CANDIDATES_BEGIN in kept and CANDIDATES_END in kept:  # benchmarks/candidates.py's section stays
-            report = report.rstrip("\n") + "\n\n" + kept[kept.index(CANDIDATES_BEGIN):
-                                                           kept.index(CANDIDATES_END) + len(CANDIDATES_END)] + "\n"
+        for begin, end in KEPT_SECTIONS:  # the sections other benchmarks write stay
+            if begin in kept and end in kept:
+                report = report.rstrip("\n") + "\n\n" + kept[kept.index(begin):kept.index(end) + len(end)] + "\n"
         out.write_text(report, encoding="utf-8")
         log(f"wrote {out}")
     log(f"done in {result.seconds:.1f} s")
