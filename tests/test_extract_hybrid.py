@@ -52,7 +52,8 @@ def test_hybrid_is_a_named_extractor_in_the_spec():
     assert "hybrid" in EXTRACTORS
     config = FingerprintConfig(extractor="hybrid")
     assert "extract=hybrid;" in config.spec
-    assert FingerprintConfig().extractor == "accurate"  # the default is the lead's switch, not ours
+    assert FingerprintConfig().extractor == "hybrid"  # the default from spec version 3
+    assert FingerprintConfig(version=2).extractor == "accurate"  # version 2 stores keep theirs
 
 
 def test_hybrid_fingerprint_of_a_sample_page(sample_pages):
