@@ -3,14 +3,17 @@ and the OpenAPI description of every answer."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, Field, StrictInt, create_model, field_validator, model_validator
 
 from neardup.detector import Detector
 from neardup.errors import InputError
 from neardup.fingerprint import Fingerprint
+from neardup.model import Verdict
 
 MAX_BATCH = 1000
 MAX_ID = (1 << 63) - 1  # SQLite INTEGER
@@ -168,37 +171,43 @@ class FingerprintBatchIn(BaseModel):
 # -- response models: the OpenAPI description of every route's answer ----------------------
 # (documentation only: the routes write their JSON directly, see _json)
 
-class VerdictOut(BaseModel):
-    """The decision for one page (:class:`neardup.Verdict`)."""
-
-    status: str = Field(..., description="new | exact | near | partial | empty | error")
-    url: str
-    page_id: int | None = None
-    match_id: int | None = None
-    match_url: str | None = None
-    distance: int | None = Field(None, description="Hamming distance of the SimHashes to the match")
-    cluster_id: int | None = None
-    canonical_id: int | None = None
-    canonical_url: str | None = None
-    digest: str | None = Field(None, description="SHA-256 (hex) of the normalised main text")
-    simhash: str | None = Field(None, description="SimHash, hex")
-    title: str | None = None
-    method: str | None = Field(None, description="digest | simhash | minhash | simhash+minhash")
-    score: float | None = Field(None, description="estimated Jaccard similarity (containment for partial)")
-    error: str | None = Field(None, description="why the page could not be read (status 'error')")
-    version: str | None = Field(None, description="re-fetch of a stored URL: unchanged | changed (None: first fetch)")
-    previous_distance: int | None = Field(None, description="Hamming distance to the URL's stored version")
-    previous_score: float | None = Field(None, description="sketch Jaccard estimate with the URL's stored version")
-    since_last_fetch: float | None = Field(None, description="seconds since the URL's last fetch")
-    fetched_url: str | None = Field(None, description="the URL as given, when its normalised form (url) differs")
-    next_fetch: float | None = Field(None, description="when the content is next expected to change (POSIX time)")
-    flag: str | None = Field(None, description="soft-404 | template-only: the host's error or empty template")
+#: what the OpenAPI description says of some verdict fields (the rest: their name and type)
+VERDICT_DESCRIPTIONS = {
+    "status": "new | exact | near | partial | empty | error",
+    "distance": "Hamming distance of the SimHashes to the match",
+    "digest": "SHA-256 (hex) of the normalised main text",
+    "simhash": "SimHash, hex",
+    "method": "digest | simhash | minhash | simhash+minhash",
+    "score": "estimated Jaccard similarity (containment for partial)",
+    "error": "why the page could not be read (status 'error')",
+    "version": "re-fetch of a stored URL: unchanged | changed (None: first fetch)",
+    "previous_distance": "Hamming distance to the URL's stored version",
+    "previous_score": "sketch Jaccard estimate with the URL's stored version",
+    "since_last_fetch": "seconds since the URL's last fetch",
+    "fetched_url": "the URL as given, when its normalised form (url) differs",
+    "next_fetch": "when the content is next expected to change (POSIX time)",
+    "flag": "soft-404 | template-only: the host's error or empty template",
+}
 
 
-class VerdictsOut(BaseModel):
-    """The verdicts of a batch, in its order."""
+def _model_of(cls: type, name: str, descriptions: dict[str, str]) -> type[BaseModel]:
+    """A response model with the fields of the dataclass ``cls`` (one definition: the model
+    cannot drift from what the routes send)."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        default = ... if f.default is dataclasses.MISSING else f.default
+        fields[f.name] = (hints[f.name], Field(default, description=descriptions.get(f.name)))
+    return create_model(name, __doc__=f"{(cls.__doc__ or '').splitlines()[0]} (:class:`neardup.{cls.__name__}`)",
+                        **fields)
 
-    verdicts: list[VerdictOut]
+
+VerdictOut = _model_of(Verdict, "VerdictOut", VERDICT_DESCRIPTIONS)
+
+
+_VERDICT_LIST: Any = list.__class_getitem__(VerdictOut)  # list[VerdictOut], built at run time
+VerdictsOut = create_model("VerdictsOut", __doc__="The verdicts of a batch, in its order.",
+                           verdicts=(_VERDICT_LIST, ...))
 
 
 class ErrorOut(BaseModel):
