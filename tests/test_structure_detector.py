@@ -64,3 +64,23 @@ def test_the_structure_is_stored_and_printed(tmp_path: Path):
     page.write_text(article(1), encoding="utf-8")
     out = CliRunner().invoke(main, ["fingerprint", str(page)])
     assert out.exit_code == 0 and json.loads(out.output)["structure"] == f"{rec.structure:016x}"
+
+
+def test_the_report_shows_templates_and_redesigns(tmp_path: Path):
+    from neardup.report import write_report
+
+    det = Detector.open(tmp_path / "s.db")
+    t = 1.7e9
+    for i in range(40):
+        t += 3600.0
+        det.add(f"https://news.example/{i}", article(i, "old" if i < 20 else "new"), fetched_at=t)
+    t += 3600.0
+    updated = article(3, "new").replace("</p>", " with an update to the story</p>", 1)
+    assert det.add("https://news.example/3", updated, fetched_at=t).version == "changed"  # a change after it
+    det.close()
+    data = write_report(tmp_path / "s.db", tmp_path / "r.html")
+    (row,) = data.structure
+    assert (row["host"], row["templates"], len(row["redesigns"])) == ("news.example", 2, 1)
+    assert row["changes_after"] == 1 and row["changes_before"] == 0
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert 'id="templates"' in html and "news.example" in html.split('id="templates"')[1]

@@ -53,6 +53,8 @@ from neardup.model import STATUSES
 from neardup.plots import bar_chart, empty_chart, hbar_chart, stacked_bars
 from neardup.sketch import similarity
 from neardup.storeapi import Store
+from neardup.templates import Page as TemplatePage
+from neardup.templates import redesigns, soft_404s, templates
 
 #: hosts shown in each per-host chart
 TOP_HOSTS = 20
@@ -183,6 +185,9 @@ class ReportData:
     over_time: dict[int, dict[str, int]]
     drift: dict[str, dict[int, int]]
     largest: list[dict[str, Any]] = field(default_factory=list)
+    #: per host with page structures (the hosts with most URLs): templates, redesigns, soft-404s
+    #: and the content changes seen before and after its last redesign
+    structure: list[dict[str, Any]] = field(default_factory=list)
     rate_min_pages: int = RATE_MIN_PAGES
     seconds: float = 0.0
 
@@ -240,6 +245,7 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
             hosts_by_wasted=store.host_rankings("wasted", top_hosts),
             hosts_by_change=store.host_rankings("changes_per_day", top_hosts), axis=axis,
             over_time=dict(over_time), drift=dict(drift), largest=largest, rate_min_pages=rate_min_pages)
+    data.structure = _structure_rows(store, data)
     for cl in data.largest:
         for m in cl["members"]:
             sketches = m.pop("sketch"), m.pop("match_sketch")
@@ -247,6 +253,30 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
             m["canonical"] = m["id"] == cl["canonical_id"]
     data.seconds = time.perf_counter() - started
     return data
+
+
+def _structure_rows(store: Store, data: ReportData) -> list[dict[str, Any]]:
+    """Templates and redesigns of the hosts with most URLs (:mod:`neardup.templates` over
+    their pages' structures), and their content changes split at the last redesign."""
+    out = []
+    for h in data.hosts_by_pages:
+        rows = [TemplatePage(r.fetched_at, r.structure, r.digest, r.length, r.url)
+                for r in store.structure_rows(h["host"])]
+        if not rows:
+            continue
+        found, events = templates(rows), redesigns(rows)
+        flags = soft_404s(rows)
+        split = events[-1]["at"] if events else None
+        before = after = 0
+        for b, n in data.drift.get(h["host"], {}).items():
+            if split is not None and data.axis.origin + b * data.axis.seconds >= split:
+                after += n
+            else:
+                before += n
+        out.append({"host": h["host"], "templates": len(found), "shares": [t["share"] for t in found[:4]],
+                    "redesigns": [e["at"] for e in events], "soft_404s": sum(f is not None for f in flags),
+                    "changes_before": before, "changes_after": after if split is not None else None})
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,6 +551,19 @@ def render_html(data: ReportData, title: str = "neardup report") -> str:
         '<p class="note">The hosts with most URLs.</p>', "</section>",
         '<section id="over-time"><h2>Duplicates over time</h2>', fig("duplicates-over-time"), "</section>",
         '<section id="drift"><h2>Content changes</h2>', fig("drift"), fig("host-change-rates"), "</section>",
+        '<section id="templates"><h2>Templates and redesigns</h2>',
+        keep_words("<p>Pages of one host are grouped by the structure of their HTML (tag paths, classes). A "
+                   "redesign is when the host's new fetches move to another structure for good; content changes "
+                   "are counted before and after the last one, so a redesign does not pass for an edit. "
+                   "Soft-404s: the host's error or empty template served under many URLs.</p>"),
+        _table(("host", "templates", "largest shares", "redesigns", "soft-404s", "changes before",
+                "changes after"),
+               [(host_name(r["host"]), r["templates"], ", ".join(_pct(x) for x in r["shares"]),
+                 ", ".join(_when(t) for t in r["redesigns"]) or "none", r["soft_404s"], r["changes_before"],
+                 "" if r["changes_after"] is None else r["changes_after"]) for r in data.structure],
+               "templates", "knkdnnn") if data.structure else
+        '<p class="note">No page with a structure fingerprint (spec version 3) is stored.</p>',
+        "</section>",
         f'<section id="clusters"><h2>The {len(data.largest)} largest clusters</h2>',
     ]
     for cl in data.largest:
