@@ -45,7 +45,6 @@ pairwise (by distinct title).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -266,7 +265,7 @@ def sketch_matrix(sketches: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndar
 
 
 def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, bands: bool = True, *,
-                 max_bucket: int | None = None, window: int | None = None,
+                 nodes: Sequence[int] | None = None, max_bucket: int | None = None, window: int | None = None,
                  exact_k: bool = True) -> list[tuple[int, int, int, float | None]]:
     """Linked pairs (i, j, distance, score) of digest groups (given by one record each, none
     empty): the Detector's candidate stage over the whole input, each pair decided by
@@ -274,13 +273,17 @@ def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, band
 
     Candidates: the sketch bands (``bands``) and the pigeonhole SimHash blocks at
     ``min(k, PIGEON_K)`` (:func:`candidate_pairs`; giant blocks windowed), plus, when
-    ``k > PIGEON_K`` and ``exact_k``, the permuted tables' exact self-join at ``k``."""
+    ``k > PIGEON_K`` and ``exact_k``, the permuted tables' exact self-join at ``k``.
+    ``nodes``: each group's node id (its smallest), the last key of the window order."""
     if len(reps) < 2:
         return []
     values = np.array([r.simhash for r in reps], dtype=np.uint64)
-    bins, ok = sketch_matrix([r.sketch for r in reps]) if bands else (None, None)
-    rank = group_rank([rank_key(r.sketch, r.simhash, r.digest) for r in reps])
-    ia, ib = candidate_pairs(values, bins, ok, rank, k, verify, bands,
+    bins, ok = sketch_matrix([r.sketch for r in reps])
+    nib = nibbles_of(bins)
+    nib[~ok] = 0
+    node = np.asarray(nodes if nodes is not None else range(len(reps)), dtype=np.int64)
+    rank = group_rank(nib, values, node)
+    ia, ib = candidate_pairs(values, bins if bands else None, ok, rank, k, verify, bands,
                              MAX_BUCKET if max_bucket is None else max_bucket, WINDOW if window is None else window)
     if k > PIGEON_K and exact_k:
         ja, jb, _ = self_join(values, k)
@@ -311,8 +314,8 @@ WINDOW = 32
 
 
 def pigeon_blocks(k: int) -> list[tuple[int, int]]:
-    """(shift, width) of the ``k + 2`` blocks the 64 bits are cut into for the pigeonhole keys."""
-    m = k + 2
+    """(shift, width) of the ``k + 1`` blocks the 64 bits are cut into for the pigeonhole keys."""
+    m = k + 1
     widths = [64 // m + (1 if i < 64 % m else 0) for i in range(m)]
     out, pos = [], 64
     for w in widths:
@@ -322,26 +325,22 @@ def pigeon_blocks(k: int) -> list[tuple[int, int]]:
 
 
 def pigeon_keys(values: np.ndarray, k: int) -> np.ndarray:
-    """(n, C(k + 2, 2)) uint64 SimHash blocking keys: every pair of the ``k + 2`` blocks
-    (values within ``k`` bits differ in at most ``k`` blocks, so they share a pair of equal
-    blocks: one key). The key holds the two blocks' bits and the pair's number in the top
-    bits, so keys of different pairs never collide."""
+    """(n, k + 1) uint64 SimHash blocking keys, one per block of :func:`pigeon_blocks`
+    (values within ``k`` bits differ in at most ``k`` blocks, so they share an equal one).
+    The block's number sits in bits 56..62, so keys of different blocks never collide (and
+    bit 63, the band keys' mark, stays clear); k <= 3 keeps every block within 56 bits."""
     values = np.asarray(values, dtype=np.uint64)
-    blocks = pigeon_blocks(k)
-    cols = []
-    for p, (x, y) in enumerate(itertools.combinations(range(len(blocks)), 2)):
-        (sx, wx), (sy, wy) = blocks[x], blocks[y]
-        bx = (values >> np.uint64(sx)) & np.uint64((1 << wx) - 1)
-        by = (values >> np.uint64(sy)) & np.uint64((1 << wy) - 1)
-        cols.append((np.uint64(p) << np.uint64(56)) | (bx << np.uint64(wy)) | by)
-    return np.stack(cols, axis=1) if cols else np.zeros((values.shape[0], 0), dtype=np.uint64)
+    cols = [(np.uint64(p) << np.uint64(56)) | ((values >> np.uint64(sx)) & np.uint64((1 << wx) - 1))
+            for p, (sx, wx) in enumerate(pigeon_blocks(k))]
+    return np.stack(cols, axis=1)
 
 
 def block_rows(simhash: np.ndarray, bins: np.ndarray | None, has_sketch: np.ndarray | None, k: int,
                bands: bool) -> tuple[np.ndarray, np.ndarray]:
     """Blocking rows of n digest groups: (row -> group, row key as int64). Keys of the 8 sketch
-    bands (band j in the top bits; groups without a sketch have none) when ``bands``, then the
-    pigeonhole SimHash keys at ``min(k, PIGEON_K)``: at most 18 rows a group."""
+    bands (bit 63 set, band j in bits 16..18; groups without a sketch have none) when
+    ``bands``, then the pigeonhole SimHash keys at ``min(k, PIGEON_K)``: at most 12 rows a
+    group."""
     n = simhash.shape[0]
     owners, keys = [], []
     if bands and bins is not None:
@@ -388,19 +387,16 @@ def bucket_pairs(keys: np.ndarray, rank: np.ndarray, max_bucket: int = MAX_BUCKE
     return order[a], order[b]
 
 
-def rank_key(sketch: bytes | None, simhash: int, digest: str) -> tuple[bytes, int, str]:
-    """The order giant buckets are windowed in (the same on every path): the sketch's
-    bins, its header, then the unsigned SimHash, then the digest (near copies agree on most
-    bins, so they tend to sit close)."""
-    s = bytes(sketch) if sketch is not None else b""
-    return (s[4:] + s[:4], int(simhash), digest)
-
-
-def group_rank(keys: Sequence[tuple[bytes, int, str]]) -> np.ndarray:
-    """Each group's position in the order of :func:`rank_key` (int64)."""
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    rank = np.empty(len(keys), dtype=np.int64)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(keys), dtype=np.int64)
+def group_rank(nib: np.ndarray, simhash: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """Each group's position (int64) in the order giant blocks are windowed in, the same on
+    every path: its packed nibbles (:func:`neardup.bands.nibbles_of`; zeros without a
+    sketch) word by word, then the unsigned SimHash, then the group's node id. Near copies
+    agree on most bins, so they tend to sit close."""
+    cols = [np.asarray(node, dtype=np.int64), np.asarray(simhash, dtype=np.uint64)]
+    cols += [nib[:, w] for w in range(nib.shape[1] - 1, -1, -1)]
+    order = np.lexsort(cols)
+    rank = np.empty(order.shape[0], dtype=np.int64)
+    rank[order] = np.arange(order.shape[0], dtype=np.int64)
     return rank
 
 
@@ -422,7 +418,8 @@ def candidate_pairs(simhash: np.ndarray, bins: np.ndarray | None, has_sketch: np
         agree = NIBBLE_BINS - np.bitwise_count(x).sum(axis=1, dtype=np.int64)
         keep[banded] = agree >= nibble_threshold(min(float(verify), far_verify(verify) or 1.0))
     if (~banded).any():
-        d = np.bitwise_count(np.asarray(simhash, dtype=np.uint64)[a[~banded]] ^ np.asarray(simhash, dtype=np.uint64)[b[~banded]])
+        sv = np.asarray(simhash, dtype=np.uint64)
+        d = np.bitwise_count(sv[a[~banded]] ^ sv[b[~banded]])
         keep[~banded] = d <= min(k, PIGEON_K)
     a, b = a[keep], b[keep]
     lo, hi = np.minimum(a, b), np.maximum(a, b)
