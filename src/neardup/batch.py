@@ -274,15 +274,13 @@ def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, band
     Candidates: the sketch bands (``bands``) and the pigeonhole SimHash blocks at
     ``min(k, PIGEON_K)`` (:func:`candidate_pairs`; giant blocks windowed), plus, when
     ``k > PIGEON_K`` and ``exact_k``, the permuted tables' exact self-join at ``k``.
-    ``nodes``: each group's node id (its smallest), the last key of the window order."""
+    ``nodes``: each group's node id (its smallest): a giant block is windowed in that order
+    (a hash: a random order, the same on every path)."""
     if len(reps) < 2:
         return []
     values = np.array([r.simhash for r in reps], dtype=np.uint64)
     bins, ok = sketch_matrix([r.sketch for r in reps])
-    nib = nibbles_of(bins)
-    nib[~ok] = 0
-    node = np.asarray(nodes if nodes is not None else range(len(reps)), dtype=np.int64)
-    rank = group_rank(nib, values, node)
+    rank = np.asarray(nodes if nodes is not None else range(len(reps)), dtype=np.int64)
     ia, ib = candidate_pairs(values, bins if bands else None, ok, rank, k, verify, bands,
                              MAX_BUCKET if max_bucket is None else max_bucket, WINDOW if window is None else window)
     if k > PIGEON_K and exact_k:
@@ -362,8 +360,12 @@ def bucket_pairs(keys: np.ndarray, rank: np.ndarray, max_bucket: int = MAX_BUCKE
                  window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs of rows (positions into ``keys``) sharing a key: every pair of a
     bucket of at most ``max_bucket`` rows; in a larger bucket each row with the next
-    ``window`` rows in the order of ``rank`` (distinct int64 per row, e.g. a group's
-    position in a deterministic sort). Linear in the rows beyond that size."""
+    ``window`` rows in the order of ``rank`` (distinct int64 per row: the group's node id,
+    a hash). Linear in the rows beyond that size. What it costs: a pair whose only shared
+    block is a giant one is found when the two sit within ``window`` of each other in that
+    order; the copies of a trap are near one another, so each is linked to its neighbours
+    and the cluster stays one (connected components need a spanning set of edges, not every
+    pair)."""
     m = keys.shape[0]
     if m < 2:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
@@ -385,19 +387,6 @@ def bucket_pairs(keys: np.ndarray, rank: np.ndarray, max_bucket: int = MAX_BUCKE
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     a, b = np.concatenate(pa), np.concatenate(pb)
     return order[a], order[b]
-
-
-def group_rank(nib: np.ndarray, simhash: np.ndarray, node: np.ndarray) -> np.ndarray:
-    """Each group's position (int64) in the order giant blocks are windowed in, the same on
-    every path: its packed nibbles (:func:`neardup.bands.nibbles_of`; zeros without a
-    sketch) word by word, then the unsigned SimHash, then the group's node id. Near copies
-    agree on most bins, so they tend to sit close."""
-    cols = [np.asarray(node, dtype=np.int64), np.asarray(simhash, dtype=np.uint64)]
-    cols += [nib[:, w] for w in range(nib.shape[1] - 1, -1, -1)]
-    order = np.lexsort(cols)
-    rank = np.empty(order.shape[0], dtype=np.int64)
-    rank[order] = np.arange(order.shape[0], dtype=np.int64)
-    return rank
 
 
 def candidate_pairs(simhash: np.ndarray, bins: np.ndarray | None, has_sketch: np.ndarray | None, rank: np.ndarray,
@@ -504,7 +493,7 @@ def records_from_pages(pages: Iterable[Page], config: FingerprintConfig = DEFAUL
 def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
                 canonical: str | CanonicalPolicy | None = None, method: str = "simhash",
                 threshold: float = DEFAULT_THRESHOLD, config: FingerprintConfig | None = None,
-                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET) -> BatchResult:
+                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET, exact_k: bool = True) -> BatchResult:
     """Deduplicate a whole input at once (module docs): pages (:class:`~neardup.detector.Page`,
     fingerprinted here with ``config`` in ``jobs`` processes) or precomputed
     :class:`BatchRecord` rows. ``k`` defaults to the spec version's
@@ -512,7 +501,8 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     Detector's; ``canonical`` is a policy chain (default ``rel-canonical,first-seen``).
     ``bands``: candidates from the sketch bands too, as the Detector's
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
-    (:func:`bucket_pairs`)."""
+    (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
+    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`)."""
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     config = config or DEFAULT_CONFIG
@@ -533,11 +523,12 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
             records[i] = rec
     rows = [r for r in records if r is not None]
     return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors,
-                  bands=bands, max_bucket=max_bucket)
+                  bands=bands, max_bucket=max_bucket, exact_k=exact_k)
 
 
 def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: CanonicalPolicy, method: str,
-           threshold: float, errors: list[str], bands: bool = True, max_bucket: int = MAX_BUCKET) -> BatchResult:
+           threshold: float, errors: list[str], bands: bool = True, max_bucket: int = MAX_BUCKET,
+           exact_k: bool = True) -> BatchResult:
     node_of: list[int] = []
     groups: dict[str, dict[int, tuple[int, str | None, str | None]]] = {}
     rep_of: dict[str, tuple[int, BatchRecord]] = {}
@@ -559,8 +550,8 @@ def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: Can
     for d, rep in zip(digests, reps):  # exact copies: a group with itself
         for x, y in pair_edges(list(groups[d].values()), None, rep.length < GUARD_MAX_LENGTH):
             uf.union(x, y)
-    links = (link_simhash(reps, k, verify, bands, max_bucket=max_bucket) if method == "simhash"
-             else link_minhash(reps, threshold))
+    links = (link_simhash(reps, k, verify, bands, nodes=[rep_of[d][0] for d in digests], max_bucket=max_bucket,
+                          exact_k=exact_k) if method == "simhash" else link_minhash(reps, threshold))
     pairs = []
     for i, j, dist, score in links:
         a, b = reps[i], reps[j]
