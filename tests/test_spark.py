@@ -261,3 +261,22 @@ def test_fingerprint_parquet_of_the_batch_job_reads_in_spark(spark, sample_pages
     write_fingerprints(records, path)
     out = dedup(fingerprints(spark, [path])).collect()
     assert spark_answer(out) == batch_answer(dedup_batch(read_fingerprints(path))) == batch_answer(dedup_batch(records))
+
+
+def test_spark_dedup_command_reads_fingerprint_parquet(spark, sample_pages, tmp_path) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from neardup.batch import is_fingerprint_file, write_fingerprints
+    from neardup.cli_batch import spark_dedup_cmd
+
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in sample_pages.values()]
+    path = str(tmp_path / "fps.parquet")
+    write_fingerprints(records, path)
+    assert is_fingerprint_file(path) and not is_fingerprint_file(str(tmp_path))
+    res = CliRunner().invoke(spark_dedup_cmd, [path, "--out", str(tmp_path / "out"), "--master", "local[2]"])
+    assert res.exit_code == 0, res.output
+    assert f"pages {len(records)}:" in res.output
+    df = pd.read_parquet(tmp_path / "out")
+    got = sorted(zip(df["url"], df["cluster"], df["canonical"], df["status"]))
+    assert got == sorted((v.url, v.cluster, v.canonical, v.status) for v in dedup_batch(records).verdicts)

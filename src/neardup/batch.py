@@ -305,10 +305,11 @@ def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, band
 #: Spark relies on the bands unless asked for its radius probes (docs/batch.md)
 PIGEON_K = 3
 #: a block (band key or SimHash key) holding more groups than this is not compared pairwise:
-#: its groups are sorted (by sketch bins, then SimHash, then digest) and each is compared
-#: with the next :data:`WINDOW` ones only
-MAX_BUCKET = 4096
-WINDOW = 32
+#: its groups are ordered by node id (a hash) and each is compared with the next
+#: :data:`WINDOW` ones only (:func:`bucket_pairs`). Random pages fill a 16-bit band block
+#: with N / 65,536 groups: under the cap up to about 10^7 pages
+MAX_BUCKET = 256
+WINDOW = 4
 
 
 def pigeon_blocks(k: int) -> list[tuple[int, int]]:
@@ -663,3 +664,20 @@ def read_fingerprints(path: str) -> list[BatchRecord]:
             first_seen=float(cols["first_seen"][i] or 0.0), priority=cols["priority"][i],
             signature=cols["signature"][i]))
     return out
+
+
+def is_fingerprint_file(path: str) -> bool:
+    """Whether ``path`` is Parquet (a file or a folder of parts) with the fingerprint columns
+    ``url``, ``digest`` and ``simhash`` (rather than pages of ``url``/``html``)."""
+    import os
+
+    p = str(path)
+    if not (p.lower().rstrip("/").endswith(".parquet") or os.path.isdir(p)):
+        return False
+    try:
+        import pyarrow.parquet as pq
+
+        names = set(pq.read_schema(p).names) if os.path.isfile(p) else set(pq.ParquetDataset(p).schema.names)
+    except Exception:  # not Parquet at all
+        return False
+    return {"url", "digest", "simhash"} <= names

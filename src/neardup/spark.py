@@ -653,6 +653,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--fingerprints-out", default=None, help="also write the fingerprints (Parquet)")
+    parser.add_argument("--no-bands", dest="bands", action="store_false",
+                        help="no candidates from the sketch bands (as DetectorSettings.bands=False)")
+    parser.add_argument("--exact-k", action="store_true",
+                        help="SimHash candidates up to k by radius probes (the batch job's answer at k > 3; "
+                             "thousands of rows a fingerprint at k = 12: small inputs only)")
     args = parser.parse_args(argv)
     config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if args.method == "minhash" else DEFAULT_CONFIG
     try:
@@ -662,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fps.write.mode("overwrite").parquet(args.fingerprints_out)
             fps = spark.read.parquet(args.fingerprints_out)
         out = dedup(fps, k=args.k, verify=args.verify, canonical=args.canonical, method=args.method,
-                    threshold=args.threshold, config=config)
+                    threshold=args.threshold, config=config, bands=args.bands, exact_k=args.exact_k)
         out.write.mode("overwrite").parquet(args.out)
         written = spark.read.parquet(args.out)
         counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
