@@ -20,13 +20,17 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
    length).
 3. **exact groups**: a group's nodes are joined by :func:`neardup.batch.pair_edges` (a
    star in SQL for long texts; the guard's rule in ``applyInPandas`` for short ones).
-4. **near pairs** of groups, by blocking on the permuted tables' lead keys: each group is
-   exploded once per table under its lead key (and, on the probing side, every key within
-   the table's radius when the layout has radii), candidates meet in their bucket, go
-   through :func:`neardup.matching.match`, and a pair is kept only by the first table
-   whose lead it shares (within the radius), so it is reported once. With
-   ``method="minhash"``: LSH bands of the MinHash signatures instead, the first shared band
-   keeps the pair, verified by the Jaccard estimate.
+4. **near pairs** of groups, by the Detector's candidate stage (:func:`near_pairs`): each
+   group becomes at most 12 blocking rows (:func:`neardup.batch.block_rows`: 8 sketch-band
+   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), rows are shuffled by key, every pair of
+   a block is a candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are
+   windowed), band pairs pass the nibble filter, and each distinct pair is decided by
+   :func:`neardup.batch.decide_pair` (within k at ``verify``, beyond at
+   ``far_verify(verify)``). Pairs at SimHash distances 4..k that share no band are found
+   only with ``exact_k`` (radius probes of the permuted tables' lead keys: thousands of
+   rows a fingerprint at k = 12). With ``method="minhash"``: LSH bands of the MinHash
+   signatures instead, the first shared band keeps the pair, verified by the Jaccard
+   estimate.
 5. **connected components** of the node edges by the large-star / small-star iterations of
    Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014): each label
    is the smallest node id of its component, the batch job's cluster id.
