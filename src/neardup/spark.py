@@ -583,6 +583,7 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`
     (with ``exact_k``, or when k <= PIGEON_K; else pairs at SimHash distances in
     (PIGEON_K, k] that share no sketch band are not found: :func:`near_pairs`)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if method not in METHODS:
@@ -622,8 +623,17 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     clustered = (pages.join(labels, "node", "left")
                  .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))).drop("label"))
     # stage 6: canonicals and statuses
+    # (a page alone in its cluster, most pages, is decided in SQL: no Python call per cluster)
     cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster"]
-    return clustered.select(*cols).groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA)
+    sized = clustered.select(*cols).withColumn("size", F.count("*").over(Window.partitionBy("cluster")))
+    alone = sized.where(F.col("size") == 1).select(
+        "url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"),
+        F.when(F.col("empty"), F.lit("empty")).otherwise(F.lit("new")).alias("status"), "cluster",
+        F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
+        F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
+    together = (sized.where(F.col("size") > 1).drop("size").groupBy("cluster")
+                .applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
+    return alone.unionByName(together)
 
 
 def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup") -> "SparkSession":
