@@ -154,7 +154,7 @@ def run_synthetic(args: argparse.Namespace) -> None:
     from pyspark.sql import SparkSession
 
     from neardup.batch import read_fingerprints
-    from neardup.spark import dedup, fingerprints
+    from neardup.spark import DRIVER_MEMORY, dedup, fingerprints
 
     sizes = [int(float(x)) for x in args.synthetic.split(",")]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -164,6 +164,7 @@ def run_synthetic(args: argparse.Namespace) -> None:
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.sql.adaptive.enabled", "false")
              .config("spark.ui.enabled", "true").config("spark.ui.port", "4077")
+             .config("spark.driver.memory", DRIVER_MEMORY)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     results = []

@@ -636,8 +636,15 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     return alone.unionByName(together)
 
 
+#: driver memory of a session this module starts (local mode: the executors too); Spark's
+#: default 1g fails at 10^6 fingerprints ("Could not allocate memory to grow BytesToBytesMap")
+DRIVER_MEMORY = "4g"
+
+
 def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup") -> "SparkSession":
-    """A Spark session for this job (Arrow on; Python workers run this interpreter)."""
+    """A Spark session for this job (Arrow on; Python workers run this interpreter; driver
+    memory :data:`DRIVER_MEMORY` unless ``NEARDUP_SPARK_MEMORY`` says otherwise; no effect
+    when a session or JVM already runs, e.g. under spark-submit)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -648,6 +655,7 @@ def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.driver.memory", os.environ.get("NEARDUP_SPARK_MEMORY", DRIVER_MEMORY))
             .getOrCreate())
 
 
