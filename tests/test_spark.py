@@ -273,7 +273,9 @@ def test_spark_dedup_command_reads_fingerprint_parquet(spark, sample_pages, tmp_
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in sample_pages.values()]
     path = str(tmp_path / "fps.parquet")
     write_fingerprints(records, path)
-    assert is_fingerprint_file(path) and not is_fingerprint_file(str(tmp_path))
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "a.html").write_text("<html><body><p>x</p></body></html>")
+    assert is_fingerprint_file(path) and not is_fingerprint_file(str(tmp_path / "pages"))
     res = CliRunner().invoke(spark_dedup_cmd, [path, "--out", str(tmp_path / "out"), "--master", "local[2]"])
     assert res.exit_code == 0, res.output
     assert f"pages {len(records)}:" in res.output
