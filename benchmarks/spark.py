@@ -220,9 +220,8 @@ def render_scale(rows: list[dict], extra: dict) -> str:
         aw = w0 - bw * n0
         hours = bt * 1e9 / 3600
         fit = (f"Fitted over the sizes: wall = {aw:.0f} s + {bw * 1e6:.0f} s per 10^6 fingerprints (local[2]); task "
-               f"time {bt * 1e6:.0f} s per 10^6. Linear in N over {rows[0]['n']:,}-{rows[-1]['n']:,}: "
-               f"{'yes' if abs((w1 / n1) / (w0 / n0) - 1) < 0.5 or w1 / w0 < 1.5 * n1 / n0 else 'no'} "
-               f"(seconds per 10^6: {w0 / n0 * 1e6:.0f} at {n0:,}, {w1 / n1 * 1e6:.0f} at {n1:,}). Projection: "
+               f"time {bt * 1e6:.0f} s per 10^6 (wall seconds per 10^6 fingerprints: {w0 / n0 * 1e6:.0f} at "
+               f"{n0:,}, {w1 / n1 * 1e6:.0f} at {n1:,}). Projection: "
                f"**{hours:,.0f} core-hours of task time per 10^9 fingerprints** (the linear term; about "
                f"{hours / 64:,.1f} hours on 64 cores), fingerprinting not included.")
     out = [SCALE_START, "## Batch job at scale: Spark local[2] on synthetic fingerprints (issue 27)", "",
