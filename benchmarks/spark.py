@@ -331,8 +331,8 @@ def main() -> None:
              "dedup stages; fingerprinting is the part that grows with the pages and that executors parallelise, but "
              "with the two CPUs busy with other jobs Spark local[2] was no faster than one process here (the "
              "issue's 1.7x fingerprinting target is not shown by this run). "
-             "Not measured yet (issue 16): the synthetic self-join of 10^6 and 10^7 fingerprints in Spark, shuffle "
-             "bytes per fingerprint, machine-seconds per 10^9 pages, and bucket skew.", "",
+             "The synthetic 10^5 and 10^6 runs, shuffle bytes per fingerprint, skew and the projection per 10^9 "
+             "pages are in the next section (`--synthetic`).", "",
              json.dumps(summary), END]
     replace_section(DOC, START, END, "\n".join(body))
     print(f"wrote {DOC}")
