@@ -184,3 +184,29 @@ def test_the_version_is_one_number():
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     assert neardup.__version__ == project["project"]["version"]
     assert run("--version").output.strip().endswith(project["project"]["version"])
+
+
+# -- the batch job's precomputed fingerprints (issue 27) --------------------------------------------
+
+def test_fingerprints_parquet_round_trip_through_the_cli(tmp_path):
+    pytest.importorskip("pyarrow")
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    pages = sorted((sample / "pages").glob("npr-*.html.gz"))
+    out = tmp_path / "fps.parquet"
+    r = run("fingerprint", "--out", out, *pages)
+    assert r.exit_code == 0 and out.is_file()
+    batch = run("dedup", "--batch", out, "--out", tmp_path / "b.jsonl")
+    assert batch.exit_code == 0, batch.stderr
+    rows = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(pages) and {r["status"] for r in rows} >= {"new"}
+    assert len({r["cluster"] for r in rows}) == 1  # the recaptures and the mirror of one article
+    written = tmp_path / "w.parquet"
+    again = run("dedup", "--batch", sample, "--fingerprints-out", written, "--out", tmp_path / "c.jsonl")
+    assert again.exit_code == 0 and written.is_file()
+    reread = run("dedup", "--batch", written, "--out", tmp_path / "d.jsonl")
+    assert reread.exit_code == 0
+    assert (tmp_path / "c.jsonl").read_text(encoding="utf-8") == (tmp_path / "d.jsonl").read_text(encoding="utf-8")
+    assert run("dedup", sample, "--db", tmp_path / "s.db", "--fingerprints-out", written).exit_code == 2
+    assert "spark-dedup" in main.commands

@@ -25,7 +25,7 @@ from neardup.inputs import read_input
 from neardup.permuted import Layout, candidate_layouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_batch import corpus_pages  # noqa: E402
+from test_batch import corpus_pages, edited_pairs, trap_records  # noqa: E402
 
 
 def _missing() -> str | None:
@@ -168,8 +168,15 @@ def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path
     expected = dedup_batch(read, jobs=2)
     assert sum(len(m) > 1 for m in expected.clusters.values()) >= 20
     fps = fingerprints(spark, inputs).persist()
-    out = dedup(fps, layout=Layout.multi_index(12, 6)).collect()  # a layout with probe radii
+    # by default SimHash blocks reach k = 3 only (bands beyond): the batch job's answer without its
+    # exact self-join at k (a pair at distance 4..k sharing no band would be missed: the hybrid
+    # extractor's texts of these pages leave none, the accurate extractor's one, at distance 10)
+    fast = spark_answer(dedup(fps).collect())
+    assert fast == batch_answer(dedup_batch(read, exact_k=False))
+    out = dedup(fps, exact_k=True, layout=Layout.multi_index(12, 6)).collect()  # + probes to k = 12
     assert spark_answer(out) == batch_answer(expected)
+    plain = dedup(fps, bands=False, exact_k=True).collect()
+    assert spark_answer(plain) == batch_answer(dedup_batch(read, bands=False))
 
 
 def test_minhash_method_equals_the_batch_job(spark, sample_pages) -> None:
@@ -206,3 +213,73 @@ def test_command_line_writes_parquet(spark, tmp_path) -> None:
     df = pd.read_parquet(tmp_path / "out")
     assert set(df.columns) == {"url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance"}
     assert len(df) == 26 and df["cluster"].nunique() == 14
+
+
+def records_frame(spark, records):
+    from neardup.spark import FP_SCHEMA, _complete_fps, _frame
+
+    rows = [dict(url=r.url, digest=r.digest, simhash=r.simhash - (1 << 64) if r.simhash >= 1 << 63 else r.simhash,
+                 empty=r.empty, sketch=r.sketch, title=r.title, length=r.length, canonical_link=r.canonical_link,
+                 first_seen=r.first_seen, priority=r.priority, signature=r.signature) for r in records]
+    return spark.createDataFrame(next(_complete_fps(iter([_frame(rows)]))), FP_SCHEMA)
+
+
+def test_band_candidates_beyond_k_equal_the_batch_job(spark) -> None:
+    from neardup.spark import dedup
+
+    pages = edited_pairs(30)
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in pages]
+    expected = dedup_batch(records)
+    assert sum(d > 12 for _, _, d, _ in expected.pairs) >= 15
+    fps = records_frame(spark, records)
+    assert spark_answer(dedup(fps).collect()) == batch_answer(dedup_batch(records, exact_k=False))
+    assert spark_answer(dedup(fps, exact_k=True).collect()) == batch_answer(expected)
+    plain = dedup(fps, bands=False, exact_k=True).collect()
+    assert spark_answer(plain) == batch_answer(dedup_batch(records, bands=False))
+
+
+def test_giant_block_split_equals_the_batch_job(spark) -> None:
+    from neardup.spark import dedup
+
+    records = trap_records(1500)
+    expected = dedup_batch(records, max_bucket=100)
+    assert answer_clusters(expected) == answer_clusters(dedup_batch(records, max_bucket=10**6))
+    out = dedup(records_frame(spark, records), max_bucket=100).collect()
+    assert spark_answer(out) == batch_answer(expected)
+
+
+def answer_clusters(result) -> list[tuple]:
+    return sorted((v.url, v.cluster, v.canonical) for v in result.verdicts)
+
+
+def test_fingerprint_parquet_of_the_batch_job_reads_in_spark(spark, sample_pages, tmp_path) -> None:
+    from neardup.batch import read_fingerprints, write_fingerprints
+    from neardup.spark import dedup, fingerprints
+
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url), first_seen=1.6e9 + i)
+               for i, p in enumerate(sample_pages.values())]
+    path = str(tmp_path / "fps.parquet")
+    write_fingerprints(records, path)
+    out = dedup(fingerprints(spark, [path])).collect()
+    assert spark_answer(out) == batch_answer(dedup_batch(read_fingerprints(path))) == batch_answer(dedup_batch(records))
+
+
+def test_spark_dedup_command_reads_fingerprint_parquet(spark, sample_pages, tmp_path) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from neardup.batch import is_fingerprint_file, write_fingerprints
+    from neardup.cli_batch import spark_dedup_cmd
+
+    records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in sample_pages.values()]
+    path = str(tmp_path / "fps.parquet")
+    write_fingerprints(records, path)
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "a.html").write_text("<html><body><p>x</p></body></html>")
+    assert is_fingerprint_file(path) and not is_fingerprint_file(str(tmp_path / "pages"))
+    res = CliRunner().invoke(spark_dedup_cmd, [path, "--out", str(tmp_path / "out"), "--master", "local[2]"])
+    assert res.exit_code == 0, res.output
+    assert f"pages {len(records)}:" in res.output
+    df = pd.read_parquet(tmp_path / "out")
+    got = sorted(zip(df["url"], df["cluster"], df["canonical"], df["status"]))
+    assert got == sorted((v.url, v.cluster, v.canonical, v.status) for v in dedup_batch(records).verdicts)

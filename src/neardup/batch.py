@@ -53,11 +53,12 @@ from typing import Any
 
 import numpy as np
 
+from neardup.bands import DEFAULT_BANDS, NIBBLE_BINS, far_verify, keys_of, nibble_threshold, nibbles_of, sketch_bins
 from neardup.canonical import CanonicalPolicy, Member, policy_from_spec
 from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY, Page
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
-from neardup.matching import GUARD_MAX_LENGTH, Side, match
+from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Match, Side, match
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
 from neardup.permuted import self_join
 from neardup.titles import same_title, title_words
@@ -248,22 +249,184 @@ class UnionFind:
             self.parent[rb] = ra  # the smaller id stays the root
 
 
-def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None) -> list[tuple[int, int, int, float | None]]:
-    """Linked pairs (i, j, distance, score) of digest groups (given by one record each,
-    none empty): the permuted tables' self-join within ``k``, each pair through
-    :func:`~neardup.matching.match` (hosts left out: the guard is the nodes' business)."""
+def banded(sketch: bytes | None) -> bool:
+    """Whether a sketch has band keys (a spec-2 sketch of some shingles, as the Detector's
+    band index takes them)."""
+    return sketch is not None and len(sketch) == 64 and int.from_bytes(sketch[:4], "little") > 0
+
+
+def sketch_matrix(sketches: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 60) bins of the sketches (zeros where none) and whether each has band keys."""
+    ok = np.array([banded(s) for s in sketches], dtype=bool)
+    bins = np.zeros((len(sketches), 60), dtype=np.uint8)
+    if ok.any():
+        bins[ok] = sketch_bins([s for s, o in zip(sketches, ok) if o])  # type: ignore[misc]
+    return bins, ok
+
+
+def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, bands: bool = True, *,
+                 nodes: Sequence[int] | None = None, max_bucket: int | None = None, window: int | None = None,
+                 exact_k: bool = True) -> list[tuple[int, int, int, float | None]]:
+    """Linked pairs (i, j, distance, score) of digest groups (given by one record each, none
+    empty): the Detector's candidate stage over the whole input, each pair decided by
+    :func:`decide_pair` (hosts left out: the guard is the nodes' business).
+
+    Candidates: the sketch bands (``bands``) and the pigeonhole SimHash blocks at
+    ``min(k, PIGEON_K)`` (:func:`candidate_pairs`; giant blocks windowed), plus, when
+    ``k > PIGEON_K`` and ``exact_k``, the permuted tables' exact self-join at ``k``.
+    ``nodes``: each group's node id (its smallest): a giant block is windowed in that order
+    (a hash: a random order, the same on every path)."""
     if len(reps) < 2:
         return []
     values = np.array([r.simhash for r in reps], dtype=np.uint64)
-    ia, ib, _ = self_join(values, k)
+    bins, ok = sketch_matrix([r.sketch for r in reps])
+    rank = np.asarray(nodes if nodes is not None else range(len(reps)), dtype=np.int64)
+    ia, ib = candidate_pairs(values, bins if bands else None, ok, rank, k, verify, bands,
+                             MAX_BUCKET if max_bucket is None else max_bucket, WINDOW if window is None else window)
+    if k > PIGEON_K and exact_k:
+        ja, jb, _ = self_join(values, k)
+        n = np.int64(len(reps))
+        code = np.unique(np.r_[ia * n + ib, np.minimum(ja, jb) * n + np.maximum(ja, jb)])
+        ia, ib = code // n, code % n
     out = []
     for i, j in zip(ia.tolist(), ib.tolist()):
         a, b = reps[i], reps[j]
-        m = match(Side(a.simhash, a.digest, False, a.sketch, None, None, a.length),
-                  Side(b.simhash, b.digest, False, b.sketch, None, None, b.length), k, verify)
+        m = decide_pair(Side(a.simhash, a.digest, False, a.sketch, None, None, a.length),
+                        Side(b.simhash, b.digest, False, b.sketch, None, None, b.length), k, verify)
         if m.status is not None:
             out.append((i, j, m.distance, m.score))
     return out
+
+
+# -- the candidate stage (bands + SimHash), shared with neardup.spark ---------------------------
+
+#: SimHash blocking by pigeonhole keys is exact up to this k (C(k + 2, 2) keys a fingerprint:
+#: 10 at k = 3); beyond it the batch job adds the permuted tables' exact self-join at k, and
+#: Spark relies on the bands unless asked for its radius probes (docs/batch.md)
+PIGEON_K = 3
+#: a block (band key or SimHash key) holding more groups than this is not compared pairwise:
+#: its groups are ordered by node id (a hash) and each is compared with the next
+#: :data:`WINDOW` ones only (:func:`bucket_pairs`). Random pages fill a 16-bit band block
+#: with N / 65,536 groups: under the cap up to about 10^7 pages
+MAX_BUCKET = 256
+WINDOW = 4
+
+
+def pigeon_blocks(k: int) -> list[tuple[int, int]]:
+    """(shift, width) of the ``k + 1`` blocks the 64 bits are cut into for the pigeonhole keys."""
+    m = k + 1
+    widths = [64 // m + (1 if i < 64 % m else 0) for i in range(m)]
+    out, pos = [], 64
+    for w in widths:
+        pos -= w
+        out.append((pos, w))
+    return out
+
+
+def pigeon_keys(values: np.ndarray, k: int) -> np.ndarray:
+    """(n, k + 1) uint64 SimHash blocking keys, one per block of :func:`pigeon_blocks`
+    (values within ``k`` bits differ in at most ``k`` blocks, so they share an equal one).
+    The block's number sits in bits 56..62, so keys of different blocks never collide (and
+    bit 63, the band keys' mark, stays clear); k <= 3 keeps every block within 56 bits."""
+    values = np.asarray(values, dtype=np.uint64)
+    cols = [(np.uint64(p) << np.uint64(56)) | ((values >> np.uint64(sx)) & np.uint64((1 << wx) - 1))
+            for p, (sx, wx) in enumerate(pigeon_blocks(k))]
+    return np.stack(cols, axis=1)
+
+
+def block_rows(simhash: np.ndarray, bins: np.ndarray | None, has_sketch: np.ndarray | None, k: int,
+               bands: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Blocking rows of n digest groups: (row -> group, row key as int64). Keys of the 8 sketch
+    bands (bit 63 set, band j in bits 16..18; groups without a sketch have none) when
+    ``bands``, then the pigeonhole SimHash keys at ``min(k, PIGEON_K)``: at most 12 rows a
+    group."""
+    n = simhash.shape[0]
+    owners, keys = [], []
+    if bands and bins is not None:
+        bk = keys_of(bins, DEFAULT_BANDS).astype(np.uint64)
+        ok = np.ones(n, dtype=bool) if has_sketch is None else np.asarray(has_sketch, dtype=bool)
+        for j in range(DEFAULT_BANDS):
+            owners.append(np.flatnonzero(ok))
+            keys.append(((np.uint64(1) << np.uint64(63)) | (np.uint64(j) << np.uint64(16)) | bk[ok, j]).view(np.int64))
+    pk = pigeon_keys(simhash, min(k, PIGEON_K))
+    for j in range(pk.shape[1]):
+        owners.append(np.arange(n))
+        keys.append(pk[:, j].view(np.int64))
+    if not owners:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return np.concatenate(owners).astype(np.int64), np.concatenate(keys)
+
+
+def bucket_pairs(keys: np.ndarray, rank: np.ndarray, max_bucket: int = MAX_BUCKET,
+                 window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs of rows (positions into ``keys``) sharing a key: every pair of a
+    bucket of at most ``max_bucket`` rows; in a larger bucket each row with the next
+    ``window`` rows in the order of ``rank`` (distinct int64 per row: the group's node id,
+    a hash). Linear in the rows beyond that size. What it costs: a pair whose only shared
+    block is a giant one is found when the two sit within ``window`` of each other in that
+    order; the copies of a trap are near one another, so each is linked to its neighbours
+    and the cluster stays one (connected components need a spanning set of edges, not every
+    pair)."""
+    m = keys.shape[0]
+    if m < 2:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    order = np.lexsort((rank, keys))
+    sk = keys[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    sizes = np.diff(np.r_[starts, m])
+    pa, pb = [], []
+    for s in np.unique(sizes[(sizes > 1) & (sizes <= max_bucket)]).tolist():
+        st = starts[sizes == s]
+        ia, ib = np.triu_indices(s, 1)
+        pa.append((st[:, None] + ia[None, :]).reshape(-1))
+        pb.append((st[:, None] + ib[None, :]).reshape(-1))
+    for st, s in zip(starts[sizes > max_bucket].tolist(), sizes[sizes > max_bucket].tolist()):
+        for d in range(1, window + 1):  # a sorted window: row i with rows i + 1 .. i + window
+            pa.append(np.arange(st, st + s - d))
+            pb.append(np.arange(st + d, st + s))
+    if not pa:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    a, b = np.concatenate(pa), np.concatenate(pb)
+    return order[a], order[b]
+
+
+def candidate_pairs(simhash: np.ndarray, bins: np.ndarray | None, has_sketch: np.ndarray | None, rank: np.ndarray,
+                    k: int, verify: float | None, bands: bool, max_bucket: int = MAX_BUCKET,
+                    window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct candidate pairs (i < j) of groups from the blocks (:func:`block_rows`): a
+    band pair is kept when its nibbles may reach ``verify`` (lossless for the sketch), a
+    SimHash pair when within ``min(k, PIGEON_K)``."""
+    owner, keys = block_rows(simhash, bins, has_sketch, k, bands)
+    ra, rb = bucket_pairs(keys, rank[owner], max_bucket, window)
+    a, b = owner[ra], owner[rb]
+    banded = keys[ra] < 0  # band keys carry the top bit
+    keep = ~banded
+    if banded.any() and bins is not None and verify is not None:
+        nib = nibbles_of(bins)
+        x = nib[a[banded]] ^ nib[b[banded]]
+        x = (x | (x >> np.uint32(1)) | (x >> np.uint32(2)) | (x >> np.uint32(3))) & np.uint32(0x11111111)
+        agree = NIBBLE_BINS - np.bitwise_count(x).sum(axis=1, dtype=np.int64)
+        keep[banded] = agree >= nibble_threshold(min(float(verify), far_verify(verify) or 1.0))
+    if (~banded).any():
+        sv = np.asarray(simhash, dtype=np.uint64)
+        d = np.bitwise_count(sv[a[~banded]] ^ sv[b[~banded]])
+        keep[~banded] = d <= min(k, PIGEON_K)
+    a, b = a[keep], b[keep]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    code = np.unique(lo.astype(np.int64) * np.int64(max(1, simhash.shape[0])) + hi)
+    n = np.int64(max(1, simhash.shape[0]))
+    return code // n, code % n
+
+
+def decide_pair(a: Side, b: Side, k: int, verify: float | None, bits: int = 64) -> Match:
+    """The Detector's decision for a candidate pair of digest groups: within ``k`` the
+    SimHash path's (``match(k, verify)``), beyond it the bands' (``match(bits,
+    far_verify(verify))``; the title guard of :func:`neardup.matching.far_match`, which
+    needs hosts and titles, is applied to the groups' nodes: a far pair links nodes as a
+    short pair does)."""
+    if (a.simhash ^ b.simhash).bit_count() <= k:
+        return match(a, b, k, verify)
+    return match(a, b, bits, far_verify(verify))
 
 
 def band_keys(signatures: np.ndarray, threshold: float, config: MinHashConfig | None = None) -> np.ndarray:
@@ -334,12 +497,16 @@ def records_from_pages(pages: Iterable[Page], config: FingerprintConfig = DEFAUL
 def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
                 canonical: str | CanonicalPolicy | None = None, method: str = "simhash",
                 threshold: float = DEFAULT_THRESHOLD, config: FingerprintConfig | None = None,
-                jobs: int = 1) -> BatchResult:
+                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET, exact_k: bool = True) -> BatchResult:
     """Deduplicate a whole input at once (module docs): pages (:class:`~neardup.detector.Page`,
     fingerprinted here with ``config`` in ``jobs`` processes) or precomputed
     :class:`BatchRecord` rows. ``k`` defaults to the spec version's
     (:data:`~neardup.detector.DEFAULT_K_BY_VERSION`), ``verify`` and ``threshold`` to the
-    Detector's; ``canonical`` is a policy chain (default ``rel-canonical,first-seen``)."""
+    Detector's; ``canonical`` is a policy chain (default ``rel-canonical,first-seen``).
+    ``bands``: candidates from the sketch bands too, as the Detector's
+    (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
+    (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
+    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`)."""
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     config = config or DEFAULT_CONFIG
@@ -359,11 +526,13 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
         for (i, _), rec in zip(pages, got):
             records[i] = rec
     rows = [r for r in records if r is not None]
-    return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors)
+    return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors,
+                  bands=bands, max_bucket=max_bucket, exact_k=exact_k)
 
 
 def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: CanonicalPolicy, method: str,
-           threshold: float, errors: list[str]) -> BatchResult:
+           threshold: float, errors: list[str], bands: bool = True, max_bucket: int = MAX_BUCKET,
+           exact_k: bool = True) -> BatchResult:
     node_of: list[int] = []
     groups: dict[str, dict[int, tuple[int, str | None, str | None]]] = {}
     rep_of: dict[str, tuple[int, BatchRecord]] = {}
@@ -385,11 +554,14 @@ def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: Can
     for d, rep in zip(digests, reps):  # exact copies: a group with itself
         for x, y in pair_edges(list(groups[d].values()), None, rep.length < GUARD_MAX_LENGTH):
             uf.union(x, y)
-    links = link_simhash(reps, k, verify) if method == "simhash" else link_minhash(reps, threshold)
+    links = (link_simhash(reps, k, verify, bands, nodes=[rep_of[d][0] for d in digests], max_bucket=max_bucket,
+                          exact_k=exact_k) if method == "simhash" else link_minhash(reps, threshold))
     pairs = []
     for i, j, dist, score in links:
         a, b = reps[i], reps[j]
-        short = min(a.length, b.length) < GUARD_MAX_LENGTH
+        # the guard compares titles for short texts, and beyond k always (matching.far_match)
+        short = min(a.length, b.length) < GUARD_MAX_LENGTH or (
+            method == "simhash" and dist is not None and dist > k and (score or 0.0) < FAR_TITLE_VERIFY)
         for x, y in pair_edges(list(groups[a.digest].values()), list(groups[b.digest].values()), short):
             uf.union(x, y)
         pairs.append((a.digest, b.digest, dist, score))
@@ -421,3 +593,96 @@ def iter_clusters(result: BatchResult) -> Iterator[tuple[int, list[str]]]:
     """(cluster id, sorted member URLs) of every cluster, by id."""
     for cid in sorted(result.clusters):
         yield cid, sorted(result.verdicts[p].url for p in result.clusters[cid])
+
+
+# -- precomputed fingerprints in Parquet (read by neardup.spark too) ---------------------------
+
+#: the columns of a fingerprint file, in order (Arrow types); ``simhash`` is the unsigned
+#: value as a signed 64-bit integer (two's complement), as Spark stores longs
+PARQUET_COLUMNS = (("url", "string"), ("digest", "string"), ("simhash", "int64"), ("empty", "bool"),
+                   ("sketch", "binary"), ("title", "string"), ("length", "int32"), ("canonical_link", "string"),
+                   ("first_seen", "float64"), ("priority", "float64"), ("signature", "binary"))
+
+
+def _arrow_schema():  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_(), "binary": pa.binary(),
+             "int32": pa.int32(), "float64": pa.float64()}
+    return pa.schema([(name, types[t]) for name, t in PARQUET_COLUMNS])
+
+
+def write_fingerprints(records: Iterable[BatchRecord], path: str, *, row_group: int = 1 << 17) -> int:
+    """Write records as a Parquet file of :data:`PARQUET_COLUMNS` (what ``--fingerprints-out``
+    writes, what :func:`read_fingerprints`, ``dedup --batch`` and ``neardup.spark`` read).
+    Returns the rows written. Needs PyArrow (the ``spark`` extra)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+    n = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        chunk: list[BatchRecord] = []
+
+        def flush() -> None:
+            cols = {
+                "url": [r.url for r in chunk], "digest": [r.digest for r in chunk],
+                "simhash": [r.simhash - (1 << 64) if r.simhash >= 1 << 63 else r.simhash for r in chunk],
+                "empty": [r.empty for r in chunk], "sketch": [r.sketch for r in chunk],
+                "title": [r.title for r in chunk], "length": [r.length for r in chunk],
+                "canonical_link": [r.canonical_link for r in chunk], "first_seen": [r.first_seen for r in chunk],
+                "priority": [r.priority for r in chunk], "signature": [r.signature for r in chunk]}
+            writer.write_table(pa.table(cols, schema=schema))
+
+        for r in records:
+            chunk.append(r)
+            if len(chunk) >= row_group:
+                flush()
+                n += len(chunk)
+                chunk = []
+        if chunk or not n:
+            flush()
+            n += len(chunk)
+    return n
+
+
+def read_fingerprints(path: str) -> list[BatchRecord]:
+    """Records of a fingerprint Parquet file or folder (:func:`write_fingerprints`, or the
+    Spark job's ``--fingerprints-out``): ``url``, ``digest`` and ``simhash`` are required, the
+    other columns of :data:`PARQUET_COLUMNS` optional (extra columns are ignored)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path))
+    names = set(table.column_names)
+    missing = {"url", "digest", "simhash"} - names
+    if missing:
+        raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
+    n = table.num_rows
+    cols = {c: (table.column(c).to_pylist() if c in names else [None] * n) for c, _ in PARQUET_COLUMNS}
+    out = []
+    for i in range(n):
+        sim = int(cols["simhash"][i])
+        out.append(BatchRecord(
+            url=cols["url"][i], digest=cols["digest"][i], simhash=sim + (1 << 64) if sim < 0 else sim,
+            empty=bool(cols["empty"][i]), sketch=cols["sketch"][i], title=cols["title"][i],
+            length=int(cols["length"][i] or 0), canonical_link=cols["canonical_link"][i],
+            first_seen=float(cols["first_seen"][i] or 0.0), priority=cols["priority"][i],
+            signature=cols["signature"][i]))
+    return out
+
+
+def is_fingerprint_file(path: str) -> bool:
+    """Whether ``path`` is Parquet (a file or a folder of parts) with the fingerprint columns
+    ``url``, ``digest`` and ``simhash`` (rather than pages of ``url``/``html``)."""
+    import os
+
+    p = str(path)
+    if not (p.lower().rstrip("/").endswith(".parquet") or os.path.isdir(p)):
+        return False
+    try:
+        import pyarrow.parquet as pq
+
+        names = set(pq.read_schema(p).names) if os.path.isfile(p) else set(pq.ParquetDataset(p).schema.names)
+    except Exception:  # not Parquet at all
+        return False
+    return {"url", "digest", "simhash"} <= names

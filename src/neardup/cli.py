@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 
 from neardup import __version__
+from neardup.cli_batch import spark_dedup_cmd
 from neardup.cli_crawl import export_cmd, history_cmd
 from neardup.cli_errors import EXIT_INPUT, handle_errors
 from neardup.cli_errors import one_line as _one_line
@@ -113,25 +114,38 @@ def main() -> None:
 @click.argument("files", nargs=-1, required=True)
 @click.option("--url", default=None, help="Page URL (resolves relative rel=canonical links).")
 @click.option("--text", "with_text", is_flag=True, help="Include the normalised main text.")
+@click.option("--out", "parquet_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the fingerprints to this Parquet file (what dedup --batch and spark-dedup read; "
+                   "the URL is --url, else file://).")
 @settings_options(FINGERPRINT_FIELDS)
 @config_options
 @handle_errors
-def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, **opts: Any) -> None:
+def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, parquet_out: str | None,
+                    **opts: Any) -> None:
     """Print one JSON line per FILE (or - for stdin): digest, simhash (hex), spec, title, canonical.
 
     A file that cannot be read gets a JSON line with an "error" field; the exit code is 1
     if any file failed."""
     config = build_config(settings_from_options(opts), **opts) or DEFAULT_CONFIG
+    if parquet_out is not None and not parquet_out.lower().endswith(".parquet"):
+        raise click.UsageError(f"--out names a Parquet file (.parquet), got {parquet_out!r}")
     failed = False
+    records = []
     for file in files:
         try:
             fp = fingerprint(_read_content(file, config.max_bytes), url=url, config=config)
             click.echo(json.dumps({"file": file, **fp.to_dict(with_text=with_text)}, ensure_ascii=False))
+            if parquet_out is not None:
+                records.append((url or Path(file).resolve().as_uri(), fp))
         except (NeardupError, OSError) as exc:
             failed = True
             msg = str(exc) if isinstance(exc, NeardupError) else f"{file}: {exc.strerror or exc}"
             click.echo(json.dumps({"file": file, "error": msg}))
             click.echo(f"neardup: error: {msg}", err=True)
+    if parquet_out is not None:
+        from neardup.batch import BatchRecord, write_fingerprints
+
+        write_fingerprints([BatchRecord.of(u, fp) for u, fp in records], parquet_out)
     if failed:
         sys.exit(EXIT_INPUT)
 
@@ -261,7 +275,10 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
               help=f"{DB_HELP} (a file is created if missing); required unless --batch.")
 @click.option("--batch", is_flag=True,
               help="Decide on the whole input at once (neardup.batch: order-independent clusters and canonicals; "
-                   "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance.")
+                   "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance. Inputs may "
+                   "also be fingerprint Parquet files (neardup.batch.PARQUET_COLUMNS).")
+@click.option("--fingerprints-out", default=None, type=click.Path(dir_okay=False),
+              help="With --batch: also write the pages' fingerprints as Parquet (what --batch and spark-dedup read).")
 @click.option("--out", "out", default=None,
               help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
@@ -279,7 +296,8 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @settings_options()
 @config_options
 @handle_errors
-def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | None, fmt: str | None,
+def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, out: str | None,
+              fmt: str | None,
               errors_path: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
               **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
@@ -300,15 +318,18 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, out: str | N
     from neardup.parallel import add_pages, default_jobs, warm_up
 
     for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
-        if not Path(path).is_dir():
+        if not Path(path).is_dir() and not (batch and _fingerprint_file(path)):
             read_input(path)
     settings = settings_from_options(opts)
     config = build_config(settings, **opts)
     if batch:
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
-        _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config)
+        _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config,
+                     fingerprints_out=fingerprints_out)
         return
+    if fingerprints_out is not None:
+        raise click.UsageError("--fingerprints-out goes with --batch")
     if db is None:
         raise click.UsageError("Missing option '--db' (or use --batch)")
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
@@ -399,23 +420,48 @@ def _human_summary(counts: dict[str, int], reasons: dict[str, int], skipped: dic
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
 
 
+def _fingerprint_file(path: str) -> bool:
+    """A fingerprint Parquet input of ``dedup --batch`` (False without PyArrow)."""
+    try:
+        from neardup.batch import is_fingerprint_file
+
+        return is_fingerprint_file(path)
+    except ImportError:
+        return False
+
+
 def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *,
-                 settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None) -> None:
-    """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs."""
-    from neardup.batch import dedup_batch
+                 settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None,
+                 fingerprints_out: str | None = None) -> None:
+    """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs
+    (and the records of fingerprint Parquet inputs); ``fingerprints_out``: the pages'
+    fingerprints written as Parquet too."""
+    from neardup.batch import BatchRecord, dedup_batch, read_fingerprints, records_from_pages, write_fingerprints
+    from neardup.model import Page
     from neardup.parallel import default_jobs
 
     if settings.containment is not None:
         raise click.UsageError("--containment is not available with --batch")
     jobs = jobs or default_jobs()
+    parquet = [p for p in inputs if _fingerprint_file(p)]
+    items: list[Page | BatchRecord] = [r for p in parquet for r in read_fingerprints(p)]
     pages, unread = [], []
-    for item in _read_all(inputs, (config or DEFAULT_CONFIG).max_bytes):
+    for item in _read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
         if item.page is not None:
             pages.append(item.page)
         elif item.skip is None:
             unread.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
-    res = dedup_batch(pages, k=settings.k, verify=settings.verify, canonical=settings.canonical,
-                      method=settings.method, threshold=settings.threshold, config=config, jobs=jobs)
+    if fingerprints_out is not None:
+        records, failed = records_from_pages(pages, config or DEFAULT_CONFIG, jobs)
+        done = [r for r in records if r is not None]
+        write_fingerprints(done, fingerprints_out)
+        unread += [{"source": None, "reason": "bad-page", "error": e} for e in failed]
+        items += done
+    else:
+        items += pages
+    res = dedup_batch(items, k=settings.k, verify=settings.verify, canonical=settings.canonical,
+                      method=settings.method, threshold=settings.threshold, config=config, jobs=jobs,
+                      bands=settings.bands)
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     if out:
         stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
@@ -639,6 +685,7 @@ main.add_command(tune_cmd)  # neardup tune (neardup.cli_tools)
 main.add_command(report_cmd)  # neardup report
 main.add_command(export_cmd)  # neardup export (neardup.cli_crawl)
 main.add_command(history_cmd)  # neardup history
+main.add_command(spark_dedup_cmd)  # neardup spark-dedup (neardup.cli_batch)
 
 
 if __name__ == "__main__":  # pragma: no cover

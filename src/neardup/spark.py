@@ -20,13 +20,17 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
    length).
 3. **exact groups**: a group's nodes are joined by :func:`neardup.batch.pair_edges` (a
    star in SQL for long texts; the guard's rule in ``applyInPandas`` for short ones).
-4. **near pairs** of groups, by blocking on the permuted tables' lead keys: each group is
-   exploded once per table under its lead key (and, on the probing side, every key within
-   the table's radius when the layout has radii), candidates meet in their bucket, go
-   through :func:`neardup.matching.match`, and a pair is kept only by the first table
-   whose lead it shares (within the radius), so it is reported once. With
-   ``method="minhash"``: LSH bands of the MinHash signatures instead, the first shared band
-   keeps the pair, verified by the Jaccard estimate.
+4. **near pairs** of groups, by the Detector's candidate stage (:func:`near_pairs`): each
+   group becomes at most 12 blocking rows (:func:`neardup.batch.block_rows`: 8 sketch-band
+   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), rows are shuffled by key, every pair of
+   a block is a candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are
+   windowed), band pairs pass the nibble filter, and each distinct pair is decided by
+   :func:`neardup.batch.decide_pair` (within k at ``verify``, beyond at
+   ``far_verify(verify)``). Pairs at SimHash distances 4..k that share no band are found
+   only with ``exact_k`` (radius probes of the permuted tables' lead keys: thousands of
+   rows a fingerprint at k = 12). With ``method="minhash"``: LSH bands of the MinHash
+   signatures instead, the first shared band keeps the pair, verified by the Jaccard
+   estimate.
 5. **connected components** of the node edges by the large-star / small-star iterations of
    Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014): each label
    is the smallest node id of its component, the batch job's cluster id.
@@ -53,12 +57,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neardup.batch import (METHODS, choose_canonical, empty_node_id, member_order, node_id, pair_edges)
+from neardup.bands import NIBBLE_BINS, WORDS, far_verify, nibble_threshold, nibbles_of
+from neardup.batch import (MAX_BUCKET, METHODS, PIGEON_K, WINDOW, block_rows, bucket_pairs, choose_canonical,
+                           decide_pair, empty_node_id, member_order, node_id, pair_edges, sketch_matrix)
 from neardup.canonical import policy_from_spec
 from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
-from neardup.matching import GUARD_MAX_LENGTH, Side, match
+from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Side, match
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
 from neardup.permuted import Layout, candidate_layouts, probes
 from neardup.urls import host_of
@@ -302,24 +308,6 @@ def _explode_tables(layout: Layout, probing: bool, batches: Iterator["pd.DataFra
                                 "digest": np.repeat(digests, masks.shape[0])})
 
 
-def _verify_simhash(layout: Layout, k: int, verify: float | None,
-                    batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    import pandas as pd
-
-    for batch in batches:
-        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
-        keep = first_table(layout, a, b) == batch["t"].to_numpy()
-        rows = []
-        for i in np.flatnonzero(keep):
-            m = match(Side(int(a[i]), batch["a"].iat[i], False, _bytes(batch["sketch_a"].iat[i]), None, None,
-                           int(batch["length_a"].iat[i])),
-                      Side(int(b[i]), batch["b"].iat[i], False, _bytes(batch["sketch_b"].iat[i]), None, None,
-                           int(batch["length_b"].iat[i])), k, verify)
-            if m.status is not None:
-                rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score))
-        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
-
-
 def _bytes(x: Any) -> bytes | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else bytes(x)
 
@@ -353,6 +341,83 @@ def _verify_minhash(threshold: float, num_perm: int, batches: Iterator["pd.DataF
         yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
 
 
+# -- stage 4: the candidate stage of the Detector (sketch bands + pigeonhole SimHash) ---------------
+
+BLOCK_SCHEMA = "key long, g long, pay binary"
+PAIR_SCHEMA = "ga long, gb long"
+
+
+def _block_rows(k: int, bands: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Digest groups (``node, simhash, sketch``) -> blocking rows (:func:`neardup.batch.block_rows`:
+    8 band keys, ``min(k, PIGEON_K) + 1`` SimHash keys): ``key``, the group's node ``g``, and
+    ``pay``: the 28 bytes of nibbles a band row is filtered by, or the 8 of the SimHash."""
+    import pandas as pd
+
+    for batch in batches:
+        sims = _u64(batch["simhash"])
+        bins, ok = sketch_matrix([_bytes(x) for x in batch["sketch"]])
+        owner, keys = block_rows(sims, bins if bands else None, ok, k, bands)
+        nib = np.ascontiguousarray(nibbles_of(bins)).view(np.uint8).reshape(-1, 4 * WORDS)
+        sb = np.ascontiguousarray(sims).view(np.uint8).reshape(-1, 8)
+        pay = [nib[i].tobytes() if key < 0 else sb[i].tobytes() for i, key in zip(owner.tolist(), keys.tolist())]
+        yield pd.DataFrame({"key": keys, "g": batch["node"].to_numpy(np.int64)[owner], "pay": pay})
+
+
+def _bucket_pairs(k: int, verify: float | None, max_bucket: int, window: int,
+                  batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """One partition of blocking rows (every row of a key in it) -> candidate pairs of groups
+    (``ga < gb``): :func:`neardup.batch.bucket_pairs` ordered by node, band pairs through
+    the nibble filter, SimHash pairs within ``min(k, PIGEON_K)``, as the batch job."""
+    import pandas as pd
+
+    frames = [b for b in batches if len(b)]
+    if not frames:
+        return
+    df = pd.concat(frames, ignore_index=True)
+    keys = df["key"].to_numpy(np.int64)
+    g = df["g"].to_numpy(np.int64)
+    ra, rb = bucket_pairs(keys, g, max_bucket, window)
+    banded = keys[ra] < 0
+    keep = np.zeros(ra.shape[0], dtype=bool)
+    pay = df["pay"].to_numpy(object)
+    rows = np.flatnonzero(keys < 0)
+    if banded.any() and verify is not None:
+        at = np.full(keys.shape[0], -1, dtype=np.int64)
+        at[rows] = np.arange(rows.shape[0])
+        nib = np.frombuffer(b"".join(bytes(x) for x in pay[rows]), dtype=np.uint32).reshape(-1, WORDS)
+        x = nib[at[ra[banded]]] ^ nib[at[rb[banded]]]
+        x = (x | (x >> np.uint32(1)) | (x >> np.uint32(2)) | (x >> np.uint32(3))) & np.uint32(0x11111111)
+        agree = NIBBLE_BINS - np.bitwise_count(x).sum(axis=1, dtype=np.int64)
+        keep[banded] = agree >= nibble_threshold(min(float(verify), far_verify(verify) or 1.0))
+    if (~banded).any():
+        rows = np.flatnonzero(keys >= 0)
+        at = np.full(keys.shape[0], -1, dtype=np.int64)
+        at[rows] = np.arange(rows.shape[0])
+        sv = np.frombuffer(b"".join(bytes(x) for x in pay[rows]), dtype=np.uint64)
+        d = np.bitwise_count(sv[at[ra[~banded]]] ^ sv[at[rb[~banded]]])
+        keep[~banded] = d <= min(k, PIGEON_K)
+    a, b = g[ra[keep]], g[rb[keep]]
+    yield pd.DataFrame({"ga": np.minimum(a, b), "gb": np.maximum(a, b)}).drop_duplicates()
+
+
+def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Candidate pairs with both sides -> linked pairs: :func:`neardup.batch.decide_pair`
+    (within k the SimHash path's rule, beyond it the bands' at ``far_verify``)."""
+    import pandas as pd
+
+    for batch in batches:
+        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
+        rows = []
+        for i in range(len(batch)):
+            m = decide_pair(Side(int(a[i]), batch["a"].iat[i], False, _bytes(batch["sketch_a"].iat[i]), None, None,
+                                 int(batch["length_a"].iat[i])),
+                            Side(int(b[i]), batch["b"].iat[i], False, _bytes(batch["sketch_b"].iat[i]), None, None,
+                                 int(batch["length_b"].iat[i])), k, verify)
+            if m.status is not None:
+                rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score))
+        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+
+
 # -- stages 3 and 4: node edges -------------------------------------------------------------------
 
 def _sides(pdf: "pd.DataFrame", role: str | None = None) -> list[tuple[int, str | None, str | None]]:
@@ -376,32 +441,57 @@ def _pair_group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
-               threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128,
-               layout: Layout | None = None) -> "DataFrame":
-    """Stage 4 over digest groups (``digest, simhash, sketch, length, signature``): the
-    linked pairs ``a < b`` (digests), ``distance``, ``score``, each once."""
+               threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128, layout: Layout | None = None,
+               bands: bool = True, exact_k: bool = False, max_bucket: int = MAX_BUCKET, window: int = WINDOW,
+               partitions: int | None = None) -> "DataFrame":
+    """Stage 4 over digest groups (``digest, node, simhash, sketch, length, signature``):
+    the linked pairs ``a < b`` (digests), ``distance``, ``score``, each once.
+
+    ``method="simhash"``: the Detector's candidate stage as :func:`neardup.batch.link_simhash`
+    computes it: blocking rows (8 sketch-band keys when ``bands``, ``min(k, PIGEON_K) + 1``
+    pigeonhole SimHash keys) shuffled by key, every pair of a block (a giant block windowed in
+    node order), filtered, deduplicated, then decided by
+    :func:`neardup.batch.decide_pair`. At ``k > PIGEON_K`` the batch job adds the exact
+    self-join at k; here ``exact_k`` adds the permuted tables' lead-key blocking with radius
+    probes (``layout``; thousands of rows a fingerprint at k = 12: small inputs only), else
+    pairs at distances in (PIGEON_K, k] are found through the bands alone."""
     from pyspark.sql import functions as F
 
     reps = fps
     if method == "simhash":
-        layout = layout or choose_spark_layout(reps.count(), k)
-        if layout.k < k:
-            raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
-        base = reps.select("digest", "simhash")
-        stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), "t int, key long, digest string")
-        if any(layout.radii):
-            probing = base.mapInPandas(functools.partial(_explode_tables, layout, True), "t int, key long, digest string")
-        else:
-            probing = stored
-        cand = (probing.withColumnRenamed("digest", "a")
-                .join(stored.withColumnRenamed("digest", "b"), ["t", "key"])
-                .where(F.col("a") < F.col("b")).select("a", "b", "t"))
-        verify_fn = functools.partial(_verify_simhash, layout, k, verify)
+        nparts = partitions or int(reps.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
+        blocks = reps.select("node", "simhash", "sketch").mapInPandas(
+            functools.partial(_block_rows, k, bands), BLOCK_SCHEMA)
+        groups = (blocks.repartition(nparts, "key")
+                  .mapInPandas(functools.partial(_bucket_pairs, k, verify, max_bucket, window), PAIR_SCHEMA)
+                  .distinct())
+        ids = reps.select("node", "digest")
+        cand = (groups.join(ids.select(F.col("node").alias("ga"), F.col("digest").alias("da")), "ga")
+                .join(ids.select(F.col("node").alias("gb"), F.col("digest").alias("db")), "gb")
+                .select(F.least("da", "db").alias("a"), F.greatest("da", "db").alias("b")))
+        if exact_k and k > PIGEON_K:
+            layout = layout or choose_spark_layout(reps.count(), k)
+            if layout.k < k:
+                raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
+            base = reps.select("digest", "simhash")
+            stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), "t int, key long, digest string")
+            probing = (base.mapInPandas(functools.partial(_explode_tables, layout, True), "t int, key long, digest string")
+                       if any(layout.radii) else stored)
+            within = (probing.withColumnRenamed("digest", "a")
+                      .join(stored.withColumnRenamed("digest", "b"), ["t", "key"])
+                      .where(F.col("a") < F.col("b")).select("a", "b", "t"))
+            side_a = reps.select(F.col("digest").alias("a"), F.col("simhash").alias("simhash_a"))
+            side_b = reps.select(F.col("digest").alias("b"), F.col("simhash").alias("simhash_b"))
+            within = (within.join(side_a, "a").join(side_b, "b")
+                      .mapInPandas(functools.partial(_first_table, layout, k), "a string, b string"))
+            cand = cand.unionByName(within).distinct()
+        verify_fn = functools.partial(_decide, k, verify)
         cols = ["simhash", "sketch", "length"]
     else:
         base = reps.select("digest", "signature")
-        bands = base.mapInPandas(functools.partial(_explode_bands, threshold, num_perm), "t int, key long, digest string")
-        cand = (bands.withColumnRenamed("digest", "a").join(bands.withColumnRenamed("digest", "b"), ["t", "key"])
+        bands_df = base.mapInPandas(functools.partial(_explode_bands, threshold, num_perm),
+                                    "t int, key long, digest string")
+        cand = (bands_df.withColumnRenamed("digest", "a").join(bands_df.withColumnRenamed("digest", "b"), ["t", "key"])
                 .where(F.col("a") < F.col("b")).select("a", "b", "t"))
         verify_fn = functools.partial(_verify_minhash, threshold, num_perm)
         cols = ["simhash", "signature"]
@@ -409,6 +499,14 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
     side_b = reps.select(F.col("digest").alias("b"), *[F.col(c).alias(f"{c}_b") for c in cols])
     full = cand.join(side_a, "a").join(side_b, "b")
     return full.mapInPandas(verify_fn, "a string, b string, distance int, score double")
+
+
+def _first_table(layout: Layout, k: int, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Lead-key candidates -> the pairs within ``k``, each kept by its first table only."""
+    for batch in batches:
+        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
+        keep = (first_table(layout, a, b) == batch["t"].to_numpy()) & (np.bitwise_count(a ^ b) <= k)
+        yield batch.loc[keep, ["a", "b"]]
 
 
 # -- stage 5: connected components --------------------------------------------------------------
@@ -479,9 +577,13 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
 
 def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
           canonical: str | None = None, method: str = "simhash", threshold: float = DEFAULT_THRESHOLD,
-          config: FingerprintConfig = DEFAULT_CONFIG, layout: Layout | None = None) -> "DataFrame":
+          config: FingerprintConfig = DEFAULT_CONFIG, layout: Layout | None = None, bands: bool = True,
+          exact_k: bool = False, max_bucket: int = MAX_BUCKET, window: int = WINDOW) -> "DataFrame":
     """Stages 2-6 over fingerprints (:func:`fingerprints`; rows with an error are left out):
-    the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`."""
+    the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`
+    (with ``exact_k``, or when k <= PIGEON_K; else pairs at SimHash distances in
+    (PIGEON_K, k] that share no sketch band are not found: :func:`near_pairs`)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if method not in METHODS:
@@ -505,13 +607,17 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     # stage 4: near pairs of groups, then node edges
     num_perm = config.minhash.num_perm if config.minhash is not None else 128
     links = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
-                       layout=layout).persist()
+                       layout=layout, bands=bands, exact_k=exact_k, max_bucket=max_bucket, window=window).persist()
     lens = reps.select("digest", "length", F.col("node").alias("first"))
     linked = (links.join(lens.select(F.col("digest").alias("a"), F.col("length").alias("la"), F.col("first").alias("fa")), "a")
               .join(lens.select(F.col("digest").alias("b"), F.col("length").alias("lb"), F.col("first").alias("fb")), "b"))
-    long_pairs = (linked.where(F.least("la", "lb") >= GUARD_MAX_LENGTH)
+    # the guard compares titles for short texts, and beyond k always (matching.far_match)
+    far = ((F.coalesce(F.col("distance"), F.lit(0)) > F.lit(k)) & (F.coalesce(F.col("score"), F.lit(0.0))
+                                                                   < F.lit(FAR_TITLE_VERIFY)))
+    guarded = (F.least("la", "lb") < GUARD_MAX_LENGTH) | (far if method == "simhash" else F.lit(False))
+    long_pairs = (linked.where(~guarded)
                   .select(F.col("fa").alias("src"), F.col("fb").alias("dst")))
-    short = linked.where(F.least("la", "lb") < GUARD_MAX_LENGTH).select("a", "b")
+    short = linked.where(guarded).select("a", "b")
     members = (short.join(sides.withColumnRenamed("digest", "a"), "a").withColumn("role", F.lit("a"))
                .unionByName(short.join(sides.withColumnRenamed("digest", "b"), "b").withColumn("role", F.lit("b"))))
     short_pairs = members.groupBy("a", "b").applyInPandas(_pair_group_edges, EDGE_SCHEMA)
@@ -521,12 +627,28 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     clustered = (pages.join(labels, "node", "left")
                  .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))).drop("label"))
     # stage 6: canonicals and statuses
+    # (a page alone in its cluster, most pages, is decided in SQL: no Python call per cluster)
     cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster"]
-    return clustered.select(*cols).groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA)
+    sized = clustered.select(*cols).withColumn("size", F.count("*").over(Window.partitionBy("cluster")))
+    alone = sized.where(F.col("size") == 1).select(
+        "url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"),
+        F.when(F.col("empty"), F.lit("empty")).otherwise(F.lit("new")).alias("status"), "cluster",
+        F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
+        F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
+    together = (sized.where(F.col("size") > 1).drop("size").groupBy("cluster")
+                .applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
+    return alone.unionByName(together)
+
+
+#: driver memory of a session this module starts (local mode: the executors too); Spark's
+#: default 1g fails at 10^6 fingerprints ("Could not allocate memory to grow BytesToBytesMap")
+DRIVER_MEMORY = "4g"
 
 
 def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup") -> "SparkSession":
-    """A Spark session for this job (Arrow on; Python workers run this interpreter)."""
+    """A Spark session for this job (Arrow on; Python workers run this interpreter; driver
+    memory :data:`DRIVER_MEMORY` unless ``NEARDUP_SPARK_MEMORY`` says otherwise; no effect
+    when a session or JVM already runs, e.g. under spark-submit)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -537,6 +659,7 @@ def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.driver.memory", os.environ.get("NEARDUP_SPARK_MEMORY", DRIVER_MEMORY))
             .getOrCreate())
 
 
@@ -556,6 +679,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--fingerprints-out", default=None, help="also write the fingerprints (Parquet)")
+    parser.add_argument("--no-bands", dest="bands", action="store_false",
+                        help="no candidates from the sketch bands (as DetectorSettings.bands=False)")
+    parser.add_argument("--exact-k", action="store_true",
+                        help="SimHash candidates up to k by radius probes (the batch job's answer at k > 3; "
+                             "thousands of rows a fingerprint at k = 12: small inputs only)")
     args = parser.parse_args(argv)
     config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if args.method == "minhash" else DEFAULT_CONFIG
     try:
@@ -565,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fps.write.mode("overwrite").parquet(args.fingerprints_out)
             fps = spark.read.parquet(args.fingerprints_out)
         out = dedup(fps, k=args.k, verify=args.verify, canonical=args.canonical, method=args.method,
-                    threshold=args.threshold, config=config)
+                    threshold=args.threshold, config=config, bands=args.bands, exact_k=args.exact_k)
         out.write.mode("overwrite").parquet(args.out)
         written = spark.read.parquet(args.out)
         counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
