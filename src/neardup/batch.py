@@ -456,7 +456,7 @@ def link_minhash(reps: Sequence[BatchRecord], threshold: float) -> list[tuple[in
             if e - s > 1:
                 members = sorted(order[s:e].tolist())
                 cand.update((members[x], members[y]) for x in range(len(members)) for y in range(x + 1, len(members)))
-    out = []
+    out: list[tuple[int, int, int, float | None]] = []
     for i, j in sorted(cand):
         score = jaccard(sigs[i], sigs[j])
         if score >= threshold:
@@ -574,14 +574,15 @@ def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: Can
         canon = rows[ci]
         for p in members:
             r = rows[p]
+            gap: int | None
             if r.empty:
-                status, match_url, dist = "empty", None, None
+                status, match_url, gap = "empty", None, None
             elif p == ci:
-                status, match_url, dist = "new", None, 0
+                status, match_url, gap = "new", None, 0
             else:
                 status = "exact" if r.digest == canon.digest else "near"
-                match_url, dist = canon.url, (r.simhash ^ canon.simhash).bit_count()
-            verdicts[p] = BatchVerdict(r.url, r.digest, r.simhash, status, cid, canon.url, match_url, dist)
+                match_url, gap = canon.url, (r.simhash ^ canon.simhash).bit_count()
+            verdicts[p] = BatchVerdict(r.url, r.digest, r.simhash, status, cid, canon.url, match_url, gap)
     return BatchResult([v for v in verdicts if v is not None], pairs, clusters, errors)
 
 
@@ -658,7 +659,8 @@ def read_fingerprints(path: str) -> list[BatchRecord]:
     if missing:
         raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
     n = table.num_rows
-    cols = {c: (table.column(c).to_pylist() if c in names else [None] * n) for c, _ in PARQUET_COLUMNS}
+    cols: dict[str, list[Any]] = {c: (table.column(c).to_pylist() if c in names else [None] * n)
+                                  for c, _ in PARQUET_COLUMNS}
     out = []
     for i in range(n):
         sim = int(cols["simhash"][i])

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -114,7 +115,8 @@ class Layout:
         if not any(self.radii):
             for dirty in itertools.combinations(range(nb), min(self.k, nb)):
                 if not any(not set(lead) & set(dirty) for lead in self.tables):
-                    raise ConfigError(f"layout is not exact for k={self.k}: an error in blocks {dirty} escapes every table")
+                    raise ConfigError(f"layout is not exact for k={self.k}: an error in blocks {dirty} "
+                                      "escapes every table")
             return
         escape = self._escape()
         if escape is not None:
@@ -140,8 +142,10 @@ class Layout:
             return tuple(escape) if sum(escape) <= self.k else None
         caps = [min(w, max(self.radii) + 1) for w in self.blocks]
         if math.prod(c + 1 for c in caps) > MAX_CHECK_VECTORS:
-            raise ConfigError(f"cannot verify a layout with radii over {nb} blocks ({math.prod(c + 1 for c in caps)} patterns)")
-        grid = np.stack(np.meshgrid(*[np.arange(c + 1, dtype=np.int16) for c in caps], indexing="ij"), -1).reshape(-1, nb)
+            raise ConfigError(f"cannot verify a layout with radii over {nb} blocks "
+                              f"({math.prod(c + 1 for c in caps)} patterns)")
+        axes = [np.arange(c + 1, dtype=np.int16) for c in caps]
+        grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, nb)
         member = np.zeros((nb, len(self.tables)), dtype=np.int16)
         for t, lead in enumerate(self.tables):
             member[list(lead), t] = 1
@@ -244,8 +248,8 @@ class Layout:
         d = max(1, min(min(self.lead_bits(t) for t in range(len(self.tables))), MAX_DIRECTORY_BITS,
                        int(math.ceil(math.log2(n + 1)))))
         per_bucket = max(n, 1) / 2.0 ** d
-        return sum(SORT_NS * n + min(n, 2 ** d) * probes(d, r) / 2 * (JOIN_PROBE_NS + JOIN_PAIR_NS * per_bucket * per_bucket)
-                   for r in self.radii)
+        pair_cost = JOIN_PROBE_NS + JOIN_PAIR_NS * per_bucket * per_bucket
+        return sum(SORT_NS * n + min(n, 2 ** d) * probes(d, r) / 2 * pair_cost for r in self.radii)
 
     def batch_cost(self, q: int, block: int = 1 << 20) -> float:
         """Expected work of :func:`batch_join` per *stored* fingerprint (about ns of CPU) with
@@ -429,6 +433,13 @@ class _Level:
         return cls(tables, _narrow(dirs), _narrow(np.ascontiguousarray(ids[order])), d, uuid.uuid4().hex[:12])
 
 
+
+def _words(simhashes: Iterable[int] | np.ndarray) -> np.ndarray:
+    """64-bit SimHash values as a flat uint64 array (ints or an array)."""
+    if isinstance(simhashes, np.ndarray):
+        return np.asarray(simhashes, dtype=np.uint64).reshape(-1)
+    return to_words(simhashes, 64)[:, 0]
+
 class PermutedIndex:
     """Online exact Hamming index over 64-bit fingerprints with permuted tables.
 
@@ -498,7 +509,7 @@ class PermutedIndex:
         self.add_many([id], [simhash])
 
     def add_many(self, ids: Sequence[int] | np.ndarray, simhashes: Iterable[int] | np.ndarray) -> None:
-        values = to_words(simhashes, 64)[:, 0] if not isinstance(simhashes, np.ndarray) else np.asarray(simhashes, dtype=np.uint64).reshape(-1)
+        values = _words(simhashes)
         ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids_arr.shape[0] != values.shape[0]:
             raise ConfigError("ids and simhashes differ in length")
@@ -652,7 +663,7 @@ class PermutedIndex:
 
     def search_batch(self, simhashes: Sequence[int] | np.ndarray, k: int) -> list[list[Match]]:
         """:meth:`search` for many queries at once (one vectorised pass per level)."""
-        queries = to_words(simhashes, 64)[:, 0] if not isinstance(simhashes, np.ndarray) else np.asarray(simhashes, dtype=np.uint64).reshape(-1)
+        queries = _words(simhashes)
         qi, ids, dist = self.search_arrays(queries, k)
         out: list[list[Match]] = [[] for _ in range(queries.shape[0])]
         if qi.shape[0]:
@@ -722,7 +733,7 @@ class PermutedIndex:
             layout = Layout.from_dict(manifest["layout"])
             idx = cls(k=layout.k, layout=layout, delta_limit=manifest["delta_limit"],
                       merge_ratio=manifest["merge_ratio"])
-            mode = "r" if mmap else None
+            mode: Literal["r"] | None = "r" if mmap else None
             for name, d in zip(manifest["levels"], manifest["d"]):
                 idx._levels.append(_Level(np.load(root / f"{name}.tables.npy", mmap_mode=mode),
                                           np.load(root / f"{name}.dirs.npy", mmap_mode=mode),
@@ -878,7 +889,8 @@ def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
                 for slot, lo in enumerate(starts[wave:wave + n_threads]):
                     part = np.ascontiguousarray(chunk[lo:lo + block], dtype=np.uint64)
                     while len(scratch) <= slot:
-                        scratch.append([np.empty(0, dtype=np.uint64)] * 3 + [np.empty((1 << level.d) + 1, dtype=np.int64)])
+                        scratch.append([np.empty(0, dtype=np.uint64)] * 3
+                                       + [np.empty((1 << level.d) + 1, dtype=np.int64)])
                         results.append([np.empty(1 << 12, dtype=np.uint64), np.empty(1 << 12, dtype=np.int64),
                                         np.empty(1 << 12, dtype=np.int64)])
                     if scratch[slot][0].shape[0] < part.shape[0]:

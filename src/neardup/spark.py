@@ -58,13 +58,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neardup.bands import NIBBLE_BINS, WORDS, far_verify, nibble_threshold, nibbles_of
-from neardup.batch import (MAX_BUCKET, METHODS, PIGEON_K, WINDOW, block_rows, bucket_pairs, choose_canonical,
-                           decide_pair, empty_node_id, member_order, node_id, pair_edges, sketch_matrix)
+from neardup.batch import (
+    MAX_BUCKET,
+    METHODS,
+    PIGEON_K,
+    WINDOW,
+    block_rows,
+    bucket_pairs,
+    choose_canonical,
+    decide_pair,
+    empty_node_id,
+    node_id,
+    pair_edges,
+    sketch_matrix,
+)
 from neardup.canonical import policy_from_spec
 from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
-from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Side, match
+from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Side
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
 from neardup.permuted import Layout, candidate_layouts, probes
 from neardup.urls import host_of
@@ -128,7 +140,8 @@ def _frame(rows: list[dict]) -> "pd.DataFrame":
     for spec in FP_SCHEMA.split(", "):
         name, typ = spec.split()
         values = [r.get(name) for r in rows]
-        cols[name] = pd.array(values, dtype=_DTYPES[typ]) if _DTYPES[typ] is not object else pd.Series(values, dtype=object)
+        cols[name] = (pd.array(values, dtype=_DTYPES[typ]) if _DTYPES[typ] is not object
+                      else pd.Series(values, dtype=object))
     return pd.DataFrame(cols)
 
 
@@ -203,7 +216,8 @@ def fingerprints(spark: "SparkSession", inputs: Sequence[str], config: Fingerpri
                              ("length", "int"), ("empty", "boolean"), ("node", "long"), ("host", "string"),
                              ("error", "string")):
                     if c not in df.columns:
-                        df = df.withColumn(c, F.lit(0.0 if c == "first_seen" else (False if c == "empty" else (0 if c == "length" else None))).cast(t))
+                        blank = {"first_seen": 0.0, "empty": False, "length": 0}.get(c)
+                        df = df.withColumn(c, F.lit(blank).cast(t))
                 df = df.withColumn("first_seen", F.coalesce(F.col("first_seen"), F.lit(0.0)))
                 frames.append(df.select(*cols).mapInPandas(_complete_fps, FP_SCHEMA))
             else:
@@ -325,7 +339,6 @@ def _explode_bands(threshold: float, num_perm: int, batches: Iterator["pd.DataFr
 
 
 def _verify_minhash(threshold: float, num_perm: int, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    import pandas as pd
 
     lsh = MinHashLSH(MinHashConfig(num_perm=num_perm), threshold=threshold)
     for batch in batches:
@@ -338,7 +351,7 @@ def _verify_minhash(threshold: float, num_perm: int, batches: Iterator["pd.DataF
             if score >= threshold:
                 d = (int(_u64(batch["simhash_a"])[i]) ^ int(_u64(batch["simhash_b"])[i])).bit_count()
                 rows.append((batch["a"].iat[i], batch["b"].iat[i], d, score))
-        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+        yield _link_frame(rows)
 
 
 # -- stage 4: the candidate stage of the Detector (sketch bands + pigeonhole SimHash) ---------------
@@ -403,7 +416,6 @@ def _bucket_pairs(k: int, verify: float | None, max_bucket: int, window: int,
 def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
     """Candidate pairs with both sides -> linked pairs: :func:`neardup.batch.decide_pair`
     (within k the SimHash path's rule, beyond it the bands' at ``far_verify``)."""
-    import pandas as pd
 
     for batch in batches:
         a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
@@ -415,7 +427,7 @@ def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> 
                                  int(batch["length_b"].iat[i])), k, verify)
             if m.status is not None:
                 rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score))
-        yield pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+        yield _link_frame(rows)
 
 
 # -- stages 3 and 4: node edges -------------------------------------------------------------------
@@ -439,6 +451,13 @@ def _pair_group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
     edges = pair_edges(_sides(pdf, "a"), _sides(pdf, "b"), short=True)
     return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
 
+
+
+def _link_frame(rows: list[tuple[Any, Any, Any, Any]]) -> pd.DataFrame:
+    """Linked pairs as the frame ``near_pairs`` yields: ``a, b, distance, score``."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
 
 def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
                threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128, layout: Layout | None = None,
@@ -474,8 +493,9 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
             if layout.k < k:
                 raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
             base = reps.select("digest", "simhash")
-            stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), "t int, key long, digest string")
-            probing = (base.mapInPandas(functools.partial(_explode_tables, layout, True), "t int, key long, digest string")
+            keyed = "t int, key long, digest string"
+            stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), keyed)
+            probing = (base.mapInPandas(functools.partial(_explode_tables, layout, True), keyed)
                        if any(layout.radii) else stored)
             within = (probing.withColumnRenamed("digest", "a")
                       .join(stored.withColumnRenamed("digest", "b"), ["t", "key"])
@@ -527,7 +547,8 @@ def connected_components(edges: "DataFrame", nodes: "DataFrame", max_rounds: int
         # large-star: each node links its larger neighbours to its smallest neighbour (or itself)
         both = e.unionByName(e.select(F.col("v").alias("u"), F.col("u").alias("v")))
         m = both.groupBy("u").agg(F.least(F.min("v"), F.col("u")).alias("m"))
-        large = norm(both.join(m, "u").where(F.col("v") > F.col("u")).select(F.col("v").alias("u"), F.col("m").alias("v")))
+        large = norm(both.join(m, "u").where(F.col("v") > F.col("u"))
+                     .select(F.col("v").alias("u"), F.col("m").alias("v")))
         # small-star: each node links itself and its smaller neighbours to the smallest of them
         m2 = large.groupBy("u").agg(F.min("v").alias("m"))
         small = norm(large.join(m2, "u").select(F.col("v").alias("u"), F.col("m").alias("v"))
@@ -551,8 +572,8 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
     def fn(pdf: "pd.DataFrame") -> "pd.DataFrame":
         import pandas as pd
 
-        members = [(u, float(f), d, _str(t), _str(link), _num(p)) for u, f, d, t, link, p in
-                   zip(pdf["url"], pdf["first_seen"], pdf["digest"], pdf["title"], pdf["canonical_link"], pdf["priority"])]
+        columns = (pdf["url"], pdf["first_seen"], pdf["digest"], pdf["title"], pdf["canonical_link"], pdf["priority"])
+        members = [(u, float(f), d, _str(t), _str(link), _num(p)) for u, f, d, t, link, p in zip(*columns)]
         ci = choose_canonical(policy, members)
         canon_url, canon_digest = pdf["url"].iat[ci], pdf["digest"].iat[ci]
         canon_sim = unsigned(int(pdf["simhash"].iat[ci]))
@@ -601,7 +622,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     sizes = sides.groupBy("digest").agg(F.count("*").alias("n"), F.min("node").alias("first"))
     multi = sizes.where(F.col("n") > 1).join(reps.select("digest", "length"), "digest")
     long_star = (sides.join(multi.where(F.col("length") >= GUARD_MAX_LENGTH), "digest")
-                 .where(F.col("node") != F.col("first")).select(F.col("first").alias("src"), F.col("node").alias("dst")))
+                 .where(F.col("node") != F.col("first"))
+                 .select(F.col("first").alias("src"), F.col("node").alias("dst")))
     short_groups = (sides.join(multi.where(F.col("length") < GUARD_MAX_LENGTH).select("digest"), "digest")
                     .groupBy("digest").applyInPandas(_group_edges, EDGE_SCHEMA))
     # stage 4: near pairs of groups, then node edges
@@ -609,8 +631,9 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     links = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
                        layout=layout, bands=bands, exact_k=exact_k, max_bucket=max_bucket, window=window).persist()
     lens = reps.select("digest", "length", F.col("node").alias("first"))
-    linked = (links.join(lens.select(F.col("digest").alias("a"), F.col("length").alias("la"), F.col("first").alias("fa")), "a")
-              .join(lens.select(F.col("digest").alias("b"), F.col("length").alias("lb"), F.col("first").alias("fb")), "b"))
+    side_a = lens.select(F.col("digest").alias("a"), F.col("length").alias("la"), F.col("first").alias("fa"))
+    side_b = lens.select(F.col("digest").alias("b"), F.col("length").alias("lb"), F.col("first").alias("fb"))
+    linked = links.join(side_a, "a").join(side_b, "b")
     # the guard compares titles for short texts, and beyond k always (matching.far_match)
     far = ((F.coalesce(F.col("distance"), F.lit(0)) > F.lit(k)) & (F.coalesce(F.col("score"), F.lit(0.0))
                                                                    < F.lit(FAR_TITLE_VERIFY)))
