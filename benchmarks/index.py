@@ -11,7 +11,7 @@ process, single-threaded, side by side with the peers:
   numpy brute force (chunked, preallocated); ``faiss`` ``IndexBinaryMultiHash(64, 4, 16)``;
   the ``simhash`` package's ``SimhashIndex`` (N <= 10^6 only);
 * **inserts**: ``add`` one by one into an index of ``--inserts-base`` fingerprints;
-* **self-join** (``--selfjoin N``): :func:`~neardup.permuted.self_join` against
+* **self-join** (``--selfjoin N``): :func:`~neardup.permuted_join.self_join` against
   ``simhash-pybind``'s ``find_all`` (run in a subprocess from its own venv, because both
   peers install a module named ``simhash``; see ``--pybind-python``);
 * **batch mode** (``--batch-stored S --batch-queries Q``): Manku's batch join of Q queries
@@ -72,7 +72,8 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
-from neardup.permuted import PermutedIndex, batch_join, self_join  # noqa: E402
+from neardup.permuted import PermutedIndex  # noqa: E402
+from neardup.permuted_join import batch_join, self_join  # noqa: E402
 
 K = 3
 SEED = 20240607

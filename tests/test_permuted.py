@@ -15,12 +15,11 @@ from neardup.index import BruteForceIndex
 from neardup.permuted import (
     Layout,
     PermutedIndex,
-    batch_join,
     choose_batch_layout,
     choose_join_layout,
     choose_layout,
-    self_join,
 )
+from neardup.permuted_join import batch_join, self_join
 
 MASK = (1 << 64) - 1
 

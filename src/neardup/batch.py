@@ -60,7 +60,7 @@ from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Match, Side, match
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
-from neardup.permuted import self_join
+from neardup.permuted_join import self_join
 from neardup.titles import same_title, title_words
 from neardup.urls import host_of
 
