@@ -5,7 +5,6 @@ reads, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import gzip
 import json
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from checks import present
 from click.testing import CliRunner
+from report_store import build_report_store
 
 from neardup import Detector, report
 from neardup.cli_tools import report_cmd
@@ -50,19 +50,7 @@ def store_path(tmp_path_factory) -> Path:
     """The bundled sample in capture order (recaptures of one URL: content drift) and up to
     40 real corpus pages (dragnet) fetched 20 days apart."""
     path = tmp_path_factory.mktemp("report") / "store.db"
-    det = Detector.open(path)
-    rows = sorted(csv.DictReader((SAMPLE / "urls.tsv").open(encoding="utf-8"), delimiter="\t"),
-                  key=lambda r: (r["captured"], r["file"]))
-    for r in rows:
-        when = dt.datetime.fromisoformat(r["captured"]).replace(tzinfo=dt.UTC).timestamp()
-        det.add(r["url"], gzip.decompress((SAMPLE / r["file"]).read_bytes()), fetched_at=when)
-    if (DRAGNET / "manifest.tsv").is_file():
-        manifest = [r for r in csv.DictReader((DRAGNET / "manifest.tsv").open(encoding="utf-8"), delimiter="\t")
-                    if r["url_from_html"].startswith("http")][:40]
-        for i, r in enumerate(manifest):
-            det.add(r["url_from_html"], gzip.decompress((DRAGNET / r["file"]).read_bytes()),
-                    fetched_at=1600000000 + i * 20 * 86400)
-    det.close()
+    build_report_store(path)
     return path
 
 

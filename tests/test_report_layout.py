@@ -7,15 +7,13 @@ NEARDUP_REQUIRE_CHROMIUM=1."""
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
-import gzip
 import os
 import random
 from pathlib import Path
 
 import pytest
 from browser import LAYOUT_JS, artifacts, full_page, open_browser
+from report_store import build_report_store
 
 from neardup import Detector, report, tune
 from neardup.plots import bar_chart, document, hbar_chart, line_chart, stacked_bars
@@ -75,19 +73,7 @@ def sample_report(tmp_path_factory) -> Path:
     """The bundled sample in capture order (years apart: recaptures of one URL) and up to 40
     corpus pages, 20 days apart."""
     folder = tmp_path_factory.mktemp("layout")
-    det = Detector.open(folder / "store.db")
-    rows = sorted(csv.DictReader((SAMPLE / "urls.tsv").open(encoding="utf-8"), delimiter="\t"),
-                  key=lambda r: (r["captured"], r["file"]))
-    for r in rows:
-        when = dt.datetime.fromisoformat(r["captured"]).replace(tzinfo=dt.UTC).timestamp()
-        det.add(r["url"], gzip.decompress((SAMPLE / r["file"]).read_bytes()), fetched_at=when)
-    if (DRAGNET / "manifest.tsv").is_file():
-        manifest = [r for r in csv.DictReader((DRAGNET / "manifest.tsv").open(encoding="utf-8"), delimiter="\t")
-                    if r["url_from_html"].startswith("http")][:40]
-        for i, r in enumerate(manifest):
-            det.add(r["url_from_html"], gzip.decompress((DRAGNET / r["file"]).read_bytes()),
-                    fetched_at=1600000000 + i * 20 * 86400)
-    det.close()
+    build_report_store(folder / "store.db")
     out = folder / "report.html"
     report.write_report(folder / "store.db", out, top_clusters=1000)
     return out
