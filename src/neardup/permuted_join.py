@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from neardup import _index_kernels as K
+from neardup import permuted
 from neardup.errors import ConfigError
 from neardup.permuted import (
-    _MIN_DIRECTORY_BITS,
     MAX_DIRECTORY_BITS,
     Layout,
     _expand,
@@ -56,7 +56,9 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
     starts = np.flatnonzero(change)
     counts = np.diff(np.append(starts, n))
     lead = min(layout.lead_bits(t) for t in range(len(layout.tables)))
-    d = max(1, min(lead, MAX_DIRECTORY_BITS, max(_MIN_DIRECTORY_BITS, int(math.ceil(math.log2(uniq.shape[0] + 1))))))
+    # read at call time: tests raise the minimum
+    wanted = max(permuted._MIN_DIRECTORY_BITS, int(math.ceil(math.log2(uniq.shape[0] + 1))))
+    d = max(1, min(lead, MAX_DIRECTORY_BITS, wanted))
     pm, pc = layout.probe_masks(d)
     buf = [np.empty(1 << 12, dtype=np.uint64), np.empty(1 << 12, dtype=np.uint64), np.empty(1 << 12, dtype=np.int64)]
     parts_a, parts_b, parts_d = [], [], []
