@@ -45,7 +45,6 @@ returns for the same pages (tested equal).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import math
@@ -686,51 +685,8 @@ def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup")
             .getOrCreate())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neardup.spark",
-                                     description="Batch near-duplicate detection on Spark: clusters and canonicals "
-                                                 "of whole inputs (WARC, folders, JSONL or Parquet of url/html, "
-                                                 "Parquet of fingerprints).")
-    parser.add_argument("inputs", nargs="+")
-    parser.add_argument("--out", required=True, help="output folder (Parquet: url, digest, simhash, status, "
-                                                     "cluster, canonical, match, distance)")
-    parser.add_argument("--k", type=int, default=None)
-    parser.add_argument("--verify", type=float, default=DEFAULT_VERIFY)
-    parser.add_argument("--canonical", default=None, help="policy chain, e.g. rel-canonical,first-seen")
-    parser.add_argument("--method", choices=METHODS, default="simhash")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="MinHash Jaccard threshold")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
-    parser.add_argument("--partitions", type=int, default=None)
-    parser.add_argument("--fingerprints-out", default=None, help="also write the fingerprints (Parquet)")
-    parser.add_argument("--no-bands", dest="bands", action="store_false",
-                        help="no candidates from the sketch bands (as DetectorSettings.bands=False)")
-    parser.add_argument("--exact-k", action="store_true",
-                        help="SimHash candidates up to k by radius probes (the batch job's answer at k > 3; "
-                             "thousands of rows a fingerprint at k = 12: small inputs only)")
-    args = parser.parse_args(argv)
-    config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if args.method == "minhash" else DEFAULT_CONFIG
-    try:
-        spark = session(args.master or os.environ.get("SPARK_MASTER", "local[*]"), args.partitions or 8)
-        fps = fingerprints(spark, args.inputs, config, args.partitions)
-        if args.fingerprints_out:
-            fps.write.mode("overwrite").parquet(args.fingerprints_out)
-            fps = spark.read.parquet(args.fingerprints_out)
-        out = dedup(fps, k=args.k, verify=args.verify, canonical=args.canonical, method=args.method,
-                    threshold=args.threshold, config=config, bands=args.bands, exact_k=args.exact_k)
-        out.write.mode("overwrite").parquet(args.out)
-        written = spark.read.parquet(args.out)
-        counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
-        errors = fps.where("error is not null").count()
-        print(f"pages {sum(counts.values())}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in
-                                                           ("new", "exact", "near", "empty"))
-              + f"; errors {errors}; clusters {written.select('cluster').distinct().count()}")
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+if __name__ == "__main__":  # the command line lives in neardup.cli_batch; executors unpickle this module's
+    # functions by their module name, neardup.spark
+    from neardup.cli_batch import spark_main
 
-
-if __name__ == "__main__":  # run the imported module's main: executors unpickle its functions by that name
-    from neardup.spark import main as _main
-
-    sys.exit(_main())
+    sys.exit(spark_main())
