@@ -22,19 +22,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
-import os
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from neardup import _index_kernels as K
-from neardup.errors import ConfigError, NeardupError, StoreError
+from neardup.errors import ConfigError
 from neardup.index import Match, to_words
 
 FORMAT_VERSION = 2  # 2: layouts with probe radii (format 1 indexes open as radius 0)
@@ -687,77 +684,17 @@ class PermutedIndex:
     def save(self, path: str | Path, token: str | None = None) -> None:
         """Write the index as .npy files plus ``manifest.json`` (levels already on disk are
         kept, so saving after a few inserts writes only the delta). ``token`` records what
-        store state the index matches."""
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
-        names = []
-        for lv in self._levels:
-            names.append(lv.name)
-            for part in ("tables", "dirs", "ids"):
-                f = root / f"{lv.name}.{part}.npy"
-                if not f.exists():
-                    tmp = root / f".{lv.name}.{part}.tmp.npy"
-                    np.save(tmp, getattr(lv, part))
-                    os.replace(tmp, f)
-        pairs = sorted(self._dead)
-        dead = np.zeros((len(pairs), 2), dtype=np.int64)
-        if pairs:
-            dead[:, 0] = np.array([i for i, _ in pairs], dtype=np.int64)
-            dead[:, 1] = np.array([v for _, v in pairs], dtype=np.uint64).view(np.int64)
-        np.save(root / ".delta.tmp.npy", np.stack([self._delta_ids, self._delta_vals.view(np.int64)]))
-        os.replace(root / ".delta.tmp.npy", root / "delta.npy")
-        np.save(root / ".dead.tmp.npy", dead)
-        os.replace(root / ".dead.tmp.npy", root / "dead.npy")
-        manifest = {"format": FORMAT_VERSION, "layout": self.layout.to_dict(), "levels": names,
-                    "d": [lv.d for lv in self._levels], "token": token, "delta_limit": self.delta_limit,
-                    "merge_ratio": self.merge_ratio}
-        tmp = root / ".manifest.tmp"
-        tmp.write_text(json.dumps(manifest))
-        os.replace(tmp, root / "manifest.json")
-        for f in root.glob("*.npy"):
-            stem = f.name.split(".")[0]
-            if stem not in names and stem not in ("delta", "dead"):
-                f.unlink()
-        self.path = root
+        store state the index matches (:func:`neardup.permuted_files.save_index`)."""
+        from neardup.permuted_files import save_index
+
+        save_index(self, Path(path), token)
 
     @classmethod
     def open(cls, path: str | Path, *, mmap: bool = True) -> "PermutedIndex":
-        """Open a saved index; tables are memory-mapped (no rebuild, pages load on demand)."""
-        root = Path(path)
-        try:
-            manifest = json.loads((root / "manifest.json").read_text())
-            if not isinstance(manifest, dict):
-                raise ValueError("manifest is not a JSON object")
-            if manifest.get("format") not in READABLE_FORMATS:
-                raise StoreError(f"index {root} has format {manifest.get('format')}, expected {FORMAT_VERSION}")
-            layout = Layout.from_dict(manifest["layout"])
-            idx = cls(k=layout.k, layout=layout, delta_limit=manifest["delta_limit"],
-                      merge_ratio=manifest["merge_ratio"])
-            mode: Literal["r"] | None = "r" if mmap else None
-            for name, d in zip(manifest["levels"], manifest["d"]):
-                idx._levels.append(_Level(np.load(root / f"{name}.tables.npy", mmap_mode=mode),
-                                          np.load(root / f"{name}.dirs.npy", mmap_mode=mode),
-                                          np.load(root / f"{name}.ids.npy", mmap_mode=mode), int(d), name))
-            delta = np.load(root / "delta.npy")
-            idx._delta_ids = delta[0].astype(np.int64)
-            idx._delta_vals = delta[1].view(np.uint64).copy()
-            dead = np.load(root / "dead.npy")
-            idx._dead = {(int(i), int(v)) for i, v in zip(dead[:, 0], dead[:, 1].view(np.uint64))}
-            idx._dead_ids = {i for i, _ in idx._dead}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, NeardupError) as exc:
-            raise StoreError(f"index {root} is missing or damaged ({exc})") from None
-        idx.token = manifest.get("token")
-        idx.path = root
-        return idx
+        """Open a saved index; tables are memory-mapped (no rebuild, pages load on demand;
+        :func:`neardup.permuted_files.open_index`)."""
+        from neardup.permuted_files import open_index
+
+        return open_index(cls, Path(path), mmap)
 
     token: str | None = None
-
-
-def __getattr__(name: str) -> object:
-    """``self_join`` and ``batch_join`` live in :mod:`neardup.permuted_join`; importing them
-    from here keeps working."""
-    if name in ("self_join", "batch_join"):
-        from neardup import permuted_join
-
-        return getattr(permuted_join, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
