@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import random
 from functools import cache
 from pathlib import Path
@@ -627,7 +628,7 @@ def test_usage_errors_are_one_line(args):
 
 # -- --jobs: worker processes give the verdicts of one process ------------------------------
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("NEARDUP_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 
 
 def _verdicts(tmp_path: Path, name: str, *inputs, jobs: int, extra=()) -> tuple[list[dict], dict]:
