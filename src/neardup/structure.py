@@ -46,6 +46,8 @@ import numpy as np
 from numba import njit
 from resiliparse.parse.html import HTMLTree
 
+from neardup._kernels import FNV_OFFSET, FNV_PRIME, GOLDEN, M1, M2
+
 #: the definition of the structure SimHash; stored with the value, so that a change of any
 #: constant below (a different spec) is never compared with values of the old one
 STRUCTURE_SPEC = "structure-v1:paths=4;siblings;log-weights;fnv1a64-fmix64"
@@ -54,12 +56,9 @@ PATH_DEPTH = 4
 #: deeper elements are read as if at this depth (their ancestors beyond it are forgotten)
 MAX_DEPTH = 1024
 
+# the hash constants of the fingerprint kernels (FNV-1a, the fmix64 finaliser, the golden ratio)
 _U64 = np.uint64
-_FNV_OFFSET = _U64(0xCBF29CE484222325)
-_FNV_PRIME = _U64(0x100000001B3)
-_M1 = _U64(0xFF51AFD7ED558CCD)
-_M2 = _U64(0xC4CEB9FE1A85EC53)
-_GOLDEN = _U64(0x9E3779B97F4A7C15)
+_FNV_OFFSET, _FNV_PRIME, _M1, _M2, _GOLDEN = FNV_OFFSET, FNV_PRIME, M1, M2, GOLDEN
 _CLASS_SALT = _U64(0x3C6EF372FE94F82B)
 _ID_SALT = _U64(0xA54FF53A5F1D36F1)
 _SIBLING_SALT = _U64(0x510E527FADE682D1)
