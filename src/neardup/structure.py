@@ -46,7 +46,9 @@ import numpy as np
 from numba import njit
 from resiliparse.parse.html import HTMLTree
 
-from neardup._kernels import FNV_OFFSET, FNV_PRIME, GOLDEN, M1, M2
+from neardup._kernels import FNV_OFFSET, FNV_PRIME
+from neardup._kernels import combine as _combine
+from neardup._kernels import fmix64 as _fmix64
 
 #: the definition of the structure SimHash; stored with the value, so that a change of any
 #: constant below (a different spec) is never compared with values of the old one
@@ -56,9 +58,9 @@ PATH_DEPTH = 4
 #: deeper elements are read as if at this depth (their ancestors beyond it are forgotten)
 MAX_DEPTH = 1024
 
-# the hash constants of the fingerprint kernels (FNV-1a, the fmix64 finaliser, the golden ratio)
+# the fingerprint kernels' FNV-1a constants (fmix64 and combine are theirs too)
 _U64 = np.uint64
-_FNV_OFFSET, _FNV_PRIME, _M1, _M2, _GOLDEN = FNV_OFFSET, FNV_PRIME, M1, M2, GOLDEN
+_FNV_OFFSET, _FNV_PRIME = FNV_OFFSET, FNV_PRIME
 _CLASS_SALT = _U64(0x3C6EF372FE94F82B)
 _ID_SALT = _U64(0xA54FF53A5F1D36F1)
 _SIBLING_SALT = _U64(0x510E527FADE682D1)
@@ -80,22 +82,6 @@ def _fnv_py(name: str) -> int:
 
 _RAW_HASHES = np.array(sorted(_fnv_py(t) for t in _RAW), dtype=np.uint64)
 _VOID_HASHES = np.array(sorted(_fnv_py(t) for t in _VOID), dtype=np.uint64)
-
-
-@njit(cache=True, inline="always")
-def _fmix64(h):  # type: ignore[no-untyped-def]
-    h ^= h >> _U64(33)
-    h *= _M1
-    h ^= h >> _U64(33)
-    h *= _M2
-    h ^= h >> _U64(33)
-    return h
-
-
-@njit(cache=True, inline="always")
-def _combine(h, t):  # type: ignore[no-untyped-def]
-    r = (h << _U64(27)) | (h >> _U64(37))
-    return _fmix64((r ^ t) * _GOLDEN + _U64(1))
 
 
 @njit(cache=True, inline="always")
