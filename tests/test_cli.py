@@ -18,6 +18,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup import __version__
+from neardup.bands import FAR_VERIFY
 from neardup.cli import VERDICT_FIELDS, main
 from neardup.detector import DEFAULT_K
 
@@ -208,7 +209,9 @@ def _check_verdict_groups(verdicts: list[dict]) -> None:
         if v["status"] in ("exact", "near"):
             assert v["match_url"], v
             assert group_of_url(v["match_url"]) == own, (v["source"], v["match_url"])
-            assert v["distance"] is not None and v["distance"] <= DEFAULT_K
+            assert v["distance"] is not None
+            if v["status"] == "near" and v["distance"] > DEFAULT_K and not v["unchanged"]:  # by the sketch bands
+                assert v["score"] is not None and v["score"] >= FAR_VERIFY - 1e-9, v
         assert group_of_url(v["canonical_url"]) == own
 
 

@@ -26,6 +26,7 @@ from neardup import (
     hamming,
 )
 from neardup.detector import DEFAULT_K_BY_VERSION
+from neardup.model import SIMHASH_ONLY_K_BY_VERSION
 from neardup.settings import DetectorSettings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
@@ -528,8 +529,10 @@ def test_fetched_at_accepts_datetime_and_rejects_garbage():
 
 def test_default_k_follows_the_stores_spec_version(tmp_path):
     """k=None: the measured k of the store's fingerprint version (a version-1 store keeps
-    the k it was tuned for; verification needs version-2 sketches)."""
-    assert Detector().k == DEFAULT_K_BY_VERSION[2]
+    the k it was tuned for; verification needs version-2 sketches). A version-3 store with the
+    sketch bands (the default) takes k = 3, without them the SimHash-only k = 12."""
+    assert Detector().k == DEFAULT_K_BY_VERSION[3] == 3
+    assert Detector(settings=DetectorSettings(bands=False)).k == SIMHASH_ONLY_K_BY_VERSION[3] == 12
     old = Detector.open(tmp_path / "v1.db", config=FingerprintConfig(version=1))
     old.add("https://a.example/", " ".join(f"w{i}" for i in range(50)))
     old.close()

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import neardup
 from neardup import ConfigError, FeatureConfig, Fingerprint, FingerprintConfig, fingerprint, hamming
 from neardup import _kernels as K
-from neardup.detector import DEFAULT_K
 from neardup.extract import extract_main_content, looks_like_html
 from neardup.fingerprint import DEFAULT_CONFIG, SPEC_VERSION, fingerprint_text
+from neardup.model import default_k
 from neardup.normalize import normalize_text
 from neardup.sketch import similarity
 
@@ -289,7 +289,8 @@ def test_appended_timestamp_stays_near(sample_pages, sample_texts, stamp):
     """A timestamp line appended to the main text moves few bits. SimHash gives no hard bound
     (short pages, or pages whose counters sit near zero, flip more; IDF weights give the
     numbers of a date real weight), so: most pages within 4, the typical page within 3,
-    every page within the Detector's match threshold, and the sketches agree (J >= 0.9)."""
+    every page within the SimHash-only threshold (k = 12), and the sketches agree (J >= 0.9),
+    so the default rule (k = 3 and the sketch bands) finds every one."""
     distances = {}
     for page in sample_pages.values():
         text = sample_texts[page.name]
@@ -300,7 +301,7 @@ def test_appended_timestamp_stays_near(sample_pages, sample_texts, stamp):
         assert similarity(present(a.sketch), present(b.sketch)).jaccard >= 0.9, page.name
     assert sum(d <= 4 for d in distances.values()) >= 0.8 * len(distances), distances
     assert sorted(distances.values())[len(distances) // 2] <= 3, distances
-    assert max(distances.values()) <= DEFAULT_K, distances
+    assert max(distances.values()) <= default_k(bands=False), distances
 
 
 def test_timestamp_inserted_into_html_stays_near(sample_pages):

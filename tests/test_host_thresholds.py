@@ -64,6 +64,8 @@ def test_given_k_is_used_for_every_host(db):
 
 def test_without_stored_thresholds_the_defaults(tmp_path):
     with Detector.open(tmp_path / "plain.db") as det:
+        assert (det.k, det.verify, det.host_thresholds) == (3, 0.3, {})
+    with Detector.open(tmp_path / "plain.db", settings=NO_BANDS) as det:  # the SimHash alone: a wider k
         assert (det.k, det.verify, det.host_thresholds) == (12, 0.3, {})
 
 

@@ -32,7 +32,8 @@ import pytest
 
 import neardup
 from neardup import Client
-from neardup.detector import DEFAULT_K
+from neardup.detector import DEFAULT_K, DEFAULT_VERIFY
+from neardup.matching import Side, pair_rule
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "sample"
 PLAIN = {"content-type": "text/plain"}
@@ -277,10 +278,8 @@ def docs() -> dict[str, list]:
 def _near_groups(real: list[Doc]) -> tuple[list[list[Doc]], list[Doc]]:
     """Groups of urls.tsv whose members all match each other and nothing outside (they must
     end up in one cluster of their own), and pages that match nothing (alone)."""
-    def match(a: Doc, b: Doc) -> bool:
-        if a.fp.empty or b.fp.empty:
-            return False
-        return a.fp.digest == b.fp.digest or neardup.hamming(a.fp, b.fp) <= K
+    def match(a: Doc, b: Doc) -> bool:  # the service's rule at its defaults (SimHash at k, the sketch bands)
+        return pair_rule(Side.of(a.fp, a.url), Side.of(b.fp, b.url), K, DEFAULT_VERIFY).status is not None
 
     groups: dict[str, list[Doc]] = {}
     for d in real:

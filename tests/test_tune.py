@@ -19,8 +19,9 @@ from neardup.cli_tools import tune_cmd
 from neardup.detector import DEFAULT_K
 from neardup.errors import NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig
-from neardup.matching import match
+from neardup.matching import match, pair_rule
 from neardup.minhash import MinHashConfig
+from neardup.model import default_k
 
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 WORDS = [f"w{i}" for i in range(5000)]
@@ -72,15 +73,24 @@ def test_jsonl_inline_pairs_grid_and_recommendation(tmp_path):
 
 
 def test_grid_is_the_match_rule(tmp_path):
+    """The vectorised grid is matching.pair_rule, with the sketch bands (the default) and
+    without them (then matching.match alone)."""
     pf = tune.load_pairs(write_pairs(tmp_path / "pairs.jsonl"))
     source = tune.PageSource()
-    facts = tune.pair_facts(pf.pairs, source)
-    for k in (0, 5, 12, 20):
-        for v in (0.0, 0.3, 0.7):
-            declared = facts.declared(k, v)
-            for i, p in enumerate(pf.pairs):
-                got = match(source.page(p.a).side, source.page(p.b).side, k, v).status is not None
-                assert got == bool(declared[i])
+    for bands in (True, False):
+        facts = tune.pair_facts(pf.pairs, source, bands)
+        beyond_k = 0
+        for k in (0, 3, 5, 12, 20):
+            for v in (0.0, 0.3, 0.7):
+                declared = facts.declared(k, v)
+                for i, p in enumerate(pf.pairs):
+                    a, b = source.page(p.a).side, source.page(p.b).side
+                    got = pair_rule(a, b, k, v, bands).status is not None
+                    assert got == bool(declared[i])
+                    if not bands:
+                        assert got == (match(a, b, k, v).status is not None)
+                    beyond_k += got and (a.simhash ^ b.simhash).bit_count() > k
+        assert (beyond_k > 0) == bands  # the bands bring pairs beyond k, and only they do
 
 
 def test_tsv_and_csv_with_files_and_urls(tmp_path):
@@ -245,9 +255,14 @@ def test_development_pairs_reproduce_the_harness_k(tmp_path):
                 w.write(f"{r['pair_id']}\t{CORPUS / r['a']}\t{CORPUS / r['b']}\t{mapping[r['label']]}\t"
                         f"{r['url_a']}\t{r['url_b']}\n")
     # the harness's SimHash-only default: the accurate extractor (docs/quality.md, Recommended default)
-    res = tune.tune(out, min_precision=1.0, verifies=(0.3,), config=FingerprintConfig(extractor="accurate"))
-    assert res.choice.met and res.choice.k == DEFAULT_K == 12
+    res = tune.tune(out, min_precision=1.0, verifies=(0.3,), config=FingerprintConfig(extractor="accurate"),
+                    bands=False)
+    assert res.choice.met and res.choice.k == default_k(bands=False) == 12
     assert res.choice.precision == 1.0 and round(res.choice.recall, 3) == 0.974  # 111 of 114, docs/quality.md
+    # the default rule (hybrid, k = 3 and the bands): all 114, no negative (docs/quality.md, product rule)
+    res = tune.tune(out, min_precision=1.0, verifies=(0.3,))
+    d = present(res.defaults)
+    assert res.default_k == DEFAULT_K == 3 and (d.tp, d.fn, d.fp) == (114, 0, 0)
 
 
 def test_wilson_intervals():
@@ -281,7 +296,7 @@ def test_too_few_pairs_warn_and_refuse_apply(tmp_path):
 
 
 def test_pr_curve_labels_k_and_gives_legend_values(tmp_path):
-    res = tune.tune(write_pairs(tmp_path / "pairs.jsonl", 12, 12))
+    res = tune.tune(write_pairs(tmp_path / "pairs.jsonl", 12, 12), bands=False)  # a curve over k
     root = ET.fromstring(tune.pr_curve_svg(res))
     ns = "{http://www.w3.org/2000/svg}"
     texts = ["".join(t.itertext()) for t in root.iter(f"{ns}text")]

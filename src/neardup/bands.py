@@ -122,6 +122,20 @@ def keys_of(bins: np.ndarray, bands: int = DEFAULT_BANDS) -> np.ndarray:
     return (b[:, 0:2 * bands:2].astype(np.uint16) | (b[:, 1:2 * bands:2].astype(np.uint16) << np.uint16(8)))
 
 
+def share_band(a: bytes | None, b: bytes | None, bands: int = DEFAULT_BANDS) -> bool:
+    """Whether two sketches share a band key (the pair :class:`BandIndex` brings); False when
+    either is missing or not a 64-byte sketch.
+
+    >>> s = bytes(64)
+    >>> share_band(s, s), share_band(s, s[:4] + bytes([1]) * 60), share_band(s, None)
+    (True, False, False)
+    """
+    if a is None or b is None or len(a) != HEADER + BINS or len(b) != HEADER + BINS:
+        return False
+    ka, kb = keys_of(sketch_bins([a, b]), bands)
+    return bool(np.any(ka == kb))
+
+
 def nibbles_of(bins: np.ndarray) -> np.ndarray:
     """(n, 7) uint32: the low nibbles of bins 0..55, eight to a word (bin 8w + i at bits 4i)."""
     lo = (np.asarray(bins, dtype=np.uint8)[:, :NIBBLE_BINS] & np.uint8(0x0F)).astype(np.uint32)

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from neardup.cli_errors import handle_errors as _errors
+from neardup.cli_settings import settings_options
 from neardup.errors import NeardupError, StoreError
 
 
@@ -35,10 +36,11 @@ from neardup.errors import NeardupError, StoreError
 @click.option("--force", is_flag=True, help="--apply even with fewer than --min-pairs pairs of a label.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False), help="Write the precision/recall plot (SVG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a table.")
+@settings_options(["bands"])
 @_errors
 def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precision: float,
              verifies: tuple[float, ...], min_host_pairs: int, min_pairs: int | None, force: bool, out: str | None,
-             as_json: bool) -> None:
+             as_json: bool, bands: bool | None) -> None:
     """Measure precision, recall and F1 of the match rule on labelled PAIRS (.tsv, .csv or
     .jsonl: columns a, b, label [same/different], optional host, url_a, url_b) at k = 0..20
     and each verify threshold; recommend thresholds (overall and per host), with 95% Wilson
@@ -55,7 +57,7 @@ def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precis
     store = open_store(db) if db else None
     try:
         result = tuning.tune(pairs, store=store, min_precision=min_precision, min_host_pairs=min_host_pairs,
-                             verifies=verifies or tuning.VERIFY_VALUES)
+                             verifies=verifies or tuning.VERIFY_VALUES, bands=bands is not False)
         problem = tune_view.sample_problem(result, min_each)
         if problem and do_apply and not force:
             raise NeardupError(f"not applied: {problem} (or --force)")

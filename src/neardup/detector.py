@@ -51,6 +51,7 @@ from neardup.model import (
     Page,
     Verdict,
     checked_id,
+    default_k,
     priority_value,
     seconds,
     text_fields_encodable,
@@ -83,7 +84,8 @@ class Detector:
         ``verify`` when the settings list the host, else with the stored top-level ones
         (:func:`neardup.thresholds.thresholds_for`; :attr:`host_thresholds`); without stored
         thresholds, the measured value for the store's spec version,
-        :data:`DEFAULT_K_BY_VERSION` (12 for new stores). Giving ``k`` uses ``k`` and
+        :func:`~neardup.model.default_k` (3 for new stores with the sketch bands, 12 without
+        them, :data:`DEFAULT_K_BY_VERSION`). Giving ``k`` uses ``k`` and
         ``verify`` for every page.
     verify: a SimHash candidate becomes ``near`` only when the sketches estimate a word
         3-shingle Jaccard similarity of at least this (:mod:`neardup.sketch`; default
@@ -160,9 +162,9 @@ class Detector:
         #: host -> (k, verify) of the stored tuned thresholds (empty when k was given)
         self.host_thresholds: dict[str, tuple[int, float | None]] = {}
         if k is None:
-            stored = read_thresholds(self.store, default_k=DEFAULT_K_BY_VERSION[self.config.version],
-                                     bits=self.config.bits)
-            k = stored.k if stored is not None else DEFAULT_K_BY_VERSION[self.config.version]
+            fallback = default_k(self.config.version, settings.bands)
+            stored = read_thresholds(self.store, default_k=fallback, bits=self.config.bits)
+            k = stored.k if stored is not None else fallback
             if stored is not None:
                 self.verify, self.host_thresholds = stored.verify, dict(stored.hosts)
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.config.bits:
@@ -338,7 +340,8 @@ class Detector:
         """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
         with the same digest (:meth:`Store.lookup`), with the index already in sync."""
         now = time.time()
-        revisit = compare_versions(url, fp, own, now, *self.thresholds(url)) if own is not None else None
+        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands) \
+            if own is not None else None
         base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
                                     page_id=own.id if own else None, fetched_url=fetched_url,
                                     **version_fields(revisit))
@@ -621,7 +624,8 @@ class Detector:
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
         own = self.store.page_by_url(url)
-        revisit = compare_versions(url, fp, own, now, *self.thresholds(url)) if own is not None else None
+        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands) \
+            if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
         decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance

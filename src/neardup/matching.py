@@ -16,7 +16,10 @@ In order:
    (:mod:`neardup.sketch`) estimate a word 3-shingle Jaccard similarity ``>= verify`` (or when
    ``verify`` is None, or neither page's spec has a sketch: spec version 1). A fingerprint
    whose spec has a sketch but that comes without one (a crawler sending only a SimHash)
-   is never ``near``: it can only be ``exact``.
+   is never ``near``: it can only be ``exact``;
+5. beyond ``k``, a pair the sketch bands bring (:mod:`neardup.bands`: the two sketches share a
+   band) is decided by :func:`far_match` at ``max(verify, FAR_VERIFY)``: :func:`pair_rule`
+   applies steps 1-5 to any pair, as the Detector, batch, Spark and ``tune`` do.
 
 >>> from neardup import fingerprint
 >>> text = " ".join(f"word{i}" for i in range(300))
@@ -107,6 +110,12 @@ def sketch_score(a: Side, b: Side) -> float | None:
     return similarity(a.sketch, b.sketch).jaccard
 
 
+def title_guarded(a: Side, b: Side) -> bool:
+    """Two pages of one host with different titles and different digests: beyond the SimHash
+    radius they need :data:`FAR_TITLE_VERIFY` (:func:`far_match`)."""
+    return a.host is not None and a.host == b.host and not same_title(a.title, b.title) and a.digest != b.digest
+
+
 def far_match(a: Side, b: Side, verify: float | None) -> Match:
     """The rule for a pair beyond the SimHash radius, which only the sketch bands bring
     (:mod:`neardup.bands`; ``verify`` is then ``far_verify``): :func:`match` at any distance,
@@ -126,12 +135,33 @@ def far_match(a: Side, b: Side, verify: float | None) -> Match:
     >>> far_match(page("The story", 1), page("The story", 2), 0.33).status
     'near'
     """
-    if (verify is not None and a.host is not None and a.host == b.host and not same_title(a.title, b.title)
-            and a.digest != b.digest):
+    if verify is not None and title_guarded(a, b):
         outcome = match(a, b, 128, max(verify, FAR_TITLE_VERIFY))
         return outcome if outcome.status is not None or outcome.reason != "verify" else replace(
             outcome, reason="far-title")
     return match(a, b, 128, verify)
+
+
+def pair_rule(a: Side, b: Side, k: int, verify: float | None, bands: bool = True) -> Match:
+    """The whole decision for a pair, whichever candidate path brings it: :func:`match` within
+    ``k`` (and for equal digests, empty pages and the guard); beyond it, when ``bands`` and the
+    two sketches share a band (:func:`neardup.bands.share_band`), :func:`far_match` at
+    :func:`neardup.bands.far_verify`; otherwise no match (reason ``distance``).
+
+    >>> from neardup import fingerprint
+    >>> text = " ".join(f"word{i}" for i in range(300))
+    >>> a = Side.of(fingerprint(text), "https://a.example/1")
+    >>> b = Side.of(fingerprint(" ".join(f"word{i}" for i in range(60, 360))), "https://b.example/1")
+    >>> pair_rule(a, b, 3, 0.3).status, pair_rule(a, b, 3, 0.3, bands=False).reason
+    ('near', 'distance')
+    """
+    from neardup.bands import far_verify, share_band
+
+    within = match(a, b, k, verify)
+    if within.reason != "distance" or not bands or not share_band(a.sketch, b.sketch):
+        return within
+    far = far_verify(verify)
+    return far_match(a, b, far) if far is not None else within
 
 
 def match(a: Side, b: Side, k: int, verify: float | None) -> Match:

@@ -32,9 +32,24 @@ METHODS = ("simhash", "minhash", "both")
 #: (docs/quality.md). Version 1 (no IDF, no sketch): k = 7, where false positives start.
 #: Version 2: IDF weights spread unrelated pages apart but same-content pairs too, so the
 #: candidate radius is wider and every candidate is confirmed by the sketch. Version 3 (the
-#: hybrid extractor) keeps it; the sketch bands bring what lies further (neardup.bands).
-DEFAULT_K_BY_VERSION = {1: 7, 2: 12, 3: 12}
+#: hybrid extractor, with the sketch bands of neardup.bands bringing pairs at any distance):
+#: k = 3, chosen by benchmarks/candidates.py: every k from 0 to 12 finds the same real pairs
+#: and within 0.1 point the same realistic edits once the bands are on, and k <= 3 is the
+#: widest radius the tables answer by exact block lookups (a tenth of k = 12's CPU at 10^7).
+DEFAULT_K_BY_VERSION = {1: 7, 2: 12, 3: 3}
+#: ... when the sketch bands are off (``bands=False``): the SimHash alone brings the pairs
+SIMHASH_ONLY_K_BY_VERSION = {1: 7, 2: 12, 3: 12}
 DEFAULT_K = DEFAULT_K_BY_VERSION[3]
+
+
+def default_k(version: int = 3, bands: bool = True) -> int:
+    """The default Hamming threshold for fingerprint spec ``version``, with or without the
+    sketch bands.
+
+    >>> default_k(3), default_k(3, bands=False), default_k(1)
+    (3, 12, 7)
+    """
+    return (DEFAULT_K_BY_VERSION if bands else SIMHASH_ONLY_K_BY_VERSION)[version]
 #: Default verification threshold: a SimHash candidate is ``near`` only when the sketches'
 #: estimate of the word 3-shingle Jaccard similarity is at least this (docs/quality.md).
 DEFAULT_VERIFY = 0.3

@@ -65,11 +65,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from neardup.bands import far_verify, share_band
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, fingerprint_text
-from neardup.matching import Side, match
+from neardup.matching import FAR_TITLE_VERIFY, Side, match, pair_rule, title_guarded
 from neardup.minhash import MinHashSignature, jaccard
-from neardup.model import DEFAULT_K, DEFAULT_VERIFY
+from neardup.model import DEFAULT_VERIFY, default_k
 from neardup.storeapi import PageRecord, Store
 from neardup.thresholds import META_KEY, META_VERSION, apply, stored_choice, thresholds_for
 from neardup.urls import host_of
@@ -352,11 +353,20 @@ class PairFacts:
     mh: np.ndarray
     hosts: list[str | None]
     ids: list[str]
+    #: the two sketches share a band (:func:`neardup.bands.share_band`): the bands bring the
+    #: pair at any distance
+    band: np.ndarray | None = None
+    #: one host, different titles (:func:`neardup.matching.title_guarded`): beyond k the pair
+    #: needs :data:`neardup.matching.FAR_TITLE_VERIFY`
+    title_guard: np.ndarray | None = None
+    #: decide as the Detector with its sketch bands (``DetectorSettings.bands``)
+    bands: bool = True
 
     @classmethod
     def from_arrays(cls, same: Sequence[bool], distance: Sequence[int], score: Sequence[float | None] | None = None,
                     exact: Sequence[bool] | None = None, blocked: Sequence[bool] | None = None,
-                    mh: Sequence[float | None] | None = None, hosts: Sequence[str | None] | None = None) -> PairFacts:
+                    mh: Sequence[float | None] | None = None, hosts: Sequence[str | None] | None = None,
+                    band: Sequence[bool] | None = None, title_guard: Sequence[bool] | None = None) -> PairFacts:
         n = len(same)
 
         def floats(values: Sequence[float | None] | None) -> np.ndarray:
@@ -364,7 +374,8 @@ class PairFacts:
 
         return cls(np.array(same, dtype=bool), np.array(blocked or [False] * n, dtype=bool),
                    np.array(exact or [False] * n, dtype=bool), np.array(distance, dtype=np.int64),
-                   floats(score), floats(mh), list(hosts or [None] * n), [str(i) for i in range(n)])
+                   floats(score), floats(mh), list(hosts or [None] * n), [str(i) for i in range(n)],
+                   np.array(band or [False] * n, dtype=bool), np.array(title_guard or [False] * n, dtype=bool))
 
     def __len__(self) -> int:
         return len(self.same)
@@ -372,25 +383,36 @@ class PairFacts:
     def subset(self, mask: np.ndarray) -> PairFacts:
         idx = np.flatnonzero(mask)
         return PairFacts(self.same[idx], self.blocked[idx], self.exact[idx], self.distance[idx], self.score[idx],
-                         self.mh[idx], [self.hosts[i] for i in idx], [self.ids[i] for i in idx])
+                         self.mh[idx], [self.hosts[i] for i in idx], [self.ids[i] for i in idx],
+                         None if self.band is None else self.band[idx],
+                         None if self.title_guard is None else self.title_guard[idx], self.bands)
 
     @property
     def has_minhash(self) -> bool:
         return bool(len(self) and (~np.isnan(self.mh)).any())
 
     def declared(self, k: int, verify: float | None) -> np.ndarray:
-        """:func:`neardup.matching.match` at ``k`` / ``verify``, vectorised over the pairs."""
+        """:func:`neardup.matching.pair_rule` at ``k`` / ``verify`` (with the bands when
+        :attr:`bands`), vectorised over the pairs."""
         verified = np.ones(len(self), dtype=bool) if verify is None else ~(self.score < verify)
-        return ~self.blocked & (self.exact | ((self.distance <= k) & verified))
+        within = self.distance <= k
+        declared = self.exact | (within & verified)
+        far = far_verify(verify)
+        if self.bands and far is not None and self.band is not None:
+            guard = np.zeros(len(self), dtype=bool) if self.title_guard is None else self.title_guard
+            need = np.where(guard, max(far, FAR_TITLE_VERIFY), far)
+            declared |= ~within & self.band & (self.score >= need - 1e-12)
+        return ~self.blocked & declared
 
     def declared_minhash(self, threshold: float) -> np.ndarray:
         """MinHash: not blocked, and equal digests or an estimated Jaccard ``>= threshold``."""
         return ~self.blocked & (self.exact | (self.mh >= threshold))
 
 
-def pair_facts(pairs: Sequence[LabelledPair], source: PageSource) -> PairFacts:
+def pair_facts(pairs: Sequence[LabelledPair], source: PageSource, bands: bool = True) -> PairFacts:
     """Fingerprint both pages of every pair and apply :func:`neardup.matching.match` (at the
-    widest k, no verification) to read the facts the thresholds then decide on."""
+    widest k, no verification) to read the facts the thresholds then decide on (``bands``:
+    whether the Detector's sketch bands bring pairs beyond k)."""
     rows = []
     for p in pairs:
         a, b = source.page(p.a), source.page(p.b)
@@ -398,22 +420,25 @@ def pair_facts(pairs: Sequence[LabelledPair], source: PageSource) -> PairFacts:
         mh = jaccard(a.minhash, b.minhash) if a.minhash is not None and b.minhash is not None \
             and len(a.minhash) == len(b.minhash) else math.nan
         rows.append((p.same, m.reason in ("empty", "boilerplate"), m.status == "exact", m.distance,
-                     math.nan if m.score is None or m.status == "exact" else m.score, mh))
+                     math.nan if m.score is None or m.status == "exact" else m.score, mh,
+                     share_band(a.side.sketch, b.side.sketch), title_guarded(a.side, b.side)))
     facts = PairFacts(
         same=np.array([r[0] for r in rows], dtype=bool), blocked=np.array([r[1] for r in rows], dtype=bool),
         exact=np.array([r[2] for r in rows], dtype=bool), distance=np.array([r[3] for r in rows], dtype=np.int64),
         score=np.array([r[4] for r in rows], dtype=np.float64), mh=np.array([r[5] for r in rows], dtype=np.float64),
-        hosts=[p.host for p in pairs], ids=[p.pair_id for p in pairs])
+        hosts=[p.host for p in pairs], ids=[p.pair_id for p in pairs],
+        band=np.array([r[6] for r in rows], dtype=bool), title_guard=np.array([r[7] for r in rows], dtype=bool),
+        bands=bands)
     return facts
 
 
 def check_against_match(pairs: Sequence[LabelledPair], source: PageSource, facts: PairFacts, k: int,
                         verify: float | None) -> None:
-    """The vectorised rule agrees with :func:`neardup.matching.match` on every pair at
+    """The vectorised rule agrees with :func:`neardup.matching.pair_rule` on every pair at
     ``k``/``verify`` (the figures are the product's); AssertionError otherwise."""
     declared = facts.declared(k, verify)
     for i, p in enumerate(pairs):
-        status = match(source.page(p.a).side, source.page(p.b).side, k, verify).status
+        status = pair_rule(source.page(p.a).side, source.page(p.b).side, k, verify, facts.bands).status
         if (status is not None) != bool(declared[i]):
             raise AssertionError(f"tune and matching.match disagree on pair {p.pair_id} at k={k}, verify={verify}")
 
@@ -579,6 +604,13 @@ class TuneResult:
     host_pairs: dict[str, tuple[int, int]] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the default operating point of these fingerprints (:func:`neardup.model.default_k`)
+    default_k: int = field(default_factory=default_k)
+
+    @property
+    def defaults(self) -> Point | None:
+        """The point at the default k and verify (None when the grid leaves it out)."""
+        return self.points.get((self.default_k, DEFAULT_VERIFY))
 
     def settings(self, method: str = "simhash") -> dict[str, Any]:
         """The choice as stored by :func:`apply` (module docs)."""
@@ -601,8 +633,7 @@ class TuneResult:
             "recommended": self.choice.to_dict(),
             "minhash_recommended": self.minhash_choice.to_dict() if self.minhash_choice else None,
             "hosts": {h: r.to_dict() for h, r in sorted(self.hosts.items())},
-            "defaults": self.points[(DEFAULT_K, DEFAULT_VERIFY)].to_dict() if (DEFAULT_K, DEFAULT_VERIFY) in self.points
-            else None,
+            "defaults": self.defaults.to_dict() if self.defaults is not None else None,
             "seconds": round(self.seconds, 3),
         }
 
@@ -649,20 +680,22 @@ def tune_facts(facts: PairFacts, min_precision: float = DEFAULT_MIN_PRECISION, m
 def tune(pairs: str | Path | PairsFile | Sequence[LabelledPair], *, store: Store | None = None,
          config: FingerprintConfig | None = None, min_precision: float = DEFAULT_MIN_PRECISION,
          min_host_pairs: int = MIN_HOST_PAIRS, min_host_each: int = MIN_HOST_EACH, check: bool = True,
-         verifies: Sequence[float] = VERIFY_VALUES) -> TuneResult:
+         verifies: Sequence[float] = VERIFY_VALUES, bands: bool = True) -> TuneResult:
     """Tune on labelled pairs (a file name, a :class:`PairsFile` or pairs): fingerprint (with
     the store's config when a store is given, else ``config`` or the default), score every
-    threshold, recommend. ``check`` re-applies :func:`neardup.matching.match` pair by pair at
-    the recommended point and at the defaults (an AssertionError would be a bug here)."""
+    threshold, recommend. ``bands``: decide as a Detector with the sketch bands (the default;
+    ``DetectorSettings.bands``). ``check`` re-applies :func:`neardup.matching.pair_rule` pair
+    by pair at the recommended point and at the defaults (an AssertionError would be a bug here)."""
     started = time.perf_counter()
     pf = pairs if isinstance(pairs, PairsFile) else load_pairs(pairs) if isinstance(pairs, (str, Path)) \
         else PairsFile("", list(pairs))
     source = PageSource(config, store)
-    facts = pair_facts(pf.pairs, source)
+    facts = pair_facts(pf.pairs, source, bands)
     result = tune_facts(facts, min_precision, min_host_pairs, min_host_each, verifies)
+    result.default_k = default_k(source.config.version, bands)
     result.skipped = dict(pf.skipped)
     if check:
-        check_against_match(pf.pairs, source, facts, DEFAULT_K, DEFAULT_VERIFY)
+        check_against_match(pf.pairs, source, facts, result.default_k, DEFAULT_VERIFY)
         if result.choice.k is not None:
             check_against_match(pf.pairs, source, facts, result.choice.k, result.choice.verify)
     result.seconds = time.perf_counter() - started

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from neardup.model import DEFAULT_K, DEFAULT_VERIFY
+from neardup.model import DEFAULT_VERIFY
 
 if TYPE_CHECKING:
     from neardup.tune import Point, TuneResult
@@ -167,8 +167,8 @@ def summary_text(result: TuneResult, min_each: int = MIN_LABEL_PAIRS) -> str:
     state = "meets" if c.met else "does NOT meet (best F1 shown)"
     lines.append(f"recommended: {c.point.label()}: {describe(c.point)}, F1 {c.point.f1:.3f} "
                  f"({state} precision >= {c.min_precision:.0%} with a one-step margin)")
-    if (DEFAULT_K, DEFAULT_VERIFY) in result.points:
-        d = result.points[(DEFAULT_K, DEFAULT_VERIFY)]
+    if result.defaults is not None:
+        d = result.defaults
         lines.append(f"defaults:    {d.label()}: {describe(d)}, F1 {d.f1:.3f}")
     lines.append(f"{'k':>3} {'precision':>9} {'recall':>7} {'F1':>6} {'TP':>5} {'FP':>5} {'FN':>5}"
                  f"   (verify {'none' if c.verify is None else f'{c.verify:g}'})")

@@ -232,7 +232,15 @@ def normalize_url(url: str, config: UrlConfig | None = None) -> str:
     ...
     neardup.errors.URLError: URL contains whitespace or control characters: 'https://example.com/a b'
     """
-    cfg = DEFAULT_URL_CONFIG if config is None else config
+    if not isinstance(url, str):
+        _checked(url)  # the same typed error for a non-string
+    return _normalized(url, DEFAULT_URL_CONFIG if config is None else config)
+
+
+@lru_cache(maxsize=1 << 14)
+def _normalized(url: str, cfg: UrlConfig) -> str:
+    """:func:`normalize_url`, remembered: one page's URL is normalised several times on its way
+    through the Detector (its key, its canonical rank), and a crawl repeats URLs."""
     url, parts = _checked(url)
     scheme = parts.scheme.lower()
     userinfo, at, hostport = parts.netloc.rpartition("@")

@@ -19,7 +19,7 @@ from typing import Any
 
 from neardup.crawl import MAX_REVISIT, MIN_REVISIT, UrlHistory, schedule
 from neardup.fingerprint import Fingerprint
-from neardup.matching import Side, match, sketch_score
+from neardup.matching import Side, pair_rule, sketch_score
 from neardup.storeapi import HISTORY_LIMIT, PageRecord, Store
 
 
@@ -34,16 +34,18 @@ class Revisit:
     keep: bool  # the URL keeps its first decision and cluster
 
 
-def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: int, verify: float | None) -> Revisit:
+def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: int, verify: float | None,
+                     bands: bool = True) -> Revisit:
     """Compare a re-fetch of ``url`` with its stored version ``own``: ``unchanged`` (same
     digest) or ``changed``; the URL keeps its first decision while the new version is
-    the same content or a near copy of the stored one (:func:`matching.match` with the
-    URL's thresholds) in the same cluster."""
+    the same content or a near copy of the stored one (:func:`matching.pair_rule` with the
+    URL's thresholds, the sketch bands when ``bands``: the rule a stored page of another URL
+    would be held to) in the same cluster."""
     since = now - own.fetched_at
     if own.digest == fp.digest and (own.status == "empty") == fp.empty:
         return Revisit("unchanged", 0, 1.0, since, keep=True)
     new_side, old_side = Side.of(fp, url), Side.of_record(own)
-    outcome = match(new_side, old_side, k, verify)
+    outcome = pair_rule(new_side, old_side, k, verify, bands)
     keep = outcome.status is not None and own.cluster_id is not None
     score = outcome.score if outcome.score is not None else sketch_score(new_side, old_side)
     return Revisit("changed", outcome.distance, score, since, keep)
