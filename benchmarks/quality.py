@@ -1142,7 +1142,13 @@ def recommendation_section(result: RunResult) -> list[str]:
     n_negative = sum(result.sets.count(label) for label in NEGATIVE_LABELS)
     idf = f", idf=\"{f.idf}\", idf_doc_len={f.idf_doc_len:g}" if f.uses_idf else ", idf=None"
     lines = [
-        "## Recommended default",
+        "## Recommended default for the SimHash alone (`bands=False`)",
+        "",
+        "This harness measures the SimHash candidates (`distance <= k`, then the sketch): it chooses the "
+        "configuration and the k of the SimHash alone (`neardup.model.SIMHASH_ONLY_K_BY_VERSION`). With the "
+        "sketch bands (the default) the candidate stage brings pairs at any distance and the default k is "
+        "chosen by `benchmarks/candidates.py` (section *Candidate stage* below: k = 3); the whole rule on "
+        "the labelled pairs is in *The product's rule* at the end.",
         "",
         f"`FingerprintConfig(version={d.config.version}, extractor=\"{d.extractor}\", "
         f"min_tokens={d.config.min_tokens}, bits={d.config.bits}, sketch_bins={d.config.sketch_bins})`, "

@@ -34,8 +34,8 @@ METHODS = ("simhash", "minhash", "both")
 #: candidate radius is wider and every candidate is confirmed by the sketch. Version 3 (the
 #: hybrid extractor, with the sketch bands of neardup.bands bringing pairs at any distance):
 #: k = 3, chosen by benchmarks/candidates.py: every k from 0 to 12 finds the same real pairs
-#: and within 0.1 point the same realistic edits once the bands are on, and k <= 3 is the
-#: widest radius the tables answer by exact block lookups (a tenth of k = 12's CPU at 10^7).
+#: and within 0.25 point the same realistic edits once the bands are on, and a query at k = 3
+#: costs about a hundredth of one at k = 12 at 10^7 stored (docs/quality.md, Candidate stage).
 DEFAULT_K_BY_VERSION = {1: 7, 2: 12, 3: 3}
 #: ... when the sketch bands are off (``bands=False``): the SimHash alone brings the pairs
 SIMHASH_ONLY_K_BY_VERSION = {1: 7, 2: 12, 3: 12}
