@@ -64,6 +64,27 @@ def test_one_odd_page_is_not_a_redesign() -> None:
     assert redesigns(stream("A" * 12 + "BB" + "A" * 15)) == []
 
 
+def test_a_split_that_random_order_gives_is_not_a_redesign() -> None:
+    # five old pages then ten new ones: 1 in 3003 by chance, a redesign
+    assert [e["at"] for e in redesigns(stream("A" * 5 + "B" * 10))] == [5.0]
+    # one of the five already new: 11 in 3003, as a host serving both layouts gives it
+    assert redesigns(stream("AABAA" + "B" * 10)) == []
+    # the new structure must hold for a full window: five pages after the cut are not enough
+    assert redesigns(stream("A" * 10 + "B" * 5)) == []
+    host = HostStructure()
+    assert not [r for r in stream("AABAA" + "B" * 10) if host.observe(r.fetched_at, r.structure).redesign]
+
+
+def test_a_one_off_page_at_the_edge_goes_with_the_nearer_side() -> None:
+    odd_old = A ^ 0xFFFF  # 16 bits from A: its own template, nearer the old one
+    odd_new = B ^ 0xFFFF  # nearer the new one
+    rows = stream("A" * 10)
+    events = redesigns([*rows, Page(10.0, odd_old), *stream("B" * 10, start=11.0)])
+    assert [e["at"] for e in events] == [11.0]
+    events = redesigns([*rows, Page(10.0, odd_new), *stream("B" * 10, start=11.0)])
+    assert [e["at"] for e in events] == [10.0]
+
+
 def test_a_section_fetched_alongside_is_not_a_redesign() -> None:
     mixed = "".join(RND.choice("AAS") for _ in range(60))
     assert redesigns(stream(mixed)) == []

@@ -25,13 +25,17 @@ How it is computed
     From a parsed tree (Resiliparse/Lexbor :class:`~resiliparse.parse.html.HTMLTree`, the
     parse the extractor already made): Lexbor serialises the tree (C, well-formed output:
     every element closed, attributes double-quoted and escaped), and one compiled pass
-    (numba) reads that serialisation as a stream of open and close tags, hashing labels and
-    features as it goes (FNV-1a 64 with the MurmurHash3 ``fmix64`` finish). Weighting and the
-    SimHash vote are numpy over the feature array (no per-bit Python loop). Walking the
-    tree node by node from Python costs about 2.5 µs an element (1.7 ms for a 650-element
-    Big9 page, as much as the fast extractor itself); this path takes about a third of that
-    (0.5 ms a page on average, half of it Lexbor's serialisation). docs/quality.md,
-    "Structure fingerprints", measures it against the page's whole fingerprint cost.
+    (numba) reads that str in place (CPython's own buffer of 1, 2 or 4 bytes a code point: no
+    copy, no encoding; labels hash the UTF-8 bytes of their names) as a stream of open and
+    close tags, hashing labels and features as it goes (FNV-1a 64 with the MurmurHash3
+    ``fmix64`` finish). The same call counts the features as a set (open addressing) and
+    votes in exact fixed point (:func:`_vote`). The definition of the vote is float32 numpy
+    (:func:`_simhash_numpy`, the spec's values since it was written): where a bit's vote is
+    within float32 rounding of a tie, that path decides, so the value is the same bit for
+    bit (about 1 page in 10, the large ones). Where the time goes, and the cost against the
+    page's whole fingerprint: docs/quality.md, "Structure fingerprints" (Lexbor's
+    serialisation is about half of it; walking the tree from Python would cost about
+    2.5 us an element, several times this path).
 
 >>> a = structure_of(b"<html><body><div class='story-12'><p>one</p><p>two</p></div></body></html>")
 >>> b = structure_of(b"<html><body><div class='story-99'><p>three</p></div></body></html>")
@@ -43,7 +47,9 @@ True
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 from resiliparse.parse.html import HTMLTree
 
 from neardup._kernels import FNV_OFFSET, FNV_PRIME
@@ -97,35 +103,54 @@ def _lower(c):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
+def _at(s, i):  # type: ignore[no-untyped-def]
+    """The code point at ``i`` of the str's code units (1, 2 or 4 bytes each)."""
+    return np.int64(s[i])
+
+
+@njit(cache=True, inline="always")
+def _hash_cp(h, c):  # type: ignore[no-untyped-def]
+    """FNV-1a steps over the UTF-8 bytes of code point ``c`` (ASCII letters lower-cased):
+    the hash of the page's UTF-8 serialisation, read from the str."""
+    if c < 0x80:
+        return (h ^ _U64(_lower(c))) * _FNV_PRIME
+    if c < 0x800:
+        h = (h ^ _U64(0xC0 | (c >> 6))) * _FNV_PRIME
+    elif c < 0x10000:  # lone surrogates too (as "surrogatepass" encodes them)
+        h = (h ^ _U64(0xE0 | (c >> 12))) * _FNV_PRIME
+        h = (h ^ _U64(0x80 | ((c >> 6) & 63))) * _FNV_PRIME
+    else:
+        h = (h ^ _U64(0xF0 | (c >> 18))) * _FNV_PRIME
+        h = (h ^ _U64(0x80 | ((c >> 12) & 63))) * _FNV_PRIME
+        h = (h ^ _U64(0x80 | ((c >> 6) & 63))) * _FNV_PRIME
+    return (h ^ _U64(0x80 | (c & 63))) * _FNV_PRIME
+
+
+@njit(cache=True, inline="always")
 def _member(sorted_hashes, h):  # type: ignore[no-untyped-def]
     j = np.searchsorted(sorted_hashes, h)
     return j < sorted_hashes.shape[0] and sorted_hashes[j] == h
 
 
 @njit(cache=True)
-def _find(buf, i, n, pattern):  # type: ignore[no-untyped-def]
-    """Index of the first ``pattern`` at or after ``i`` (ASCII case-insensitive), or n."""
-    m = pattern.shape[0]
-    while i + m <= n:
-        if _lower(buf[i]) == pattern[0]:
-            k = 1
-            while k < m and _lower(buf[i + k]) == pattern[k]:
-                k += 1
-            if k == m:
-                return i
+def _comment_end(s, i, n):  # type: ignore[no-untyped-def]
+    """Index of the first "-->" at or after ``i``, or n."""
+    while i + 3 <= n:
+        if _at(s, i) == 45 and _at(s, i + 1) == 45 and _at(s, i + 2) == 62:
+            return i
         i += 1
     return n
 
 
 @njit(cache=True)
-def _skip_raw(buf, i, n, name_start, name_end):  # type: ignore[no-untyped-def]
-    """Position after the raw text of the element whose lower-case name is buf[name_start:name_end]:
-    at its ``</name``, or n."""
+def _skip_raw(s, i, n, name_start, name_end):  # type: ignore[no-untyped-def]
+    """Position after the raw text of the element whose name is s[name_start:name_end]:
+    at its ``</name`` (ASCII case-insensitive), or n."""
     m = name_end - name_start
     while i < n:
-        if buf[i] == 60 and i + 1 < n and buf[i + 1] == 47 and i + 2 + m <= n:
+        if _at(s, i) == 60 and i + 1 < n and _at(s, i + 1) == 47 and i + 2 + m <= n:
             k = 0
-            while k < m and _lower(buf[i + 2 + k]) == _lower(buf[name_start + k]):
+            while k < m and _lower(_at(s, i + 2 + k)) == _lower(_at(s, name_start + k)):
                 k += 1
             if k == m:
                 return i
@@ -134,12 +159,82 @@ def _skip_raw(buf, i, n, name_start, name_end):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: ignore[no-untyped-def]
-    """The feature hashes of a serialised HTML document (uint8 array), in document order.
+def _attributes(s, j, n):  # type: ignore[no-untyped-def]
+    """Read a start tag's attributes from ``j`` (after its name) to its ``>``: returns
+    (position of the ``>`` or n, class-token sum, id hash)."""
+    classes = _U64(0)
+    ident = _U64(0)
+    # attributes: name="value" (Lexbor always double-quotes), or a bare name
+    while j < n:
+        c = _at(s, j)
+        if c == 62:
+            break
+        if _is_space(c) or c == 47:
+            j += 1
+            continue
+        a0 = j
+        while j < n:
+            c = _at(s, j)
+            if c == 61 or c == 62 or c == 47 or _is_space(c):
+                break
+            j += 1
+        alen = j - a0
+        is_class = alen == 5 and (_lower(_at(s, a0)) == 99 and _lower(_at(s, a0 + 1)) == 108
+                                  and _lower(_at(s, a0 + 2)) == 97 and _lower(_at(s, a0 + 3)) == 115
+                                  and _lower(_at(s, a0 + 4)) == 115)
+        is_id = alen == 2 and _lower(_at(s, a0)) == 105 and _lower(_at(s, a0 + 1)) == 100
+        if j < n and _at(s, j) == 61:
+            j += 1
+            quote = 0
+            if j < n and (_at(s, j) == 34 or _at(s, j) == 39):
+                quote = _at(s, j)
+                j += 1
+            if not (is_class or is_id):  # a value that does not count: to its end
+                if quote != 0:
+                    while j < n and _at(s, j) != quote:
+                        j += 1
+                    j += 1
+                else:
+                    while j < n:
+                        c = _at(s, j)
+                        if c == 62 or _is_space(c):
+                            break
+                        j += 1
+                continue
+            # the value: tokens (class) or one token (id), digits left out
+            t = _FNV_OFFSET
+            tlen = 0
+            while j < n:
+                b = _at(s, j)
+                if (quote != 0 and b == quote) or (quote == 0 and (b == 62 or _is_space(b))):
+                    break
+                if is_class and _is_space(b):
+                    if tlen > 0:
+                        classes += _fmix64(t ^ _CLASS_SALT)
+                    t = _FNV_OFFSET
+                    tlen = 0
+                elif (is_class or is_id) and not (48 <= b <= 57):
+                    t = _hash_cp(t, b)
+                    tlen += 1
+                j += 1
+            if is_class and tlen > 0:
+                classes += _fmix64(t ^ _CLASS_SALT)
+            if is_id and tlen > 0:
+                ident = _fmix64(t ^ _ID_SALT)
+            if quote != 0 and j < n:
+                j += 1
+    return j, classes, ident
+
+
+@njit(cache=True)
+def _structure_features(s, path_depth, raw_hashes, void_hashes):  # type: ignore[no-untyped-def]
+    """The feature hashes of a serialised HTML document (its code points: a uint8, uint16
+    or uint32 array), in document order.
 
     Returns (features, elements): the feature array and the number of elements read."""
-    n = buf.shape[0]
-    # a serialised element takes at least 4 bytes ("<br>") and gives at most path_depth + 1 features
+    n = s.shape[0]
+    # a serialised element takes at least 4 characters ("<br>") and gives at most
+    # path_depth + 1 features
     cap = (n // 4 + 1) * (path_depth + 1) + 16
     feats = np.empty(cap, dtype=np.uint64)
     nf = 0
@@ -149,39 +244,41 @@ def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: igno
     depth = 0
     elements = 0
     i = 0
-    comment_end = np.array([45, 45, 62], dtype=np.uint8)  # "-->"
     while i < n:
-        if buf[i] != 60:  # '<'
+        if _at(s, i) != 60:  # '<'
             i += 1
             continue
         if i + 1 >= n:
             break
-        c = buf[i + 1]
+        c = _at(s, i + 1)
         if c == 33:  # "<!": a comment or a doctype
-            if i + 3 < n and buf[i + 2] == 45 and buf[i + 3] == 45:
-                i = _find(buf, i + 4, n, comment_end) + 3
+            if i + 3 < n and _at(s, i + 2) == 45 and _at(s, i + 3) == 45:
+                i = _comment_end(s, i + 4, n) + 3
             else:
-                while i < n and buf[i] != 62:
+                while i < n and _at(s, i) != 62:
                     i += 1
                 i += 1
             continue
         if c == 63:  # "<?"
-            while i < n and buf[i] != 62:
+            while i < n and _at(s, i) != 62:
                 i += 1
             i += 1
             continue
         if c == 47:  # "</name>": close the innermost open element of that name
             j = i + 2
             h = _FNV_OFFSET
-            while j < n and buf[j] != 62 and not _is_space(buf[j]):
-                h = (h ^ _U64(_lower(buf[j]))) * _FNV_PRIME
+            while j < n:
+                b = _at(s, j)
+                if b == 62 or _is_space(b):
+                    break
+                h = _hash_cp(h, b)
                 j += 1
             d = depth
             while d > 0 and names[d - 1] != h:
                 d -= 1
             if d > 0:
                 depth = d - 1
-            while j < n and buf[j] != 62:
+            while j < n and _at(s, j) != 62:
                 j += 1
             i = j + 1
             continue
@@ -192,53 +289,15 @@ def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: igno
         j = i + 1
         name_start = j
         h = _FNV_OFFSET
-        while j < n and buf[j] != 62 and buf[j] != 47 and not _is_space(buf[j]):
-            h = (h ^ _U64(_lower(buf[j]))) * _FNV_PRIME
+        while j < n:
+            b = _at(s, j)
+            if b == 62 or b == 47 or _is_space(b):
+                break
+            h = _hash_cp(h, b)
             j += 1
         name_end = j
         name = h
-        classes = _U64(0)
-        ident = _U64(0)
-        # attributes: name="value" (Lexbor always double-quotes), or a bare name
-        while j < n and buf[j] != 62:
-            if _is_space(buf[j]) or buf[j] == 47:
-                j += 1
-                continue
-            a0 = j
-            while j < n and buf[j] != 61 and buf[j] != 62 and not _is_space(buf[j]) and buf[j] != 47:
-                j += 1
-            alen = j - a0
-            is_class = alen == 5 and (_lower(buf[a0]) == 99 and _lower(buf[a0 + 1]) == 108 and _lower(buf[a0 + 2]) == 97
-                                      and _lower(buf[a0 + 3]) == 115 and _lower(buf[a0 + 4]) == 115)
-            is_id = alen == 2 and _lower(buf[a0]) == 105 and _lower(buf[a0 + 1]) == 100
-            if j < n and buf[j] == 61:
-                j += 1
-                quote = 0
-                if j < n and (buf[j] == 34 or buf[j] == 39):
-                    quote = buf[j]
-                    j += 1
-                # the value: tokens (class) or one token (id), digits left out
-                t = _FNV_OFFSET
-                tlen = 0
-                while j < n:
-                    b = buf[j]
-                    if (quote != 0 and b == quote) or (quote == 0 and (b == 62 or _is_space(b))):
-                        break
-                    if is_class and _is_space(b):
-                        if tlen > 0:
-                            classes += _fmix64(t ^ _CLASS_SALT)
-                        t = _FNV_OFFSET
-                        tlen = 0
-                    elif (is_class or is_id) and not (48 <= b <= 57):
-                        t = (t ^ _U64(_lower(b))) * _FNV_PRIME
-                        tlen += 1
-                    j += 1
-                if is_class and tlen > 0:
-                    classes += _fmix64(t ^ _CLASS_SALT)
-                if is_id and tlen > 0:
-                    ident = _fmix64(t ^ _ID_SALT)
-                if quote != 0 and j < n:
-                    j += 1
+        j, classes, ident = _attributes(s, j, n)
         i = j + 1
         # the element: its label and features
         label = _combine(_combine(_fmix64(name), classes), ident)
@@ -261,10 +320,10 @@ def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: igno
         last_child[d] = label
         if _member(void_hashes, name):
             continue
-        if buf[j - 1] == 47 and j < n:  # "<x/>": foreign content, self-closed
+        if _at(s, j - 1) == 47 and j < n:  # "<x/>": foreign content, self-closed
             continue
         if _member(raw_hashes, name):
-            i = _skip_raw(buf, i, n, name_start, name_end)
+            i = _skip_raw(s, i, n, name_start, name_end)
             continue
         labels[d] = label
         names[d] = name
@@ -273,8 +332,123 @@ def _structure_features(buf, path_depth, raw_hashes, void_hashes):  # type: igno
     return feats[:nf], elements
 
 
-def _simhash(features: np.ndarray) -> int:
-    """64-bit SimHash of ``features`` counted as a set with weight ``1 + log2(count)``."""
+def _code_unit_pointer(unit):  # type: ignore[no-untyped-def]
+    """A numba intrinsic: the pointer to a str's code units (CPython's own buffer, 1, 2 or 4
+    bytes a code point: the str's "kind"), typed as ``unit``."""
+
+    @intrinsic
+    def pointer(typingctx, s):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            string = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+            return builder.bitcast(string.data, context.get_value_type(types.CPointer(unit)))
+
+        return types.CPointer(unit)(s), codegen
+
+    return pointer
+
+
+_UNITS_1, _UNITS_2, _UNITS_4 = (_code_unit_pointer(t) for t in (types.uint8, types.uint16, types.uint32))
+
+
+@njit(cache=True)
+def _str_features(s, path_depth, raw_hashes, void_hashes):  # type: ignore[no-untyped-def]
+    """:func:`_structure_features` of a str, read in place (no copy, no encoding): a kernel
+    compiled for each code unit width."""
+    n = len(s)
+    if s._kind == 1:
+        return _structure_features(carray(_UNITS_1(s), (n,)), path_depth, raw_hashes, void_hashes)
+    if s._kind == 2:
+        return _structure_features(carray(_UNITS_2(s), (n,)), path_depth, raw_hashes, void_hashes)
+    return _structure_features(carray(_UNITS_4(s), (n,)), path_depth, raw_hashes, void_hashes)
+
+
+# the weight of a feature seen c times, 1 + log2(c), as the float32 numpy computes (index c),
+# and the same value in fixed point (x 2^23: exact, as a float32 >= 1 has no bit below 2^-23)
+_WEIGHTS32 = np.concatenate([np.zeros(1, dtype=np.float32),
+                             (1.0 + np.log2(np.arange(1, 4097, dtype=np.float64))).astype(np.float32)])
+_WEIGHTS_FIXED = (_WEIGHTS32.astype(np.float64) * 2.0**23).astype(np.int64)
+
+
+@njit(cache=True)
+def _vote(features, weights):  # type: ignore[no-untyped-def]
+    """The SimHash vote of ``features`` counted as a set (an open-addressing count: the
+    hashes are fmix64 outputs, their low bits an index) with the fixed-point ``weights``.
+
+    Returns (value, decided): the votes are exact sums, so each bit is exactly "its weight
+    over half the total"; ``decided`` is False where the float32 vote of :func:`_simhash_numpy`
+    (the definition) could round a bit the other way (a vote within its error bound of a tie)
+    or a count is past the weight table: the caller then takes that path."""
+    n = features.shape[0]
+    if n == 0:
+        return _U64(0), True
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    mask = _U64(size - 1)
+    keys = np.empty(size, dtype=np.uint64)
+    counts = np.zeros(size, dtype=np.int64)
+    for i in range(n):
+        f = features[i]
+        j = f & mask
+        while counts[j] != 0 and keys[j] != f:
+            j = (j + _U64(1)) & mask
+        keys[j] = f
+        counts[j] += 1
+    # per byte of the key and value of that byte: the weight and number of the keys
+    byte_weight = np.zeros((8, 256), dtype=np.int64)
+    byte_keys = np.zeros((8, 256), dtype=np.int64)
+    total = 0
+    unique = 0
+    fraction = 0  # the bits of the weights below 1
+    for j in range(size):
+        c = counts[j]
+        if c == 0:
+            continue
+        if c >= weights.shape[0]:
+            return _U64(0), False
+        w = weights[c]
+        total += w
+        unique += 1
+        fraction |= w & ((1 << 23) - 1)
+        k = keys[j]
+        for b in range(8):
+            v = np.int64((k >> _U64(8 * b)) & _U64(255))
+            byte_weight[b, v] += w
+            byte_keys[b, v] += 1
+    votes = np.zeros(64, dtype=np.int64)  # per bit: the weight of the keys with it set
+    terms = np.zeros(64, dtype=np.int64)  # and how many they are
+    for b in range(8):
+        for value in range(256):
+            if byte_keys[b, value] == 0:
+                continue
+            for t in range(8):
+                if (value >> t) & 1:
+                    votes[8 * b + t] += byte_weight[b, value]
+                    terms[8 * b + t] += byte_keys[b, value]
+    out = _U64(0)
+    exact = fraction == 0 and total < (1 << 47)  # whole weights summing under 2^24: float32 adds them exactly
+    for b in range(64):
+        d = 2 * votes[b] - total
+        # float32 rounding: a sum of m terms (in any order) errs by at most (m - 1) units of
+        # 2^-24 of its value; the vote has terms[b] terms, the total `unique`
+        if not exact and abs(float(d)) <= (2.0 * terms[b] * float(votes[b]) + float(unique) * float(total)) * 2.0**-24:
+            return _U64(0), False
+        if d > 0:
+            out |= _U64(1) << _U64(b)
+    return out, True
+
+
+@njit(cache=True)
+def _str_simhash(s, path_depth, raw_hashes, void_hashes, weights):  # type: ignore[no-untyped-def]
+    """:func:`_str_features` and :func:`_vote` in one call: (value, decided, features)."""
+    feats, _ = _str_features(s, path_depth, raw_hashes, void_hashes)
+    value, decided = _vote(feats, weights)
+    return value, decided, feats
+
+
+def _simhash_numpy(features: np.ndarray) -> int:
+    """64-bit SimHash of ``features`` counted as a set with weight ``1 + log2(count)``: the
+    definition (numpy, float32 votes), taken where :func:`_vote` cannot decide alone."""
     if features.size == 0:
         return 0
     keys, counts = np.unique(features, return_counts=True)
@@ -286,12 +460,11 @@ def _simhash(features: np.ndarray) -> int:
     return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
-def _serialised(tree: HTMLTree) -> np.ndarray:
+def _serialised(tree: HTMLTree) -> str:
     doc = tree.document
     if doc is None:
-        return np.zeros(0, dtype=np.uint8)
-    markup = doc.html or ""
-    return np.frombuffer(markup.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        return ""
+    return doc.html or ""
 
 
 def structure_features(tree: HTMLTree, path_depth: int = PATH_DEPTH) -> tuple[np.ndarray, int]:
@@ -302,7 +475,7 @@ def structure_features(tree: HTMLTree, path_depth: int = PATH_DEPTH) -> tuple[np
     >>> elements, len(feats)  # html, head, body, p, p: 1 + 2 + 2 + 3 + 3 paths, 5 sibling steps
     (5, 16)
     """
-    feats, elements = _structure_features(_serialised(tree), path_depth, _RAW_HASHES, _VOID_HASHES)
+    feats, elements = _str_features(_serialised(tree), path_depth, _RAW_HASHES, _VOID_HASHES)
     return feats, int(elements)
 
 
@@ -316,8 +489,8 @@ def structure_simhash(tree: HTMLTree) -> int:
     >>> structure_simhash(tree) == structure_of("<div class=a><p>other text</p></div>")
     True
     """
-    feats, _ = structure_features(tree)
-    return _simhash(feats)
+    value, decided, feats = _str_simhash(_serialised(tree), PATH_DEPTH, _RAW_HASHES, _VOID_HASHES, _WEIGHTS_FIXED)
+    return int(value) if decided else _simhash_numpy(feats)
 
 
 def structure_of(html: bytes | str) -> int:

@@ -14,18 +14,24 @@ Templates
     sites almost never are.
 
 Redesigns
-    A *redesign* at the fetch of page i. Of the (up to) :data:`REDESIGN_WINDOW` pages fetched
-    from i on, the most frequent template (the *new* one) holds at least
-    :data:`MIN_NEW_SHARE`; it had at most one page among the window before i and at most
-    :data:`MAX_OLD_SHARE` of all pages before i (a return to an old template is no
+    A *redesign* at the fetch of page i. Of the :data:`REDESIGN_WINDOW` pages fetched from i
+    on (a full window: the new structure must persist; :meth:`HostStructure.observe` reports
+    an event when that window is complete), the most frequent template (the *new* one) holds
+    at least :data:`MIN_NEW_SHARE`; it had at most one page among the window before i and at
+    most :data:`MAX_OLD_SHARE` of all pages before i (a return to an old template is no
     redesign); at most :data:`MAX_OLD_SHARE` of those pages are on another template seen
-    among the :data:`REDESIGN_WINDOW` pages before i; at least :data:`MIN_PAGES` pages lie on
-    each side; and (offline, :func:`redesigns`) the templates with 2 or more of those pages
+    among the :data:`REDESIGN_WINDOW` pages before i; at least :data:`MIN_PAGES` pages lie
+    before i; the split (pages on the old templates before i, off them after) is one that a
+    host serving one mix of templates in random order gives with probability under
+    :data:`MAX_CHANCE` (one-sided Fisher exact test: 5 old pages then 10 new ones pass, 5 then
+    5 do not); and (offline, :func:`redesigns`) the templates with 2 or more of those pages
     before i never take more than :data:`MAX_OLD_SHARE` of all later fetches: the host moved
-    for good. The event's ``at`` is the first page off the old templates (a one-off page
-    before the move excepted). One odd page is not a redesign (the window after it is still
-    mostly old); nor is a section with its own template fetched alongside (it is in the
-    window before, so it counts as old). Pages with one fetch time are simultaneous: a
+    for good. The event's ``at`` is the first page on the new template or on a template that
+    repeats after the move; a one-off page at the edge goes with the side whose templates its
+    structure is nearer. One odd page is not a redesign (the window after it is still mostly
+    old); nor is a section with its own template fetched alongside (it is in the window
+    before, so it counts as old); nor is a site with two layouts whose pages happen to come
+    five of one, then five of the other. Pages with one fetch time are simultaneous: a
     redesign needs a later time.
 
 Soft-404 and template-only pages
@@ -47,6 +53,7 @@ Soft-404 and template-only pages
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -64,6 +71,10 @@ MIN_PAGES = 5
 MAX_OLD_SHARE = 0.2
 #: the new template holds at least this share of the fetches after a redesign
 MIN_NEW_SHARE = 0.2
+#: a redesign's split (pages on the old templates before the cut, off them after it) must be
+#: less likely than this to arise by chance from pages of one mix of templates in random order
+#: (one-sided Fisher exact test on the two windows)
+MAX_CHANCE = 0.001
 #: main texts at least this long (bytes of normalised text) are content, never a soft-404
 #: (the repeated-boilerplate guard's length, :data:`neardup.matching.GUARD_MAX_LENGTH`)
 SOFT404_MAX_LENGTH = 1000
@@ -145,19 +156,63 @@ def _nearest(templates: Sequence[Template], structure: int) -> tuple[Template | 
     return best, best_d
 
 
-def _cut(before: Sequence[int], after: Sequence[int], max_old_share: float) -> tuple[float, int] | None:
+def _cut(before: Sequence[int], after: Sequence[int], max_old_share: float,
+         past: Iterable[int] = ()) -> tuple[float, int, set[int]] | None:
     """Whether the fetches moved between ``before`` and ``after`` (template ids): (the share
-    of ``after`` still on templates of ``before``, the new template), or None. The new
-    template holds at least half of ``after`` and at most one page of ``before`` (an odd
-    early page); the other templates of ``before`` at most ``max_old_share`` of ``after``."""
+    of ``after`` still on old templates, the new template, the old templates), or None. The
+    old templates are those of ``before`` and ``past`` (the host's earlier templates with 2 or
+    more pages), but the new one. The new template holds at least MIN_NEW_SHARE of ``after``
+    and at most one page of ``before`` (an odd early page); the old templates at most
+    ``max_old_share`` of ``after``; and the split is not one that pages in random order give
+    (:func:`_chance`)."""
     if not before or not after:
         return None
     to, count = Counter(after).most_common(1)[0]
     if count < MIN_NEW_SHARE * len(after) or before.count(to) > 1:
         return None
-    old = set(before) - {to}
-    share = sum(1 for x in after if x in old) / len(after)
-    return (share, to) if share <= max_old_share else None
+    old = (set(before) | set(past)) - {to}
+    old_after = sum(1 for x in after if x in old)
+    share = old_after / len(after)
+    if share > max_old_share:
+        return None
+    if _chance(len(before) - sum(1 for x in before if x in old), len(before), len(after) - old_after,
+               len(after)) > MAX_CHANCE:
+        return None
+    return share, to, old
+
+
+def _chance(new_before: int, before: int, new_after: int, after: int) -> float:
+    """The probability that at least ``new_after`` of the ``new_before + new_after`` pages off
+    the old templates fall among the last ``after`` of ``before + after`` pages put in random
+    order (one-sided Fisher exact test): how easily one mix of templates gives this split.
+
+    >>> round(_chance(0, 5, 5, 5), 4), round(_chance(0, 10, 10, 10), 7)  # 1 / C(10, 5), 1 / C(20, 10)
+    (0.004, 5.4e-06)
+    """
+    n, k = before + after, new_before + new_after
+    ways = sum(math.comb(k, x) * math.comb(n - k, after - x) for x in range(new_after, min(k, after) + 1))
+    return ways / math.comb(n, after)
+
+
+def _first_page(ids: Sequence[int], start: int, cut: int, to: int, old: set[int], window: int,
+                representatives: dict[int, int]) -> int:
+    """The first page of a redesign found at ``cut`` (a run of valid cuts from ``start``): the
+    first page from ``start`` on the new template or on one that repeats in the window after
+    the cut; a one-off page (a template seen once there) counts when its structure is nearer the
+    new template than the old ones (it may be the new design's first page or the old one's last)."""
+    seen = Counter(ids[cut:cut + window])
+    later = {x for x, c in seen.items() if c >= 2 or x == to} - old
+    for k in range(start, len(ids)):
+        x = ids[k]
+        if x in later:
+            return k
+        if x in old or x not in representatives or to not in representatives:
+            continue
+        s = representatives[x]
+        near_old = min(((s ^ representatives[o]).bit_count() for o in old if o in representatives), default=65)
+        if (s ^ representatives[to]).bit_count() < near_old:
+            return k
+    return cut
 
 
 def _url_key(url: str | None) -> int:
@@ -263,18 +318,17 @@ class HostStructure:
         if self.recent_at[i - 1] >= self.recent_at[i]:
             return None
         before, after = self.recent[max(0, i - self.window):i], self.recent[i:]
-        cut = _cut(before, after, MAX_OLD_SHARE)
+        past = [t.id for t in self.templates if t.pages - after.count(t.id) >= 2]
+        cut = _cut(before, after, MAX_OLD_SHARE, past)
         if cut is None:
             return None
-        _, to = cut
+        _, to, old = cut
         pages_to = next((t.pages for t in self.templates if t.id == to), 0)
         if pages_to - after.count(to) > max(1.0, MAX_OLD_SHARE * (self.pages - len(after))):
             return None  # a return to a template of the host's past, not a new one
-        known = set(before) - {to}
-        j = next(k for k in range(i, n) if self.recent[k] not in known)  # the first page off the old templates
+        j = _first_page(self.recent, i, i, to, old, self.window, {t.id: t.structure for t in self.templates})
         if self.redesigns and (self.redesigns[-1]["to"] == to or self.redesigns[-1]["at"] >= self.recent_at[i - 1]):
             return None  # the same move, seen from a later cut
-        old = set(before) - {to}
         rest = [x for x in before if x != to] or before
         return {"at": self.recent_at[j], "pages": sum(1 for x in self.recent[j:] if x not in old),
                 "from": Counter(rest).most_common(1)[0][0], "to": to}
@@ -380,43 +434,48 @@ def redesigns(rows: Iterable[Page], threshold: int = TEMPLATE_DISTANCE, window: 
     >>> [(e["at"], e["pages"]) for e in redesigns(rows)]  # pages 5 and 12 are odd ones
     [(20.0, 10)]
     """
-    ordered, ids, _ = assign(rows, threshold)
+    ordered, ids, state = assign(rows, threshold)
+    representatives = {t.id: t.structure for t in state.templates}
     n = len(ids)
     times = [r.fetched_at for r in ordered]
-    cuts: list[tuple[int, float, int]] = []  # (cut, old share after it, new template); cut -1: none
-    for i in range(min_pages, n - min_pages + 1):
+    none: tuple[int, float, int, set[int]] = (-1, 1.0, -1, set())
+    cuts: list[tuple[int, float, int, set[int]]] = []  # (cut, old share after it, new template, old ones)
+    first = max(1, min_pages)
+    seen: Counter[int] = Counter(ids[:first - 1])  # the pages before the cut, by template
+    for i in range(first, n - window + 1):  # a full window after the cut, as observe() sees it
+        seen[ids[i - 1]] += 1
         if times[i - 1] >= times[i]:
+            cuts.append(none)
             continue
         before = ids[max(0, i - window):i]
-        cut = _cut(before, ids[i:i + window], max_old_share)
+        cut = _cut(before, ids[i:i + window], max_old_share, [x for x, c in seen.items() if c >= 2])
         # a new template (a few odd pages before), not a return to one of the host's past
-        if cut is not None and ids[:i].count(cut[1]) <= max(1.0, max_old_share * i):
+        if cut is not None and seen[cut[1]] <= max(1.0, max_old_share * i):
             # for good: the templates the host was on keep at most max_old_share of all later fetches
             current = {x for x, c in Counter(before).items() if c >= 2} - {cut[1]}
             if sum(1 for x in ids[i:] if x in current) <= max_old_share * (n - i):
-                cuts.append((i, cut[0], cut[1]))
+                cuts.append((i, cut[0], cut[1], cut[2]))
                 continue
-        cuts.append((-1, 1.0, -1))
+        cuts.append(none)
     events: list[dict[str, Any]] = []
-    run: list[tuple[int, float, int]] = []
-    for item in [*cuts, (-1, 1.0, -1)]:
+    shares: list[float] = []  # each event's old share at its cut
+    run: list[tuple[int, float, int, set[int]]] = []
+    for item in [*cuts, none]:
         if item[0] >= 0:
             run.append(item)
             continue
         if run:
-            i, _, to = min(run, key=lambda x: (x[1], x[0]))
-            start = run[0][0]
-            known = set(ids[max(0, start - window):start]) - {to}
-            ahead = Counter(ids[start:i + window])
-            # the first page off the old templates (a one-off page before the best cut is not the start)
-            j = next(k for k in range(start, n)
-                     if ids[k] not in known and (k >= i or ids[k] == to or ahead[ids[k]] > 1))
+            i, share, to, old = min(run, key=lambda x: (x[1], x[0]))
             before = ids[max(0, i - window):i]
-            old = set(before) - {to}
+            j = _first_page(ids, run[0][0], i, to, old, window, representatives)
             rest = [x for x in before if x != to] or before
-            if not events or events[-1]["to"] != to:  # a later run with the same new template: the same move
-                events.append({"at": times[j], "pages": sum(1 for x in ids[j:] if x not in old),
-                               "from": Counter(rest).most_common(1)[0][0], "to": to})
+            event = {"at": times[j], "pages": sum(1 for x in ids[j:] if x not in old),
+                     "from": Counter(rest).most_common(1)[0][0], "to": to}
+            if not events or events[-1]["to"] != to:
+                events.append(event)
+                shares.append(share)
+            elif share < shares[-1]:  # a later run to the same template: the same move, seen better
+                events[-1], shares[-1] = event, share
             run = []
     return events
 
