@@ -212,8 +212,8 @@ class Detector:
 
     def _key(self, url: str) -> tuple[str, str | None]:
         """A URL's store key (:func:`normalize_url`) and the URL as fetched when it differs."""
-        key = normalize_url(url, self.urls)
-        given = validate_url(url)
+        key = normalize_url(url, self.urls)  # validates it (URLError) as validate_url does
+        given = url.strip()
         return key, (given if given != key else None)
 
     def thresholds(self, url: str | None) -> tuple[int, float | None]:
