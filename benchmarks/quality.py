@@ -56,7 +56,6 @@ DEFAULT_CORPUS = CORPUS
 use_checkout()
 
 from neardup import FeatureConfig, Fingerprint, FingerprintConfig  # noqa: E402
-from neardup.detector import DEFAULT_K as DETECTOR_K  # noqa: E402  (used for method "both")
 from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
 from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
 from neardup.errors import NeardupError  # noqa: E402
@@ -64,9 +63,12 @@ from neardup.extract import extract_main_content  # noqa: E402
 from neardup.fingerprint import fingerprint_text  # noqa: E402
 from neardup.matching import Side, match, repeated_boilerplate  # noqa: E402
 from neardup.minhash import MinHashConfig  # noqa: E402
+from neardup.model import default_k  # noqa: E402
 from neardup.sketch import similarity  # noqa: E402
 from neardup.tune import within_margin  # noqa: E402  (the one-step margin, shared with neardup tune)
 from neardup.urls import host_of  # noqa: E402
+
+DETECTOR_K = default_k(bands=False)  # this harness measures the SimHash candidates alone (method "both" too)
 
 K_VALUES = tuple(range(17))
 REPORT_K = 7
