@@ -69,7 +69,7 @@ class Clusters:
                 "joins_per_hour": recent * math.log(2) * 3600.0 / GROWTH_HALF_LIFE}
 
     def change(self, cluster_id: int, leave: Member | None, join: Member | None,
-                        now: float | None, *, write: bool) -> Member | None:
+                        now: float | None, *, write: bool, fresh: bool = False) -> Member | None:
         """The canonical of ``cluster_id`` once ``leave`` has left it and ``join`` joined it
         (either may be None; both: one member replaced by its new version), stored with the
         size, link counts and growth when ``write`` (then the pages table already holds the
@@ -80,8 +80,9 @@ class Clusters:
         the best of: the old canonical, the newcomer, and the members its link names for the
         first time in this cluster (a few reads, whatever the cluster's size). The members
         are read (:meth:`recompute`) only when the canonical itself leaves or changes, or
-        loses the last link naming it."""
-        row = self.store.cluster_row(cluster_id)
+        loses the last link naming it. ``fresh``: the cluster was just created, empty (nothing
+        to read: no row values, no links)."""
+        row = None if fresh else self.store.cluster_row(cluster_id)
         if row is None:
             row = ClusterRow(cluster_id, None, 0, now if now is not None else time.time())
         policy = self.policy
@@ -90,7 +91,7 @@ class Clusters:
 
         def count(key: str) -> int:  # members naming ``key`` after this change
             if key not in counts:
-                counts[key] = self.store.link_counts(cluster_id, [key]).get(key, 0)
+                counts[key] = 0 if fresh else self.store.link_counts(cluster_id, [key]).get(key, 0)
             return counts[key] + deltas.get(key, 0)
 
         size, dirty, best = row.size, False, None

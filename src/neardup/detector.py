@@ -630,6 +630,7 @@ class Detector:
         decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance
         old_cluster = own.cluster_id if own else None
+        fresh = False  # a cluster made now for this page: empty, nothing to read back
         if kept:
             cluster_id = old_cluster
         elif match is not None and status != "partial":
@@ -640,6 +641,7 @@ class Detector:
                 cluster_id = old_cluster  # it was alone in its cluster: keep the id
             else:
                 cluster_id = self.store.new_cluster(now)
+                fresh = True
         else:
             cluster_id = None
         history = counters(self.store, own, now, revisit, min_interval=self.revisit_min,
@@ -685,7 +687,7 @@ class Detector:
             if old_cluster is not None:
                 self.clusters.change(old_cluster, leaving, None, now, write=True)
             if cluster_id is not None:
-                chosen = self.clusters.change(cluster_id, None, joining, now, write=True)
+                chosen = self.clusters.change(cluster_id, None, joining, now, write=True, fresh=fresh)
         self.signals.observe(url, cluster_id if status != "empty" else None)
         base: dict[str, Any] = dict(url=url, page_id=rec.id, digest=fp.digest, simhash=fp.simhash_hex,
                                     title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch, flag=flag,
