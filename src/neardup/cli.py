@@ -104,7 +104,8 @@ def main() -> None:
 
     Fingerprints the main content of pages (boilerplate removed) with SHA-256 and SimHash,
     and keeps pages, clusters and canonical copies in a store (SQLite file or PostgreSQL). A page is a near
-    duplicate of a stored page when their SimHash distance is <= k (default 12).
+    duplicate of a stored page when their SimHash distance is <= k (default 3) or when their
+    sketches share a band (any distance), and the sketch check confirms it.
     """
     # psycopg_pool logs every failed connection attempt: errors are neardup's one line
     logging.getLogger("psycopg").addHandler(logging.NullHandler())

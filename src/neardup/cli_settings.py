@@ -18,7 +18,7 @@ from neardup.extract import EXTRACTORS
 from neardup.features import FeatureConfig
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig
 from neardup.mirror import DEFAULT_KEEP_CHANGES
-from neardup.model import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_VERIFY, METHODS
+from neardup.model import DEFAULT_K, DEFAULT_THRESHOLD, DEFAULT_VERIFY, METHODS, default_k
 from neardup.settings import DetectorSettings, setting_names
 
 
@@ -49,7 +49,8 @@ class _NumberOrNone(click.ParamType):
 OPTIONS: dict[str, tuple[tuple[str, ...], Any, str]] = {
     "k": (("-k", "--k"), click.IntRange(0, 128),
           "Hamming threshold: distance <= k is a candidate (then the sketch check). Default: the store's tuned "
-          f"thresholds ('neardup tune --apply', per host), else {DEFAULT_K}."),
+          f"thresholds ('neardup tune --apply', per host), else {DEFAULT_K} (with the sketch bands; "
+          f"{default_k(bands=False)} with --no-bands)."),
     "verify": (("--verify",), _NumberOrNone(float, 0.0, 1.0),
                f"Sketch (word 3-shingle Jaccard) a SimHash candidate needs to be near (default {DEFAULT_VERIFY}; "
                "none: every candidate)."),

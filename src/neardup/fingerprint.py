@@ -10,8 +10,9 @@
 Case and whitespace never change a digest; punctuation changes the digest but not the
 SimHash features (words).
 
-The match rule everywhere in neardup is ``hamming(a, b) <= k`` (see
-:data:`neardup.detector.DEFAULT_K` and docs/quality.md), confirmed by the pages' sketches
+The match rule everywhere in neardup (:func:`neardup.matching.pair_rule`) takes pages with
+``hamming(a, b) <= k`` (:func:`neardup.model.default_k`, docs/quality.md) or sharing a
+sketch band (:mod:`neardup.bands`) as candidates, confirmed by the pages' sketches
 (:mod:`neardup.sketch`) when both have one.
 
 Spec versions: 1 (neardup 0.1) weighted every word alike and had no sketch; 2 (default)

@@ -200,13 +200,14 @@ def serve_workers(workers: int, host: str, port: int) -> None:
 
     metrics_dir = tempfile.mkdtemp(prefix="neardup-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    from neardup.model import DEFAULT_K
+    from neardup.model import default_k
     from neardup.parallel import DEFAULT_PAGE_TIMEOUT
     from neardup.service.pages import DEFAULT_PAGE_WORKERS
 
-    settings = {"k": DEFAULT_K, "method": "simhash", "page_timeout": DEFAULT_PAGE_TIMEOUT,
-                "page_workers": DEFAULT_PAGE_WORKERS}
-    settings.update({k: v for k, v in json.loads(os.environ.get("NEARDUP_SETTINGS", "{}")).items() if v is not None})
+    given = {k: v for k, v in json.loads(os.environ.get("NEARDUP_SETTINGS", "{}")).items() if v is not None}
+    settings = {"k": default_k(bands=given.get("bands", True) is not False), "method": "simhash",
+                "page_timeout": DEFAULT_PAGE_TIMEOUT, "page_workers": DEFAULT_PAGE_WORKERS}
+    settings.update(given)
     shown = {k: settings.get(k) for k in ("k", "method", "max_body", "body_timeout", "max_inflight", "private",
                                           "page_timeout", "page_workers")}
     print(startup_line(host, port, _redacted(os.environ.get("NEARDUP_DB", "")), workers,
