@@ -128,3 +128,14 @@ def test_bad_input_is_a_config_error() -> None:
         band_join(np.zeros((2, 64), dtype=np.uint8), np.zeros((1, 64), dtype=np.uint8), block=0)
     with pytest.raises(ConfigError):
         QueryBands(np.zeros((2, 64), dtype=np.uint8), bands=0)
+
+
+def test_more_pairs_than_the_first_buffers_hold() -> None:
+    rng = np.random.default_rng(9)
+    one = _sketches(rng, 1)
+    queries = np.repeat(one, 90, axis=0)  # 90 x 80 = 7,200 pairs in one block: the buffers grow
+    stored = np.concatenate([_sketches(rng, 20), np.repeat(one, 80, axis=0)])
+    q, s, a = band_join(queries, stored, threads=1)
+    assert q.shape[0] == 90 * 80
+    assert set(zip(q.tolist(), s.tolist())) == {(i, 20 + k) for i in range(90) for k in range(80)}
+    assert set(a.tolist()) == {56}
