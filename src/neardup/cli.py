@@ -281,8 +281,8 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
               help="With --batch: also write the pages' fingerprints as Parquet (what --batch and spark-dedup read).")
 @click.option("--out", "out", default=None,
               help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
-              help="Output format (default: from --out's extension, else jsonl).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default=None,
+              help="Output format (default: from --out's extension, else jsonl; parquet with --batch only).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
@@ -332,6 +332,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         raise click.UsageError("--fingerprints-out goes with --batch")
     if db is None:
         raise click.UsageError("Missing option '--db' (or use --batch)")
+    if fmt == "parquet":
+        raise click.UsageError("--format parquet goes with --batch")
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
     errors_stream: TextIO | None = None
@@ -444,7 +446,8 @@ def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, erro
         raise click.UsageError("--containment is not available with --batch")
     jobs = jobs or default_jobs()
     parquet = [p for p in inputs if _fingerprint_file(p)]
-    items: list[Page | BatchRecord] = [r for p in parquet for r in read_fingerprints(p)]
+    items: list[Page | BatchRecord] = ([r for p in parquet for r in read_fingerprints(p)]
+                                       if settings.method != "simhash" else [])
     pages, unread = [], []
     for item in _read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
         if item.page is not None:
@@ -459,10 +462,16 @@ def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, erro
         items += done
     else:
         items += pages
+    fmt = fmt or _batch_format(out)
+    if settings.method == "simhash":
+        _dedup_batch_arrays(parquet, items, unread, out, fmt, errors_path, settings=settings, jobs=jobs,
+                            config=config)
+        return
+    if fmt == "parquet":
+        raise click.UsageError("--format parquet goes with --method simhash")
     res = dedup_batch(items, k=settings.k, verify=settings.verify, canonical=settings.canonical,
                       method=settings.method, threshold=settings.threshold, config=config, jobs=jobs,
                       bands=settings.bands)
-    fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     if out:
         stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         try:
@@ -480,6 +489,17 @@ def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, erro
             if stream is not sys.stdout:
                 stream.close()
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
+    _batch_errors(errors, errors_path)
+    summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
+    click.echo(json.dumps(summary), err=out == "-")
+
+
+def _batch_format(out: str | None) -> str:
+    low = (out or "").lower()
+    return "csv" if low.endswith(".csv") else "parquet" if low.endswith(".parquet") else "jsonl"
+
+
+def _batch_errors(errors: list[dict[str, Any]], errors_path: str | None) -> None:
     for e in errors:
         click.echo(f"neardup: skipped {_one_line(e['source'] or '', 300)}: [{e['reason']}] "
                    f"{_one_line(e['error'] or '', 1000)}", err=True)
@@ -487,7 +507,40 @@ def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, erro
         with open(errors_path, "w", encoding="utf-8") as fh:
             for e in errors:
                 fh.write(json.dumps(e, ensure_ascii=True) + "\n")
-    summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
+
+
+def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[str, Any]], out: str | None,
+                        fmt: str, errors_path: str | None, *, settings: DetectorSettings, jobs: int,
+                        config: FingerprintConfig | None) -> None:
+    """``dedup --batch`` on columns (:mod:`neardup.batch_arrays`): the fingerprint files read
+    by Arrow, pages fingerprinted into records, verdicts written column-wise
+    (:func:`neardup.batch_io.write_verdicts`); the same rows as ``dedup_batch``."""
+    from neardup.batch import BatchRecord, records_from_pages
+    from neardup.batch_arrays import records_table, solve
+    from neardup.batch_io import arrays_of, read_fingerprint_tables, write_verdicts
+    from neardup.detector import DEFAULT_K_BY_VERSION
+
+    config = config or DEFAULT_CONFIG
+    pages = [it for it in items if not isinstance(it, BatchRecord)]
+    records = [it for it in items if isinstance(it, BatchRecord)]
+    failed: list[str] = []
+    if pages:
+        got, failed = records_from_pages(pages, config, jobs)
+        records += [r for r in got if r is not None]
+    tables = read_fingerprint_tables(parquet) + ([records_table(records)] if records else [])
+    k = settings.k if settings.k is not None else DEFAULT_K_BY_VERSION[config.version]
+    answer = solve(arrays_of(tables), k=int(k), verify=settings.verify, policy=settings.canonical,
+                   bands=settings.bands, jobs=jobs)
+    if out:
+        if out == "-":
+            sys.stdout.flush()
+            write_verdicts(answer, sys.stdout.buffer, fmt)
+            sys.stdout.buffer.flush()
+        else:
+            write_verdicts(answer, out, fmt)
+    errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in failed]
+    _batch_errors(errors, errors_path)
+    summary = {**answer.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
 
 
