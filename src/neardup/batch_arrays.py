@@ -109,25 +109,32 @@ class FingerprintArrays:
     def from_table(cls, table: Any) -> FingerprintArrays:
         """From an Arrow table with (some of) the columns of ``PARQUET_COLUMNS``; ``url``,
         ``digest`` and ``simhash`` required, without nulls (:class:`ConfigError`)."""
-        pa = _pa()
         names = set(table.column_names)
-        missing = {"url", "digest", "simhash"} - names
-        if missing:
-            raise ConfigError(f"not a fingerprint table (missing {', '.join(sorted(missing))})")
-        n = table.num_rows
+        return cls.from_columns(lambda c: table.column(c) if c in names else None, table.num_rows)
+
+    @classmethod
+    def from_columns(cls, column: Any, n: int) -> FingerprintArrays:
+        """From ``column(name)``: an Arrow (chunked) array of that column, or None when the
+        input has none; called once a column, in turn (a reader may load one at a time)."""
+        pa = _pa()
 
         def col(name: str, typ: Any) -> Any:
-            return table.column(name) if name in names else pa.nulls(n, typ)
+            got = column(name)
+            if got is None and name in ("url", "digest", "simhash"):
+                raise ConfigError(f"not a fingerprint table (missing {name})")
+            return pa.nulls(n, typ) if got is None else got
 
-        sim_col = table.column("simhash")
+        sim_col = col("simhash", pa.int64())
         if sim_col.null_count:
             raise ConfigError("fingerprint column 'simhash' has nulls")
+        simhash = _numbers(sim_col.cast(pa.int64()), np.int64, 0).view(np.uint64)
+        del sim_col
         sketch, has, odd = _sketch_matrix(col("sketch", pa.binary()))
         prio_col = col("priority", pa.float64())
         prio_col = prio_col.combine_chunks() if isinstance(prio_col, pa.ChunkedArray) else prio_col
-        return cls(url=_strings(table.column("url"), "url", False),
-                   digest=_strings(table.column("digest"), "digest", False),
-                   simhash=_numbers(sim_col.cast(pa.int64()), np.int64, 0).view(np.uint64),
+        return cls(url=_strings(col("url", pa.string()), "url", False),
+                   digest=_strings(col("digest", pa.string()), "digest", False),
+                   simhash=simhash,
                    empty=_numbers(col("empty", pa.bool_()), bool, False),
                    sketch=sketch, has_sketch=has, odd_sketch=odd,
                    title=_strings(col("title", pa.string()), "title", True),

@@ -43,28 +43,36 @@ _PARALLEL_DECISIONS = 50_000
 
 
 def _packed_nibbles(bins: np.ndarray) -> np.ndarray:
-    """(n, 4) uint64: the 56 low nibbles of :func:`neardup.bands.nibbles_of`, two words to one."""
-    nib = nibbles_of(bins)
-    out = np.zeros((nib.shape[0], 8), dtype=np.uint32)
-    out[:, :nib.shape[1]] = nib
-    return np.ascontiguousarray(out).view(np.uint64)
+    """(n, 4) uint64: the 56 low nibbles of :func:`neardup.bands.nibbles_of`, two words to
+    one (computed in slices: the intermediate is 224 bytes a row)."""
+    out = np.zeros((bins.shape[0], 8), dtype=np.uint32)
+    for lo in range(0, bins.shape[0], 1 << 18):
+        nib = nibbles_of(bins[lo:lo + (1 << 18)])
+        out[lo:lo + nib.shape[0], :nib.shape[1]] = nib
+    return out.view(np.uint64)
 
 
 def _block_kinds(sim: np.ndarray, sketch: np.ndarray, ok: np.ndarray, k: int, bands: bool,
-                 verify: float | None) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+                 verify: float | None) -> list[tuple[Any, Any, bool]]:
     """(owner groups, key, banded) per block kind, as :func:`neardup.batch.block_rows` cuts
     them; band blocks only when they can keep a pair (``verify`` set)."""
-    kinds = []
+    kinds: list[tuple[Any, Any, bool]] = []
     if bands and verify is not None:
         owners = np.flatnonzero(ok)
-        for j in range(DEFAULT_BANDS):
-            key = sketch[owners, 4 + 2 * j].astype(np.uint32) | (sketch[owners, 5 + 2 * j].astype(np.uint32) << 8)
-            kinds.append((owners, key.astype(np.uint16), True))
+        kinds += [(owners, ("band", j), True) for j in range(DEFAULT_BANDS)]
     everyone = np.arange(sim.shape[0], dtype=np.int64)
-    for sx, wx in pigeon_blocks(min(k, PIGEON_K)):
-        key = (sim >> np.uint64(sx)) & np.uint64((1 << wx) - 1 if wx < 64 else 0xFFFFFFFFFFFFFFFF)
-        kinds.append((everyone, key.astype(np.uint16) if wx <= 16 else key, False))
+    kinds += [(everyone, ("sim", sx, wx), False) for sx, wx in pigeon_blocks(min(k, PIGEON_K))]
     return kinds
+
+
+def _key(spec: tuple, owners: np.ndarray, sim: np.ndarray, sketch: np.ndarray) -> np.ndarray:
+    """The block keys of one kind (made when its thread runs: one kind's keys at a time)."""
+    if spec[0] == "band":
+        j = spec[1]
+        return (sketch[owners, 4 + 2 * j].astype(np.uint16) | (sketch[owners, 5 + 2 * j].astype(np.uint16) << 8))
+    _, sx, wx = spec
+    key = (sim >> np.uint64(sx)) & np.uint64((1 << wx) - 1 if wx < 64 else 0xFFFFFFFFFFFFFFFF)
+    return key.astype(np.uint16) if wx <= 16 else key
 
 
 def _kind_pairs(owners: np.ndarray, key: np.ndarray, banded: bool, rank: np.ndarray, packed: np.ndarray,
@@ -117,9 +125,10 @@ def candidates(sim: np.ndarray, sketch: np.ndarray, ok: np.ndarray, rank: np.nda
     kinds = _block_kinds(sim, sketch, ok, k, bands, verify)
     sim_thr = min(k, PIGEON_K)
 
-    def run(kind: tuple[np.ndarray, np.ndarray, bool]) -> np.ndarray:
-        owners, key, banded = kind
-        return _kind_pairs(owners, key, banded, rank, packed, sim, band_thr if banded else sim_thr, max_bucket)
+    def run(kind: tuple[Any, Any, bool]) -> np.ndarray:
+        owners, spec, banded = kind
+        return _kind_pairs(owners, _key(spec, owners, sim, sketch), banded, rank, packed, sim,
+                           band_thr if banded else sim_thr, max_bucket)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         parts = list(pool.map(run, kinds))
@@ -199,9 +208,10 @@ def linked_pairs(fa: Any, reps: np.ndarray, rank: np.ndarray, *, k: int, verify:
     from neardup.batch import MAX_BUCKET
 
     jobs = max(1, min(jobs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else jobs))
-    sim = fa.simhash[reps]
-    sketch = fa.sketch[reps]
-    has = fa.has_sketch[reps]
+    identity = reps.shape[0] == fa.n and bool(np.array_equal(reps, np.arange(fa.n)))  # no copy when all differ
+    sim = fa.simhash if identity else fa.simhash[reps]
+    sketch = fa.sketch if identity else fa.sketch[reps]
+    has = fa.has_sketch if identity else fa.has_sketch[reps]
     ok = has & (sketch[:, :4] != 0).any(axis=1)  # banded(): a sketch of some shingles
     a, b = candidates(sim, sketch, ok, np.asarray(rank, dtype=np.int64), k=k, verify=verify, bands=bands,
                       max_bucket=MAX_BUCKET if max_bucket is None else max_bucket, exact_k=exact_k, jobs=jobs)

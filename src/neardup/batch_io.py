@@ -72,8 +72,38 @@ def arrays_of(tables: Sequence[Any]) -> FingerprintArrays:
 
 
 def read_fingerprint_arrays(paths: Sequence[str]) -> FingerprintArrays:
-    """The fingerprint Parquet files ``paths``, concatenated in order, as columns."""
-    return arrays_of(read_fingerprint_tables(paths))
+    """The fingerprint Parquet files (or folders of parts) ``paths``, concatenated in order,
+    as columns, read one column at a time (the peak is the arrays and one column's file
+    data, not a whole table twice)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not paths:
+        return FingerprintArrays.from_records([])
+    names = [set(pq.ParquetDataset(p).schema.names) if _is_dir(p) else set(pq.read_schema(p).names) for p in paths]
+    for path, have in zip(paths, names):
+        missing = {"url", "digest", "simhash"} - have
+        if missing:
+            raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
+    types = {"string": pa.large_string(), "binary": pa.large_binary()}
+    from neardup.batch import PARQUET_COLUMNS
+
+    kinds = dict(PARQUET_COLUMNS)
+    counts = [pq.ParquetDataset(p).read(columns=["simhash"]).num_rows if _is_dir(p) else
+              pq.ParquetFile(p).metadata.num_rows for p in paths]
+
+    def column(name: str) -> Any:
+        if not any(name in have for have in names):
+            return None
+        typ = types.get(kinds[name]) or _arrow_type(kinds[name])
+        chunks = []
+        for path, have, rows in zip(paths, names, counts):
+            got = pq.read_table(str(path), columns=[name]).column(name) if name in have else pa.chunked_array(
+                [pa.nulls(rows, typ)])
+            chunks += got.cast(typ).chunks
+        return pa.chunked_array(chunks, typ)
+
+    return FingerprintArrays.from_columns(column, sum(counts))
 
 
 def _is_dir(path: str) -> bool:

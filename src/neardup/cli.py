@@ -517,7 +517,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     (:func:`neardup.batch_io.write_verdicts`); the same rows as ``dedup_batch``."""
     from neardup.batch import BatchRecord, records_from_pages
     from neardup.batch_arrays import records_table, solve
-    from neardup.batch_io import arrays_of, read_fingerprint_tables, write_verdicts
+    from neardup.batch_io import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
     from neardup.detector import DEFAULT_K_BY_VERSION
 
     config = config or DEFAULT_CONFIG
@@ -527,9 +527,10 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     if pages:
         got, failed = records_from_pages(pages, config, jobs)
         records += [r for r in got if r is not None]
-    tables = read_fingerprint_tables(parquet) + ([records_table(records)] if records else [])
+    arrays = (arrays_of(read_fingerprint_tables(parquet) + [records_table(records)]) if records
+              else read_fingerprint_arrays(parquet))
     k = settings.k if settings.k is not None else DEFAULT_K_BY_VERSION[config.version]
-    answer = solve(arrays_of(tables), k=int(k), verify=settings.verify, policy=settings.canonical,
+    answer = solve(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
                    bands=settings.bands, jobs=jobs)
     if out:
         if out == "-":

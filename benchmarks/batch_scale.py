@@ -1,0 +1,162 @@
+"""``neardup dedup --batch`` on 10^5 .. 10^7 precomputed fingerprints on one machine (issue 27):
+wall, CPU and peak memory of the command line (as a user runs it) and of the library
+(``read_fingerprint_arrays`` + ``batch_arrays.solve``), and the answer checked byte for byte
+against the record path (``read_fingerprints`` + ``dedup_batch(engine="records")``, one Python
+object a page) where that fits. Writes its section of docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/batch_scale.py [--sizes 1e5,1e6,1e7] [--check-max 1e6] [--dir /tmp/batch-scale]
+
+The inputs are ``benchmarks/spark.py``'s ``--synthetic`` files (1% planted near copies found
+by the bands, 0.2% tight copies, a crawler trap of ``--trap`` near copies sharing their band
+keys; 10^4 at 10^5), written once into ``--dir`` (outside the repository: 0.9 GB at 10^7).
+Each run is its own process; its CPU time and peak RSS come from ``wait4``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _docs import replace_section, table  # noqa: E402
+
+START, END = "<!-- batch-scale:start -->", "<!-- batch-scale:end -->"
+DOC = ROOT / "docs" / "benchmarks.md"
+
+LIBRARY = """
+import json, sys, time
+from neardup.batch_io import read_fingerprint_arrays
+from neardup.batch_arrays import solve
+t = time.perf_counter()
+fa = read_fingerprint_arrays([sys.argv[1]])
+read = time.perf_counter() - t
+ans = solve(fa, k=12, verify=0.3, jobs=int(sys.argv[2]))
+print(json.dumps({"read_s": round(read, 1), "timings": ans.timings, "summary": ans.summary()}))
+"""
+
+RECORDS = """
+import csv, sys
+from neardup.batch import dedup_batch, read_fingerprints
+res = dedup_batch(read_fingerprints(sys.argv[1]), engine="records")
+fields = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+with open(sys.argv[2], "w", encoding="utf-8", newline="") as fh:
+    w = csv.DictWriter(fh, fieldnames=fields)
+    w.writeheader()
+    for v in res.verdicts:
+        row = {f: getattr(v, f) for f in fields}
+        row["simhash"] = f"{v.simhash:016x}"
+        w.writerow(row)
+"""
+
+CLI = "import sys; from neardup.cli import main; sys.argv[0] = 'neardup'; main()"
+
+
+def run_waited(args: list[str]) -> dict:
+    """Run a Python child with this checkout's src first: wall, CPU and peak RSS (its own
+    rusage, from ``wait4``), load average at start and end, stdout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"batch-scale-{os.getpid()}.out"
+    with open(out_path, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, *args], stdout=fh, stderr=subprocess.PIPE, env=env)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    out = out_path.read_bytes().decode()
+    out_path.unlink()
+    if proc.returncode:
+        raise SystemExit(f"{args[:2]} failed: {err.decode()[-2000:]}")
+    return {"wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "rss_gb": round(usage.ru_maxrss / 1e6, 2), "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
+            "stdout": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1e5,1e6,1e7")
+    ap.add_argument("--trap", type=int, default=100_000)
+    ap.add_argument("--check-max", type=float, default=1e6, help="compare with the record path up to this N")
+    ap.add_argument("--dir", default="/tmp/batch-scale", help="where the inputs and outputs go")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--no-docs", action="store_true")
+    args = ap.parse_args()
+    from spark import synthetic_file
+
+    work = Path(args.dir)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for n in [int(float(x)) for x in args.sizes.split(",")]:
+        trap = min(args.trap, n // 10)
+        src = work / f"fps_{n}_{trap}.parquet"
+        if not src.exists():
+            synthetic_file(src, n, trap)
+        row: dict = {"n": n, "trap": trap}
+        out = work / f"verdicts_{n}.csv"
+        cli = run_waited(["-c", CLI, "dedup", "--batch", str(src), "--out", str(out), "--jobs", str(args.jobs)])
+        row["cli"] = {k: v for k, v in cli.items() if k != "stdout"}
+        row["summary"] = json.loads(cli["stdout"].strip().splitlines()[-1])
+        lib = run_waited(["-c", LIBRARY, str(src), str(args.jobs)])
+        row["library"] = {k: v for k, v in lib.items() if k != "stdout"}
+        row["library"].update(json.loads(lib["stdout"].strip().splitlines()[-1]))
+        if n <= args.check_max:
+            old_out = work / f"verdicts_{n}_records.csv"
+            rec = run_waited(["-c", RECORDS, str(src), str(old_out)])
+            row["records"] = {k: v for k, v in rec.items() if k != "stdout"}
+            row["equal_to_records"] = out.read_bytes() == old_out.read_bytes()
+            old_out.unlink()
+        out.unlink()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    if not args.no_docs:
+        write_docs(results, args)
+
+
+def write_docs(results: list[dict], args: argparse.Namespace) -> None:
+    rows = []
+    for r in results:
+        for name, key in (("`neardup dedup --batch` (CLI)", "cli"), ("library (`batch_arrays.solve`)", "library"),
+                          ("record path (before)", "records")):
+            if key not in r:
+                continue
+            m = r[key]
+            eq = ("yes" if r.get("equal_to_records") else "**no**") if "equal_to_records" in r and key == "cli" else ""
+            rows.append([f"{r['n']:,}", f"{r['trap']:,}", name, m["wall_s"], m["cpu_s"], m["rss_gb"],
+                         f"{m['load'][0]} / {m['load'][1]}", eq])
+    largest = results[-1]
+    cli = largest["cli"]
+    met = "met" if cli["wall_s"] <= 600 else "not met"
+    body = [START, "## The batch job at scale on one machine: arrays (issue 27)", "",
+            f"`benchmarks/batch_scale.py --sizes {args.sizes}` on {platform.machine()}, {os.cpu_count()} CPUs shared "
+            "with other developers (load average at start / end of each run), `--jobs "
+            f"{args.jobs}`. Inputs: `benchmarks/spark.py`'s synthetic fingerprint Parquet (1% planted near copies "
+            "found by the bands, 0.2% tight copies, a crawler trap of distinct near copies sharing their band keys). "
+            "Default settings: k = 12 with the permuted tables' exact self-join, the sketch bands, verify 0.3. "
+            "Each run is a fresh process (CPU and peak RSS from `wait4`); the CLI row is the whole command "
+            "(Parquet in, CSV of every verdict out); = records: the CLI's CSV equals, byte for byte, the one "
+            "written from `dedup_batch(engine=\"records\")` (the path before, one Python object a page).", "",
+            *table(["N", "trap", "path", "wall s", "CPU s", "peak RSS GB", "load", "= records"], rows,
+                   text_columns=(0, 1, 2, 7)),
+            "",
+            f"**Target** (issue 27: 10^7 fingerprints within 10 minutes on this 2-core machine, a few GB): **{met}** "
+            f"at N = {largest['n']:,}: {cli['wall_s']} s wall, {cli['cpu_s']} s CPU, {cli['rss_gb']} GB peak RSS "
+            f"(load {cli['load'][0]} at start). Stages of the library run (s): "
+            f"{json.dumps(largest['library'].get('timings', {}))}, reading {largest['library'].get('read_s')} s.",
+            "", json.dumps(results), END]
+    replace_section(DOC, START, END, "\n".join(body))
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()
