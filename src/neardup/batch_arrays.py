@@ -32,6 +32,7 @@ The answer (:class:`ArrayAnswer`) equals the record path's verdict for verdict
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ SKETCH_BYTES = 64
 #: a URL whose host is read from its ``scheme://authority`` prefix (anything else: per row)
 _PREFIX = r"^(?P<p>[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\\\x00-\x20\x7f]*)(?:[/?#]|$)"
 _CHUNK = 1 << 20
+_log = logging.getLogger("neardup.batch")
 
 
 def _pa() -> Any:
@@ -337,6 +339,7 @@ def solve(fa: FingerprintArrays, *, k: int, verify: float | None, policy: str | 
         nonlocal t0
         now = time.perf_counter()
         timings[name] = round(now - t0, 3)
+        _log.info("batch %s: %.1f s", name, now - t0)
         t0 = now
 
     hcodes, hosts = host_codes(fa.url)
@@ -345,10 +348,10 @@ def solve(fa: FingerprintArrays, *, k: int, verify: float | None, policy: str | 
     grp = _groups(fa, dcode, nodes)
     lap("nodes")
     edges_a, edges_b = _group_edges(fa, grp, hcodes, hosts)
+    lap("groups")
     ga, gb, dist, score = linked_pairs(fa, grp.rep, nodes[grp.rep], k=k, verify=verify, bands=bands,
                                        max_bucket=MAX_BUCKET if max_bucket is None else max_bucket,
-                                       exact_k=exact_k, jobs=jobs)
-    lap("pairs")
+                                       exact_k=exact_k, jobs=jobs, lap=lap)
     la, lb = _link_edges(fa, grp, hcodes, hosts, ga, gb, dist, score, k)
     cluster = _components(nodes, np.concatenate([edges_a, la]), np.concatenate([edges_b, lb]))
     lap("components")

@@ -26,6 +26,7 @@ answer is unchanged; every other pair goes through :func:`neardup.batch.decide_p
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -113,8 +114,8 @@ def _kind_pairs(owners: np.ndarray, key: np.ndarray, banded: bool, rank: np.ndar
 
 
 def candidates(sim: np.ndarray, sketch: np.ndarray, ok: np.ndarray, rank: np.ndarray, *, k: int,
-               verify: float | None, bands: bool, max_bucket: int, exact_k: bool,
-               jobs: int = 1) -> tuple[np.ndarray, np.ndarray]:
+               verify: float | None, bands: bool, max_bucket: int, exact_k: bool, jobs: int = 1,
+               lap: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct candidate pairs (a < b) of groups: :func:`neardup.batch.candidate_pairs`
     plus, for ``k > PIGEON_K`` and ``exact_k``, the self-join at k (module docs)."""
     n = np.int64(max(1, sim.shape[0]))
@@ -132,9 +133,14 @@ def candidates(sim: np.ndarray, sketch: np.ndarray, ok: np.ndarray, rank: np.nda
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         parts = list(pool.map(run, kinds))
+    if lap is not None:
+        lap("blocks")
     if k > PIGEON_K and exact_k:
         ja, jb, _ = self_join(sim, k, threads=max(1, jobs))
         parts.append(np.minimum(ja, jb) * n + np.maximum(ja, jb))
+        del ja, jb
+        if lap is not None:
+            lap("self-join")
     code = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
     return code // n, code % n
 
@@ -200,11 +206,12 @@ def decide(fa: Any, reps: np.ndarray, a: np.ndarray, b: np.ndarray, k: int, veri
 
 
 def linked_pairs(fa: Any, reps: np.ndarray, rank: np.ndarray, *, k: int, verify: float | None, bands: bool = True,
-                 max_bucket: int | None = None, exact_k: bool = True,
-                 jobs: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                 max_bucket: int | None = None, exact_k: bool = True, jobs: int = 1,
+                 lap: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Linked pairs (a, b, distance, score) of the digest groups whose representative rows
     of ``fa`` are ``reps`` (``rank``: each group's node id, the window order): candidates,
-    the lossless sketch check, then :func:`neardup.batch.decide_pair`."""
+    the lossless sketch check, then :func:`neardup.batch.decide_pair`. ``lap(stage)`` is
+    called as each stage ends (timings)."""
     from neardup.batch import MAX_BUCKET
 
     jobs = max(1, min(jobs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else jobs))
@@ -214,8 +221,13 @@ def linked_pairs(fa: Any, reps: np.ndarray, rank: np.ndarray, *, k: int, verify:
     has = fa.has_sketch if identity else fa.has_sketch[reps]
     ok = has & (sketch[:, :4] != 0).any(axis=1)  # banded(): a sketch of some shingles
     a, b = candidates(sim, sketch, ok, np.asarray(rank, dtype=np.int64), k=k, verify=verify, bands=bands,
-                      max_bucket=MAX_BUCKET if max_bucket is None else max_bucket, exact_k=exact_k, jobs=jobs)
+                      max_bucket=MAX_BUCKET if max_bucket is None else max_bucket, exact_k=exact_k, jobs=jobs,
+                      lap=lap)
     keep = _verified(sketch, has, a, b, verify)
     a, b = a[keep], b[keep]
+    if lap is not None:
+        lap("sketch check")
     linked, dist, score = decide(fa, reps, a, b, k, verify, jobs)
+    if lap is not None:
+        lap(f"decide ({a.shape[0]} pairs)")
     return a[linked], b[linked], dist[linked], score[linked]
