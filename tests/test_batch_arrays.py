@@ -171,12 +171,12 @@ def test_equal_on_synthetic_parquet(tmp_path, seed: int) -> None:
     assert {v.status for v in first.verdicts} == {"new", "exact", "near", "empty"}
     assert max(len(m) for m in first.clusters.values()) >= 50  # the trap
     assert any(d > 12 for _, _, d, _ in first.pairs) and any(d <= 3 for _, _, d, _ in first.pairs)
-    for kw in ({"canonical": policy}, {"canonical": policy, "max_bucket": 64}, {"exact_k": False},
-               {"bands": False, "k": 6}, {"verify": None, "k": 3}):
-        want = dedup_batch(records, engine="records", **kw)
-        k = kw.pop("k", 12)
-        got = to_result(solve(arrays, k=int(k), verify=kw.pop("verify", 0.3), policy=kw.pop("canonical", None),
-                              jobs=2, **kw))
+    settings: list[tuple[int, float | None, str | None, dict]] = [
+        (12, 0.3, policy, {}), (12, 0.3, policy, {"max_bucket": 64}), (12, 0.3, None, {"exact_k": False}),
+        (6, 0.3, None, {"bands": False}), (3, None, None, {})]
+    for k, verify, canonical, kw in settings:
+        want = dedup_batch(records, engine="records", k=k, verify=verify, canonical=canonical, **kw)
+        got = to_result(solve(arrays, k=k, verify=verify, policy=canonical, jobs=2, **kw))
         assert answer(got) == answer(want) and got.pairs == want.pairs and got.clusters == want.clusters
 
 
