@@ -508,13 +508,11 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     ``bands``: candidates from the sketch bands too, as the Detector's
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
     (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
-    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`).
-    ``engine``: ``"arrays"`` (:mod:`neardup.batch_arrays`, the SimHash method) or
-    ``"records"`` (one Python object a page: the reference the arrays are tested against)."""
-    if engine not in ENGINES:
-        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if method not in METHODS:
-        raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`). ``engine``:
+    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference)."""
+    for name, value, allowed in (("engine", engine, ENGINES), ("method", method, METHODS)):
+        if value not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     config = config or DEFAULT_CONFIG
     if method == "minhash" and config.minhash is None:
         config = config.with_(minhash=MinHashConfig())
@@ -533,15 +531,11 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
             records[i] = rec
     rows = [r for r in records if r is not None]
     if engine == "arrays" and method == "simhash":
-        from neardup.batch_arrays import FingerprintArrays, solve, to_result
-
-        try:
-            arrays = FingerprintArrays.from_records(rows)
-        except UnicodeEncodeError:  # a URL or title with lone surrogates: Arrow takes UTF-8 only
-            arrays = None
-        if arrays is not None:
-            return to_result(solve(arrays, k=int(k), verify=verify, policy=policy, bands=bands, max_bucket=max_bucket,
-                                   exact_k=exact_k, jobs=jobs), errors)
+        from neardup.batch_arrays import solve_records
+        got = solve_records(rows, errors, k=int(k), verify=verify, policy=policy, bands=bands, max_bucket=max_bucket,
+                            exact_k=exact_k, jobs=jobs)
+        if got is not None:
+            return got
     return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors,
                   bands=bands, max_bucket=max_bucket, exact_k=exact_k)
 

@@ -243,6 +243,15 @@ def _hash_messages(arr: Any) -> np.ndarray:
     return BK.blake2b63(offsets, data)
 
 
+def _resident_gb() -> float:
+    """This process's resident memory now (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096 / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _large(text: str) -> Any:
     return _pa().scalar(text, _pa().large_string())
 
@@ -339,13 +348,14 @@ def solve(fa: FingerprintArrays, *, k: int, verify: float | None, policy: str | 
         nonlocal t0
         now = time.perf_counter()
         timings[name] = round(now - t0, 3)
-        _log.info("batch %s: %.1f s", name, now - t0)
+        _log.info("batch %s: %.1f s, %.2f GB resident", name, now - t0, _resident_gb())
         t0 = now
 
     hcodes, hosts = host_codes(fa.url)
     nodes = node_ids(fa, hcodes, hosts)
     dcode = np.asarray(pc.dictionary_encode(fa.digest).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     grp = _groups(fa, dcode, nodes)
+    _pa().default_memory_pool().release_unused()  # the hash tables of the encodings
     lap("nodes")
     edges_a, edges_b = _group_edges(fa, grp, hcodes, hosts)
     lap("groups")
@@ -533,3 +543,14 @@ def to_result(answer: ArrayAnswer, errors: list[str] | None = None) -> Any:
         pairs.append((min(da, db), max(da, db), d, None if math.isnan(s) else s))
     pairs.sort(key=lambda p: (p[0], p[1]))
     return BatchResult(verdicts, pairs, clusters, list(errors or []))
+
+
+def solve_records(rows: Sequence[Any], errors: list[str], **kw: Any) -> Any:
+    """:func:`solve` on :class:`neardup.batch.BatchRecord` rows, as a
+    :class:`neardup.batch.BatchResult`; None when a string is not UTF-8 (lone surrogates,
+    which Arrow cannot hold: the record path takes those)."""
+    try:
+        arrays = FingerprintArrays.from_records(rows)
+    except UnicodeEncodeError:
+        return None
+    return to_result(solve(arrays, **kw), errors)
