@@ -237,3 +237,24 @@ def test_cli_writes_the_same_bytes(tmp_path) -> None:
     assert write_verdicts(solve(arrays, k=12, verify=0.3), buf, "jsonl") == len(records)
     assert buf.getvalue() == rows_as_before(want, "jsonl")
     assert os.path.getsize(path) > 0
+
+
+def test_edge_inputs_equal_the_record_path() -> None:
+    from neardup.errors import InputError
+
+    cases = [
+        [], [BatchRecord("https://a.example/", "d", 1)],
+        [BatchRecord("https://a.example/", "d", 1, empty=True)] * 3,  # one empty node, three pages
+        [BatchRecord("https://a.example/\ud800", "d", 1), BatchRecord("https://b.example/", "d", 1)],  # not UTF-8
+        [BatchRecord("https://a.example/", "d", 1, sketch=b"abcdef", length=5),  # sketches of another width
+         BatchRecord("https://b.example/", "e", 3, sketch=b"abcdeg", length=5)],
+        [BatchRecord("https://a.example/", "d", 1, first_seen=float("nan")),  # NaN: Python's order decides
+         BatchRecord("https://b.example/", "d", 1, priority=float("nan"))]]
+    for records in cases:
+        for policy in ("priority", None):
+            same(records, canonical=policy)
+    bad = [BatchRecord("https://a.example/", "d", 1, sketch=b"abc", length=5),
+           BatchRecord("https://b.example/", "e", 3, sketch=b"abd", length=5)]
+    for engine in ("arrays", "records"):
+        with pytest.raises(InputError):
+            dedup_batch(bad, engine=engine)
