@@ -65,6 +65,7 @@ from neardup.titles import same_title, title_words
 from neardup.urls import host_of
 
 METHODS = ("simhash", "minhash")
+ENGINES = ("arrays", "records")
 MASK63 = (1 << 63) - 1
 
 
@@ -497,7 +498,8 @@ def records_from_pages(pages: Iterable[Page], config: FingerprintConfig = DEFAUL
 def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
                 canonical: str | CanonicalPolicy | None = None, method: str = "simhash",
                 threshold: float = DEFAULT_THRESHOLD, config: FingerprintConfig | None = None,
-                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET, exact_k: bool = True) -> BatchResult:
+                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET, exact_k: bool = True,
+                engine: str = "arrays") -> BatchResult:
     """Deduplicate a whole input at once (module docs): pages (:class:`~neardup.detector.Page`,
     fingerprinted here with ``config`` in ``jobs`` processes) or precomputed
     :class:`BatchRecord` rows. ``k`` defaults to the spec version's
@@ -506,9 +508,11 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     ``bands``: candidates from the sketch bands too, as the Detector's
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
     (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
-    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`)."""
-    if method not in METHODS:
-        raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`). ``engine``:
+    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference)."""
+    for name, value, allowed in (("engine", engine, ENGINES), ("method", method, METHODS)):
+        if value not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     config = config or DEFAULT_CONFIG
     if method == "minhash" and config.minhash is None:
         config = config.with_(minhash=MinHashConfig())
@@ -526,6 +530,12 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
         for (i, _), rec in zip(pages, got):
             records[i] = rec
     rows = [r for r in records if r is not None]
+    if engine == "arrays" and method == "simhash":
+        from neardup.batch_arrays import solve_records
+        got = solve_records(rows, errors, k=int(k), verify=verify, policy=policy, bands=bands, max_bucket=max_bucket,
+                            exact_k=exact_k, jobs=jobs)
+        if got is not None:
+            return got
     return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors,
                   bands=bands, max_bucket=max_bucket, exact_k=exact_k)
 

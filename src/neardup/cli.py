@@ -23,6 +23,8 @@ import click
 from neardup import __version__
 from neardup.cli_batch import spark_dedup_cmd
 from neardup.cli_crawl import export_cmd, history_cmd
+from neardup.cli_dedup_batch import dedup_batch_files as _dedup_batch
+from neardup.cli_dedup_batch import fingerprint_file as _fingerprint_file
 from neardup.cli_errors import EXIT_INPUT, handle_errors
 from neardup.cli_errors import one_line as _one_line
 from neardup.cli_settings import (
@@ -35,9 +37,8 @@ from neardup.cli_settings import (
 from neardup.cli_tools import report_cmd, tune_cmd
 from neardup.detector import Detector, Verdict
 from neardup.errors import ConfigError, NeardupError, StoreError, URLError
-from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
+from neardup.fingerprint import DEFAULT_CONFIG, fingerprint
 from neardup.inputs import InputItem, TooLargeError, read_file, read_input
-from neardup.settings import DetectorSettings
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
@@ -280,10 +281,14 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
                    "also be fingerprint Parquet files (neardup.batch.PARQUET_COLUMNS).")
 @click.option("--fingerprints-out", default=None, type=click.Path(dir_okay=False),
               help="With --batch: also write the pages' fingerprints as Parquet (what --batch and spark-dedup read).")
+@click.option("--exact-k/--no-exact-k", "exact_k", default=True, show_default=True,
+              help="With --batch: SimHash candidates up to k by the permuted tables' self-join (the Detector's "
+                   "answer); --no-exact-k: within min(k, 3) and the bands only (spark-dedup's default answer, "
+                   "faster at 10^7).")
 @click.option("--out", "out", default=None,
               help="Write every page's verdict here (.jsonl or .csv; - for stdout: the summary then goes to stderr).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
-              help="Output format (default: from --out's extension, else jsonl).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default=None,
+              help="Output format (default: from --out's extension, else jsonl; parquet with --batch only).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
@@ -297,8 +302,8 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
 @settings_options()
 @config_options
 @handle_errors
-def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, out: str | None,
-              fmt: str | None,
+def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, exact_k: bool,
+              out: str | None, fmt: str | None,
               errors_path: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
               **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
@@ -327,12 +332,16 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
         _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config,
-                     fingerprints_out=fingerprints_out)
+                     fingerprints_out=fingerprints_out, exact_k=exact_k)
         return
     if fingerprints_out is not None:
         raise click.UsageError("--fingerprints-out goes with --batch")
+    if not exact_k:
+        raise click.UsageError("--no-exact-k goes with --batch")
     if db is None:
         raise click.UsageError("Missing option '--db' (or use --batch)")
+    if fmt == "parquet":
+        raise click.UsageError("--format parquet goes with --batch")
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
     errors_stream: TextIO | None = None
@@ -416,80 +425,6 @@ def _human_summary(counts: dict[str, int], reasons: dict[str, int], skipped: dic
         + (f"; skipped {sum(skipped.values())} records that are not pages ({by_skip})" if skipped else "")
         + f"; clusters {clusters}; store: {stats['pages']} pages in {stats['clusters']} clusters"
     )
-
-
-BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
-
-
-def _fingerprint_file(path: str) -> bool:
-    """A fingerprint Parquet input of ``dedup --batch`` (False without PyArrow)."""
-    try:
-        from neardup.batch import is_fingerprint_file
-
-        return is_fingerprint_file(path)
-    except ImportError:
-        return False
-
-
-def _dedup_batch(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *,
-                 settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None,
-                 fingerprints_out: str | None = None) -> None:
-    """``dedup --batch``: :func:`neardup.batch.dedup_batch` over every page of the inputs
-    (and the records of fingerprint Parquet inputs); ``fingerprints_out``: the pages'
-    fingerprints written as Parquet too."""
-    from neardup.batch import BatchRecord, dedup_batch, read_fingerprints, records_from_pages, write_fingerprints
-    from neardup.model import Page
-    from neardup.parallel import default_jobs
-
-    if settings.containment is not None:
-        raise click.UsageError("--containment is not available with --batch")
-    jobs = jobs or default_jobs()
-    parquet = [p for p in inputs if _fingerprint_file(p)]
-    items: list[Page | BatchRecord] = [r for p in parquet for r in read_fingerprints(p)]
-    pages, unread = [], []
-    for item in _read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
-        if item.page is not None:
-            pages.append(item.page)
-        elif item.skip is None:
-            unread.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
-    if fingerprints_out is not None:
-        records, failed = records_from_pages(pages, config or DEFAULT_CONFIG, jobs)
-        done = [r for r in records if r is not None]
-        write_fingerprints(done, fingerprints_out)
-        unread += [{"source": None, "reason": "bad-page", "error": e} for e in failed]
-        items += done
-    else:
-        items += pages
-    res = dedup_batch(items, k=settings.k, verify=settings.verify, canonical=settings.canonical,
-                      method=settings.method, threshold=settings.threshold, config=config, jobs=jobs,
-                      bands=settings.bands)
-    fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
-    if out:
-        stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
-        try:
-            writer = csv.DictWriter(stream, fieldnames=BATCH_FIELDS) if fmt == "csv" else None
-            if writer is not None:
-                writer.writeheader()
-            for v in res.verdicts:
-                row = {f: getattr(v, f) for f in BATCH_FIELDS}
-                row["simhash"] = f"{v.simhash:016x}"
-                if writer is not None:
-                    writer.writerow(row)
-                else:
-                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
-        finally:
-            if stream is not sys.stdout:
-                stream.close()
-    errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
-    for e in errors:
-        click.echo(f"neardup: skipped {_one_line(e['source'] or '', 300)}: [{e['reason']}] "
-                   f"{_one_line(e['error'] or '', 1000)}", err=True)
-    if errors_path:
-        with open(errors_path, "w", encoding="utf-8") as fh:
-            for e in errors:
-                fh.write(json.dumps(e, ensure_ascii=True) + "\n")
-    summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
-    click.echo(json.dumps(summary), err=out == "-")
 
 
 @main.command("should-fetch")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +32,11 @@ from neardup.permuted import (
 
 
 def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
-              layout: Layout | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              layout: Layout | None = None, *, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair of fingerprints in ``values`` within distance ``k``: (id_a, id_b, distance)
     with id_a < id_b in input order (ids default to positions). Pairs of equal fingerprints
-    included.
+    included. ``threads``: each table's keys are cut into that many slices joined at once
+    (the compiled loop releases the GIL); the same pairs.
 
     >>> a, b, d = self_join(np.array([0b1111, 0b0111, 1 << 40], dtype=np.uint64), k=1)
     >>> a.tolist(), b.tolist(), d.tolist()
@@ -65,12 +67,16 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
     for t in range(len(layout.tables)):
         sp = np.sort(K.permute_many(uniq, src[t], dst[t], masks))
         dirs_row = K.build_directory(sp, d)
-        while True:  # result rows into buffers, regrown (and the table joined again) when they overflow
-            c = K.join_values(sp, dirs_row, d, k, t, src, dst, masks, leads, radii, pm, pc, *buf)
-            if c <= buf[0].shape[0]:
-                break
-            buf = [np.empty(2 * c, dtype=np.uint64), np.empty(2 * c, dtype=np.uint64), np.empty(2 * c, dtype=np.int64)]
-        va, vb, dist = buf[0][:c].copy(), buf[1][:c].copy(), buf[2][:c].copy()
+        if threads > 1 and n >= 1 << 16:
+            va, vb, dist = _join_table_threaded(sp, dirs_row, d, k, t, (src, dst, masks, leads, radii, pm, pc), threads)
+        else:
+            while True:  # result rows into buffers, regrown (and the table joined again) when they overflow
+                c = K.join_values(sp, dirs_row, d, k, t, src, dst, masks, leads, radii, pm, pc, *buf)
+                if c <= buf[0].shape[0]:
+                    break
+                buf = [np.empty(2 * c, dtype=np.uint64), np.empty(2 * c, dtype=np.uint64),
+                       np.empty(2 * c, dtype=np.int64)]
+            va, vb, dist = buf[0][:c].copy(), buf[1][:c].copy(), buf[2][:c].copy()
         ua, ub = np.searchsorted(uniq, va), np.searchsorted(uniq, vb)
         single = (counts[ua] == 1) & (counts[ub] == 1)
         parts_a.append(order[starts[ua[single]]])
@@ -98,6 +104,35 @@ def self_join(values: np.ndarray, k: int = 3, ids: np.ndarray | None = None,
         ids = np.asarray(ids, dtype=np.int64)
         return ids[a], ids[b], dist
     return a, b, dist
+
+
+def _join_table_threaded(sp: np.ndarray, dirs_row: np.ndarray, d: int, k: int, t: int, arrays: tuple,
+                         threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One table's pairs (:func:`neardup._index_kernels.join_values`) with its keys cut into
+    slices of about equal work (entries), joined on ``threads`` threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from neardup import _batch_kernels
+
+    kernel: Any = _batch_kernels.join_values_range
+    n_keys = 1 << d
+    slices = 8 * threads
+    cuts = np.searchsorted(dirs_row, np.linspace(0, sp.shape[0], slices + 1)[1:-1])
+    bounds = np.unique(np.r_[0, np.clip(cuts, 0, n_keys), n_keys])
+
+    def run(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        size = 1 << 12
+        while True:
+            va, vb, dist = np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.int64)
+            c = kernel(sp, dirs_row, d, k, t, *arrays, lo, hi, va, vb, dist)
+            if c <= size:
+                return va[:c], vb[:c], dist[:c]
+            size = 2 * c
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        parts = list(pool.map(lambda b: run(int(b[0]), int(b[1])), zip(bounds[:-1], bounds[1:])))
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))
 
 
 def batch_join(queries: np.ndarray, stored: Iterable[np.ndarray], k: int = 3,
