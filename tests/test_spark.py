@@ -81,7 +81,7 @@ def write_warc(path: Path, pages: list[Page]) -> None:
 
 def test_first_table_finds_every_pair_within_k_once() -> None:
     pytest.importorskip("pandas")
-    from neardup.spark import choose_spark_layout, first_table, lead_keys, probe_masks
+    from neardup.spark_blocks import choose_spark_layout, first_table, lead_keys, probe_masks
 
     rng = np.random.default_rng(5)
     for layout in [choose_spark_layout(10**4, 12), choose_spark_layout(10**7, 7), Layout.multi_index(12, 6),
@@ -103,7 +103,7 @@ def test_first_table_finds_every_pair_within_k_once() -> None:
 def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
     pytest.importorskip("pandas")
     from neardup.permuted import probes
-    from neardup.spark import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
+    from neardup.spark_blocks import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
 
     for n, k in ((100, 12), (10**6, 12), (10**7, 3)):
         best = choose_spark_layout(n, k)
