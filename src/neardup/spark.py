@@ -46,6 +46,7 @@ returns for the same pages (tested equal).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import sys
@@ -286,10 +287,13 @@ def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> 
         yield _link_frame(rows)
 
 
-def _ends(batch: "pd.DataFrame", i: int) -> tuple[int, int, int, int]:
-    """The linked groups' first nodes and lengths (what the node edges need)."""
+def _ends(batch: "pd.DataFrame", i: int) -> tuple[Any, ...]:
+    """What the node edges need of the linked groups: first nodes, lengths, hosts, titles,
+    and whether each is a single page."""
     return (int(batch["node_a"].iat[i]), int(batch["node_b"].iat[i]), int(batch["length_a"].iat[i]),
-            int(batch["length_b"].iat[i]))
+            int(batch["length_b"].iat[i]), _str(batch["host_a"].iat[i]), _str(batch["host_b"].iat[i]),
+            _str(batch["title_a"].iat[i]), _str(batch["title_b"].iat[i]), bool(batch["single_a"].iat[i]),
+            bool(batch["single_b"].iat[i]))
 
 
 # -- stages 3 and 4: node edges -------------------------------------------------------------------
@@ -300,22 +304,39 @@ def _sides(pdf: "pd.DataFrame", role: str | None = None) -> list[tuple[int, str 
     return [(int(n), _str(h), _str(t)) for n, h, t in zip(pdf["node"], pdf["host"], pdf["title"])]
 
 
-def _group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def _edges_of_groups(keys: list[str], paired: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """One partition of group members (every member of a group in it) -> node edges: per
+    group of ``keys``, :func:`neardup.batch.pair_edges` over its nodes (``paired``: the two
+    groups of a linked pair, told apart by ``role``; else a digest group with itself)."""
     import pandas as pd
 
-    edges = pair_edges(_sides(pdf), None, short=True)
-    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+    groups: dict[tuple, tuple[list, list]] = {}
+    for batch in batches:
+        roles = batch["role"] if paired else itertools.repeat("a")
+        for *key, role, n, h, t in zip(*[batch[c] for c in keys], roles, batch["node"], batch["host"],
+                                       batch["title"]):
+            groups.setdefault(tuple(key), ([], []))[role == "b"].append((int(n), _str(h), _str(t)))
+    edges: list[tuple[int, int]] = []
+    for a, b in groups.values():
+        edges += pair_edges(a, b if paired else None, short=True)
+    yield pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
 
 
-def _pair_group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def _single_edges(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Guarded links of two single-page groups -> their node edge, if the guard lets it
+    (:func:`neardup.batch.pair_edges` on the two nodes)."""
     import pandas as pd
 
-    edges = pair_edges(_sides(pdf, "a"), _sides(pdf, "b"), short=True)
-    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+    for batch in batches:
+        edges: list[tuple[int, int]] = []
+        for fa, fb, ha, hb, ta, tb in zip(batch["fa"], batch["fb"], batch["ha"], batch["hb"], batch["ta"],
+                                          batch["tb"]):
+            edges += pair_edges([(int(fa), _str(ha), _str(ta))], [(int(fb), _str(hb), _str(tb))], short=True)
+        yield pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
 
 
-
-LINK_SCHEMA = "a string, b string, distance int, score double, fa long, fb long, la int, lb int"
+LINK_SCHEMA = ("a string, b string, distance int, score double, fa long, fb long, la int, lb int, ha string, "
+               "hb string, ta string, tb string, sa boolean, sb boolean")
 
 
 def _link_frame(rows: list[tuple[Any, ...]]) -> "pd.DataFrame":
@@ -323,9 +344,12 @@ def _link_frame(rows: list[tuple[Any, ...]]) -> "pd.DataFrame":
     import pandas as pd
 
     return pd.DataFrame(rows, columns=[c.split()[0] for c in LINK_SCHEMA.split(", ")]).astype(
-        {"distance": "int32", "score": "float64", "fa": "int64", "fb": "int64", "la": "int32", "lb": "int32"})
+        {"distance": "int32", "score": "float64", "fa": "int64", "fb": "int64", "la": "int32", "lb": "int32",
+         "sa": "bool", "sb": "bool"})
 
 
+#: digest groups a blocking reducer takes at most (about 12 rows each, 50 bytes a row unpacked)
+BLOCK_GROUPS = 250_000
 #: a table of at most this many rows is broadcast to the tasks instead of shuffled (a join
 #: with it, or a semi-join against it, then moves nothing of the other side)
 BROADCAST_ROWS = 1_000_000
@@ -346,7 +370,8 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
                partitions: int | None = None) -> "DataFrame":
     """Stage 4 over digest groups (``digest, node, simhash, sketch, length, signature``):
     the linked pairs ``a < b`` (digests), ``distance``, ``score``, each once, with the
-    groups' nodes ``fa, fb`` and lengths ``la, lb`` (:data:`LINK_SCHEMA`).
+    groups' nodes ``fa, fb``, lengths, hosts, titles and whether each group is one page
+    (:data:`LINK_SCHEMA`; ``fps`` has the columns ``host, title, single`` too).
 
     ``method="simhash"``: the Detector's candidate stage as :func:`neardup.batch.link_simhash`
     computes it (:func:`neardup.spark_blocks.candidate_groups`: blocking rows, 8 sketch-band
@@ -361,10 +386,11 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
     from pyspark.sql import functions as F
 
     reps = fps
-    cols = ["node", "simhash", "sketch", "length"] if method == "simhash" else ["node", "simhash", "length",
-                                                                                "signature"]
+    ends = ["node", "length", "host", "title", "single"]
+    cols = ["simhash", "sketch", *ends] if method == "simhash" else ["simhash", "signature", *ends]
     if method == "simhash":
         nparts = partitions or int(reps.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
+        nparts = max(nparts, -(-reps.count() // BLOCK_GROUPS))  # a reducer's rows stay within memory
         groups = candidate_groups(reps, k=k, verify=verify, bands=bands, max_bucket=max_bucket, window=window,
                                   partitions=nparts)
         if exact_k and k > PIGEON_K:
@@ -374,9 +400,9 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
                 by_node.select(F.col("digest").alias("b"), F.col("node").alias("gb")), "b").select(
                 F.least("ga", "gb").alias("ga"), F.greatest("ga", "gb").alias("gb"))).distinct()
         groups = groups.localCheckpoint()
-        ends = _small(groups.select(F.col("ga").alias("node")).unionByName(groups.select(F.col("gb").alias("node")))
+        nodes = _small(groups.select(F.col("ga").alias("node")).unionByName(groups.select(F.col("gb").alias("node")))
                       .distinct())
-        side = _small(reps.join(ends, "node", "left_semi").select("digest", *cols))
+        side = _small(reps.join(nodes, "node", "left_semi").select("digest", *cols))
         full = (groups.join(side.select(*[F.col(c).alias(f"{c}_a") for c in ["digest", *cols]]),
                             F.col("ga") == F.col("node_a"))
                 .join(side.select(*[F.col(c).alias(f"{c}_b") for c in ["digest", *cols]]),
@@ -488,17 +514,21 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
         k = DEFAULT_K_BY_VERSION[config.version]
     policy = policy_from_spec(canonical)
     pages = fps.where(F.col("error").isNull()).drop("error").withColumn("d64", F.xxhash64("digest")).persist(
-        StorageLevel.DISK_ONLY)
+        StorageLevel.MEMORY_AND_DISK)
     # stage 2: digests held by more than one page (a 64-bit hash of the digest, counted: the one
     # shuffle of every page); a collision only sends a few more pages down the general path
-    repeated = _small(pages.groupBy("d64").count().where(F.col("count") > 1).select("d64"))
+    repeated = pages.groupBy("d64").count().where(F.col("count") > 1).select("d64").localCheckpoint()
+    few = repeated.count() <= BROADCAST_ROWS
+    repeated = F.broadcast(repeated) if few else repeated
     many = pages.join(repeated, "d64", "left_semi")  # pages that may share their cluster without an edge
     full = pages.where(~F.col("empty"))
     full_many = many.where(~F.col("empty"))
-    rep_cols = ["node", "simhash", "sketch", "length", "signature"]
-    reps = (full.join(repeated, "d64", "left_anti").select("digest", *rep_cols)  # a page alone is its group
-            .unionByName(full_many.groupBy("digest").agg(F.min(F.struct(*rep_cols)).alias("r"))
-                         .select("digest", "r.*")))
+    rep_cols = ["node", "simhash", "sketch", "length", "signature", "host", "title"]
+    grouped = (full_many.groupBy("digest").agg(F.min(F.struct(*rep_cols)).alias("r"))
+               .select("digest", "r.*", F.lit(False).alias("single")))
+    # (a few groups: one task, not 16 near-empty ones beside the scan's)
+    reps = (full.join(repeated, "d64", "left_anti").select("digest", *rep_cols, F.lit(True).alias("single"))
+            .unionByName(grouped.coalesce(1) if few else grouped))
     # stage 3: exact copies (a group with itself), over the repeated digests only
     sides = full_many.select("node", "digest", "host", "title").distinct().localCheckpoint()
     lengths = full_many.groupBy("digest").agg(F.min(F.struct("node", "length")).alias("r")).select(
@@ -509,7 +539,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
                  .where(F.col("node") != F.col("first"))
                  .select(F.col("first").alias("src"), F.col("node").alias("dst")))
     short_groups = (sides.join(multi.where(F.col("length") < GUARD_MAX_LENGTH).select("digest"), "digest")
-                    .groupBy("digest").applyInPandas(_group_edges, EDGE_SCHEMA))
+                    .repartition("digest").mapInPandas(functools.partial(_edges_of_groups, ["digest"], False),
+                                                       EDGE_SCHEMA))
     # stage 4: near pairs of groups, then node edges
     num_perm = config.minhash.num_perm if config.minhash is not None else 128
     linked = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
@@ -521,17 +552,20 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     guarded = (F.least("la", "lb") < GUARD_MAX_LENGTH) | (far if method == "simhash" else F.lit(False))
     long_pairs = (linked.where(~guarded)
                   .select(F.col("fa").alias("src"), F.col("fb").alias("dst")))
-    short = linked.where(guarded).select("a", "b").localCheckpoint()
+    # a guarded link of two single pages is decided on its row; others need their groups' nodes
+    simple = F.col("sa") & F.col("sb")
+    single_pairs = linked.where(guarded & simple).mapInPandas(_single_edges, EDGE_SCHEMA)
+    short = linked.where(guarded & ~simple).select("a", "b").localCheckpoint()
     named = _small(short.select(F.col("a").alias("digest")).unionByName(short.select(F.col("b").alias("digest")))
                    .distinct())
     short_sides = full.join(named, "digest", "left_semi").select("node", "digest", "host", "title").distinct()
     members = (short.join(short_sides.withColumnRenamed("digest", "a"), "a").withColumn("role", F.lit("a"))
                .unionByName(short.join(short_sides.withColumnRenamed("digest", "b"), "b")
                             .withColumn("role", F.lit("b"))))
-    short_pairs = members.groupBy("a", "b").applyInPandas(_pair_group_edges, EDGE_SCHEMA)
-    edges = long_star.unionByName(short_groups).unionByName(long_pairs).unionByName(short_pairs).localCheckpoint()
+    short_pairs = members.repartition("a", "b").mapInPandas(functools.partial(_edges_of_groups, ["a", "b"], True),
+                                                             EDGE_SCHEMA)
     # stage 5: clusters (labels of the nodes with an edge; every other node is its own cluster)
-    labels = _small(component_labels(edges))
+    labels = _small(component_labels([long_star, short_groups, long_pairs, single_pairs, short_pairs]))
     # stage 6: canonicals and statuses. A page with no edge and no other page of its digest is
     # alone in its cluster (most pages): decided where it is read, in SQL; the rest are
     # grouped by cluster and their canonical chosen in Python
@@ -553,26 +587,31 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
 DRIVER_EDGES = 10_000_000
 
 
-def component_labels(edges: "DataFrame", driver_edges: int = DRIVER_EDGES) -> "DataFrame":
-    """``node, label`` for every node of ``edges`` (``src, dst``): the smallest node id of
-    its connected component; by union-find on the driver when there are at most
-    ``driver_edges`` edges, else by :func:`connected_components`."""
+def component_labels(parts: Sequence["DataFrame"], driver_edges: int = DRIVER_EDGES) -> "DataFrame":
+    """``node, label`` for every node of the edges (``src, dst``) in ``parts``: the smallest
+    node id of its connected component; by union-find on the driver when there are at most
+    ``driver_edges`` edges, else by :func:`connected_components`. (Each part is computed
+    on its own: a stage of one kind of task, so its largest task is comparable with its
+    median.)"""
     import pandas as pd
 
     from neardup.batch import UnionFind
 
-    spark = edges.sparkSession
-    if edges.count() > driver_edges:
+    parts = [p.localCheckpoint() for p in parts]
+    spark = parts[0].sparkSession
+    if sum(p.count() for p in parts) > driver_edges:
         from pyspark.sql import functions as F
 
+        edges = functools.reduce(lambda a, b: a.unionByName(b), parts)
         ends = edges.select(F.col("src").alias("node")).unionByName(edges.select(F.col("dst").alias("node")))
         return connected_components(edges, ends.distinct())
-    pdf: pd.DataFrame = edges.toPandas()
     uf = UnionFind()
-    for a, b in zip(pdf["src"].tolist(), pdf["dst"].tolist()):
-        uf.add(a)
-        uf.add(b)
-        uf.union(a, b)
+    for part in parts:
+        pdf: pd.DataFrame = part.toPandas()
+        for a, b in zip(pdf["src"].tolist(), pdf["dst"].tolist()):
+            uf.add(a)
+            uf.add(b)
+            uf.union(a, b)
     nodes = list(uf.parent)
     out = pd.DataFrame({"node": np.array(nodes, dtype=np.int64),
                         "label": np.array([uf.find(n) for n in nodes], dtype=np.int64)})
