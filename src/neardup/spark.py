@@ -17,25 +17,29 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
    writes).
 2. **nodes and digest groups**: pages with one digest, host and title are one node
    (:func:`neardup.batch.node_id`); pages with one digest a group (one SimHash, sketch,
-   length).
+   length). Only digests held by more than one page are grouped (a count of a 64-bit hash
+   of the digest is the one shuffle of every page); every other page is its own group.
 3. **exact groups**: a group's nodes are joined by :func:`neardup.batch.pair_edges` (a
-   star in SQL for long texts; the guard's rule in ``applyInPandas`` for short ones).
+   star in SQL for long texts; the guard's rule in ``mapInPandas`` for short ones).
 4. **near pairs** of groups, by the Detector's candidate stage (:func:`near_pairs`): each
    group becomes at most 12 blocking rows (:func:`neardup.batch.block_rows`: 8 sketch-band
-   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), rows are shuffled by key, every pair of
-   a block is a candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are
-   windowed), band pairs pass the nibble filter, and each distinct pair is decided by
+   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), shuffled by key packed into one value
+   per map task and reducer (:mod:`neardup.spark_blocks`); every pair of a block is a
+   candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are windowed),
+   band pairs pass the nibble filter, and each distinct pair is decided by
    :func:`neardup.batch.decide_pair` (within k at ``verify``, beyond at
-   ``far_verify(verify)``). Pairs at SimHash distances 4..k that share no band are found
-   only with ``exact_k`` (radius probes of the permuted tables' lead keys: thousands of
-   rows a fingerprint at k = 12). With ``method="minhash"``: LSH bands of the MinHash
-   signatures instead, the first shared band keeps the pair, verified by the Jaccard
-   estimate.
-5. **connected components** of the node edges by the large-star / small-star iterations of
-   Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014): each label
-   is the smallest node id of its component, the batch job's cluster id.
-6. **canonical** per cluster by the same policy chain (``applyInPandas`` over the
-   cluster's members, :func:`neardup.batch.choose_canonical`), and each page's status.
+   ``far_verify(verify)``) against a side table of the candidates' groups only. Pairs at
+   SimHash distances 4..k that share no band are found only with ``exact_k`` (radius probes
+   of the permuted tables' lead keys: thousands of rows a fingerprint at k = 12). With
+   ``method="minhash"``: LSH bands of the MinHash signatures instead, the first shared band
+   keeps the pair, verified by the Jaccard estimate.
+5. **connected components** of the node edges (:func:`component_labels`): union-find on
+   the driver up to :data:`DRIVER_EDGES` edges, else the large-star / small-star
+   iterations of Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC
+   2014): each label is the smallest node id of its component, the batch job's cluster id.
+6. **canonical** per cluster by the same policy chain (:func:`neardup.batch.choose_canonical`),
+   and each page's status. A page with no edge and no other page of its digest (most pages)
+   is decided where it is read; only the others are grouped by cluster (``applyInPandas``).
 
 Output (Parquet): ``url, digest, simhash`` (16 hex digits), ``status`` (``new`` for the
 canonical, ``exact``, ``near``, ``empty``), ``cluster``, ``canonical``, ``match`` (the
