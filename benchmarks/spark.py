@@ -223,15 +223,17 @@ def render_scale(rows: list[dict], extra: dict) -> str:
         bw, bt = (w1 - w0) / (n1 - n0), (t1 - t0) / (n1 - n0)
         aw = w0 - bw * n0
         hours = bt * 1e9 / 3600
-        fit = (f"Fitted over the sizes: wall = {aw:.0f} s + {bw * 1e6:.0f} s per 10^6 fingerprints (local[2]); task "
-               f"time {bt * 1e6:.0f} s per 10^6 (wall seconds per 10^6 fingerprints: {w0 / n0 * 1e6:.0f} at "
-               f"{n0:,}, {w1 / n1 * 1e6:.0f} at {n1:,}). Projection: "
+        per = ", ".join(f"{r['wall_s'] / r['n'] * 1e6:.0f} s wall / {r['executor_run_s'] / r['n'] * 1e6:.0f} s task "
+                        f"at {r['n']:,}" for r in rows)
+        fit = (f"Per 10^6 fingerprints: {per}. Fitted between the smallest and largest size: wall = {aw:.0f} s + "
+               f"{bw * 1e6:.0f} s per 10^6 fingerprints (local[2]); task time {bt * 1e6:.0f} s per 10^6. Projection: "
                f"**{hours:,.0f} core-hours of task time per 10^9 fingerprints** (the linear term; about "
                f"{hours / 64:,.1f} hours on 64 cores), fingerprinting not included.")
+    sizes = "`benchmarks/spark.py --synthetic " + ",".join(f"{r['n']:.0e}".replace("+0", "") for r in rows) + "`"
     out = [SCALE_START, "## Batch job at scale: Spark local[2] on synthetic fingerprints (issue 27)", "",
-           "`benchmarks/spark.py --synthetic 1e5` and `--synthetic 1e6` (precomputed fingerprints in Parquet; 1% "
-           "planted near copies found by the bands, 0.2% tight copies, a crawler trap of 10^4 / 10^5 distinct near "
-           "copies sharing their band keys). Spark local[2], 16 shuffle partitions, 4g driver memory, AQE off; "
+           f"{sizes} (precomputed fingerprints in Parquet, row groups of {ROW_GROUP:,} rows; 1% planted near "
+           "copies found by the bands, 0.2% tight copies, a crawler trap of min(10^5, N / 10) distinct near copies "
+           "sharing their band keys). Spark local[2], 16 shuffle partitions, 4g driver memory, AQE off; "
            "2 CPUs shared with other developers (load average given per row). Shuffle: bytes written by all "
            "stages (REST API) per fingerprint. Largest task: over the stages with more than 3 tasks whose largest "
            "task ran over 2 s (none means no such stage).", ""]
@@ -240,7 +242,7 @@ def render_scale(rows: list[dict], extra: dict) -> str:
                  [[f"{r['n']:,}", f"{r['trap']:,}", f"{r['wall_s']:.0f}", f"{r['executor_run_s']:.0f}",
                    f"{r['executor_cpu_s']:.0f}", f"{r['shuffle_bytes_per_fp']:.0f}",
                    (f"{r['max_over_median']} ({r['max_task_s']:.1f} s)" if r["worst_stage"] >= 0 else "none over 2 s"),
-                   str(r["stages"]), "yes" if r.get("equal_to_batch") else "NO",
+                   str(r["stages"]), ("yes" if r["equal_to_batch"] else "NO") if "equal_to_batch" in r else "not run",
                    str(r.get("batch_s", "")), f"{r['load_start'][0]} / {r['load_end'][0]}"] for r in rows])
     out += ["", fit, ""]
     for line in extra.get("notes", []):
