@@ -113,6 +113,42 @@ def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
         assert spark_cost(best, n) <= min(spark_cost(c, n) for c in fit)
 
 
+def test_packed_blocks_give_the_batch_jobs_candidate_pairs() -> None:
+    """The packed blocking rows, unpacked and scanned by the compiled loop, give exactly the
+    pairs of neardup.batch.candidate_pairs (bucket_pairs, windowed giant blocks, nibble and
+    SimHash filters) on groups with planted near copies and a giant block."""
+    from neardup.bands import nibble_threshold, nibbles_of
+    from neardup.batch import PIGEON_K, block_rows, candidate_pairs
+    from neardup.spark_blocks import pack, pairs_of_blocks, unpack
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    sims = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)
+    bins = rng.integers(0, 4, (n, 60), dtype=np.uint8)  # few values: crowded blocks, many pairs pass
+    bins[:400, :16] = 7  # one giant block in every band (windowed at max_bucket 100)
+    sims[1000:1100] = sims[:100] ^ np.uint64(0b1011)  # SimHash copies within 3 bits
+    ok = np.ones(n, dtype=bool)
+    nodes = rng.permutation(np.arange(1, n + 1, dtype=np.int64) * 7919)
+    k, verify, max_bucket, window = 12, 0.3, 100, 4
+    ia, ib = candidate_pairs(sims, bins, ok, nodes, k, verify, True, max_bucket, window)
+    expected = {(min(nodes[i], nodes[j]), max(nodes[i], nodes[j])) for i, j in zip(ia.tolist(), ib.tolist())}
+    owner, keys = block_rows(sims, bins, ok, k, True)
+    band = keys < 0
+    nib = nibbles_of(bins)[owner]
+    half = owner.shape[0] // 2  # two map tasks' values for one reducer
+    parts = [unpack(pack(keys[s][band[s]], nodes[owner][s][band[s]], nib[s][band[s]], keys[s][~band[s]],
+                         nodes[owner][s][~band[s]], sims[owner][s][~band[s]]))
+             for s in (slice(0, half), slice(half, None))]
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    got: set[tuple[int, int]] = set()
+    for keys_, nodes_, is_band, thr in ((cols[0], cols[1], True, nibble_threshold(verify)),
+                                               (cols[3], cols[4], False, 0)):
+        for a, b in pairs_of_blocks(keys_, nodes_, is_band, cols[2], cols[5], thr, min(k, PIGEON_K), max_bucket,
+                                    window):
+            got.update(zip(a.tolist(), b.tolist()))
+    assert len(expected) > 1000 and got == expected
+
+
 # -- in Spark ----------------------------------------------------------------------------------
 
 def test_connected_components_match_union_find(spark) -> None:
