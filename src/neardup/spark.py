@@ -359,13 +359,18 @@ BLOCK_GROUPS = 250_000
 BROADCAST_ROWS = 1_000_000
 
 
-def _small(df: "DataFrame") -> "DataFrame":
+#: the same for the side table of candidate groups (wide rows: digest, sketch, host, title;
+#: 10^7 fingerprints give about 6 10^5 of them, more than a 4g driver broadcasts)
+SIDE_BROADCAST_ROWS = 200_000
+
+
+def _small(df: "DataFrame", max_rows: int | None = None) -> "DataFrame":
     """``df`` materialised (local checkpoint), marked for broadcast when it has at most
-    :data:`BROADCAST_ROWS` rows."""
+    ``max_rows`` (:data:`BROADCAST_ROWS`) rows."""
     from pyspark.sql import functions as F
 
     df = df.localCheckpoint()
-    return F.broadcast(df) if df.count() <= BROADCAST_ROWS else df
+    return F.broadcast(df) if df.count() <= (BROADCAST_ROWS if max_rows is None else max_rows) else df
 
 
 def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
@@ -406,7 +411,7 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
         groups = groups.localCheckpoint()
         nodes = _small(groups.select(F.col("ga").alias("node")).unionByName(groups.select(F.col("gb").alias("node")))
                       .distinct())
-        side = _small(reps.join(nodes, "node", "left_semi").select("digest", *cols))
+        side = _small(reps.join(nodes, "node", "left_semi").select("digest", *cols), SIDE_BROADCAST_ROWS)
         full = (groups.join(side.select(*[F.col(c).alias(f"{c}_a") for c in ["digest", *cols]]),
                             F.col("ga") == F.col("node_a"))
                 .join(side.select(*[F.col(c).alias(f"{c}_b") for c in ["digest", *cols]]),
