@@ -189,6 +189,32 @@ def test_sample_folder_equals_the_batch_job(spark, tmp_path) -> None:
     assert spark_answer(again) == batch_answer(dedup_batch(pages, canonical="https,shortest-url"))
 
 
+def test_shuffled_small_tables_give_the_same_answer(spark, monkeypatch) -> None:
+    """With nothing broadcast (repeated digests, candidate sides, labels all shuffled, as
+    past BROADCAST_ROWS), the sample folder (exact copies, near copies, empty pages) and the
+    planted trap still give the batch job's answer."""
+    import neardup.spark as spark_mod
+
+    monkeypatch.setattr(spark_mod, "BROADCAST_ROWS", -1)
+    monkeypatch.setattr(spark_mod, "SIDE_BROADCAST_ROWS", -1)
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # nor by Spark's own size estimate
+    try:
+        _sample_and_trap(spark, spark_mod)
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+
+
+def _sample_and_trap(spark, spark_mod) -> None:
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    pages = [it.page for it in read_input(sample) if it.page is not None]
+    out = spark_mod.dedup(spark_mod.fingerprints(spark, [str(sample)])).collect()
+    assert spark_answer(out) == batch_answer(dedup_batch(pages))
+    records = trap_records(600)
+    got = spark_mod.dedup(records_frame(spark, records), max_bucket=100).collect()
+    assert spark_answer(got) == batch_answer(dedup_batch(records, max_bucket=100, exact_k=False))
+
+
 def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path) -> None:
     from neardup.spark import dedup, fingerprints
 
