@@ -43,6 +43,10 @@ from neardup.detector import Page  # noqa: E402
 START, END = "<!-- spark:start -->", "<!-- spark:end -->"
 SCALE_START, SCALE_END = "<!-- spark-scale:start -->", "<!-- spark-scale:end -->"
 DOC = ROOT / "docs" / "benchmarks.md"
+#: rows a Parquet row group of the synthetic file holds: Spark splits a Parquet file by row
+#: groups, so 2^16 (about 16 MB) gives the scan one task a group (at 10^6, 16 tasks); 2^18 rows a
+#: group left 12 of the 16 scan tasks empty and the other 4 fifty times the median
+ROW_GROUP = 1 << 16
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 
@@ -112,7 +116,7 @@ def synthetic_file(path: Path, n: int, trap: int, seed: int = 27) -> dict:
                     "sketch": [r.tobytes() for r in sk[lo:hi]], "title": [f"T{i}" for i in idx.tolist()],
                     "length": np.full(hi - lo, 4000, dtype=np.int32), "canonical_link": [None] * (hi - lo),
                     "first_seen": np.zeros(hi - lo), "priority": [None] * (hi - lo), "signature": [None] * (hi - lo)}
-            w.write_table(pa.table(cols, schema=schema))
+            w.write_table(pa.table(cols, schema=schema), row_group_size=ROW_GROUP)
     return {"n": n, "trap": trap, "near_copies": near, "tight_copies": tight}
 
 
@@ -219,15 +223,17 @@ def render_scale(rows: list[dict], extra: dict) -> str:
         bw, bt = (w1 - w0) / (n1 - n0), (t1 - t0) / (n1 - n0)
         aw = w0 - bw * n0
         hours = bt * 1e9 / 3600
-        fit = (f"Fitted over the sizes: wall = {aw:.0f} s + {bw * 1e6:.0f} s per 10^6 fingerprints (local[2]); task "
-               f"time {bt * 1e6:.0f} s per 10^6 (wall seconds per 10^6 fingerprints: {w0 / n0 * 1e6:.0f} at "
-               f"{n0:,}, {w1 / n1 * 1e6:.0f} at {n1:,}). Projection: "
+        per = ", ".join(f"{r['wall_s'] / r['n'] * 1e6:.0f} s wall / {r['executor_run_s'] / r['n'] * 1e6:.0f} s task "
+                        f"at {r['n']:,}" for r in rows)
+        fit = (f"Per 10^6 fingerprints: {per}. Fitted between the smallest and largest size: wall = {aw:.0f} s + "
+               f"{bw * 1e6:.0f} s per 10^6 fingerprints (local[2]); task time {bt * 1e6:.0f} s per 10^6. Projection: "
                f"**{hours:,.0f} core-hours of task time per 10^9 fingerprints** (the linear term; about "
                f"{hours / 64:,.1f} hours on 64 cores), fingerprinting not included.")
+    sizes = "`benchmarks/spark.py --synthetic " + ",".join(f"{r['n']:.0e}".replace("+0", "") for r in rows) + "`"
     out = [SCALE_START, "## Batch job at scale: Spark local[2] on synthetic fingerprints (issue 27)", "",
-           "`benchmarks/spark.py --synthetic 1e5` and `--synthetic 1e6` (precomputed fingerprints in Parquet; 1% "
-           "planted near copies found by the bands, 0.2% tight copies, a crawler trap of 10^4 / 10^5 distinct near "
-           "copies sharing their band keys). Spark local[2], 16 shuffle partitions, 4g driver memory, AQE off; "
+           f"{sizes} (precomputed fingerprints in Parquet, row groups of {ROW_GROUP:,} rows; 1% planted near "
+           "copies found by the bands, 0.2% tight copies, a crawler trap of min(10^5, N / 10) distinct near copies "
+           "sharing their band keys). Spark local[2], 16 shuffle partitions, 4g driver memory, AQE off; "
            "2 CPUs shared with other developers (load average given per row). Shuffle: bytes written by all "
            "stages (REST API) per fingerprint. Largest task: over the stages with more than 3 tasks whose largest "
            "task ran over 2 s (none means no such stage).", ""]
@@ -236,7 +242,7 @@ def render_scale(rows: list[dict], extra: dict) -> str:
                  [[f"{r['n']:,}", f"{r['trap']:,}", f"{r['wall_s']:.0f}", f"{r['executor_run_s']:.0f}",
                    f"{r['executor_cpu_s']:.0f}", f"{r['shuffle_bytes_per_fp']:.0f}",
                    (f"{r['max_over_median']} ({r['max_task_s']:.1f} s)" if r["worst_stage"] >= 0 else "none over 2 s"),
-                   str(r["stages"]), "yes" if r.get("equal_to_batch") else "NO",
+                   str(r["stages"]), ("yes" if r["equal_to_batch"] else "NO") if "equal_to_batch" in r else "not run",
                    str(r.get("batch_s", "")), f"{r['load_start'][0]} / {r['load_end'][0]}"] for r in rows])
     out += ["", fit, ""]
     for line in extra.get("notes", []):

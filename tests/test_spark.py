@@ -81,7 +81,7 @@ def write_warc(path: Path, pages: list[Page]) -> None:
 
 def test_first_table_finds_every_pair_within_k_once() -> None:
     pytest.importorskip("pandas")
-    from neardup.spark import choose_spark_layout, first_table, lead_keys, probe_masks
+    from neardup.spark_blocks import choose_spark_layout, first_table, lead_keys, probe_masks
 
     rng = np.random.default_rng(5)
     for layout in [choose_spark_layout(10**4, 12), choose_spark_layout(10**7, 7), Layout.multi_index(12, 6),
@@ -103,7 +103,7 @@ def test_first_table_finds_every_pair_within_k_once() -> None:
 def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
     pytest.importorskip("pandas")
     from neardup.permuted import probes
-    from neardup.spark import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
+    from neardup.spark_blocks import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
 
     for n, k in ((100, 12), (10**6, 12), (10**7, 3)):
         best = choose_spark_layout(n, k)
@@ -111,6 +111,42 @@ def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
         fit = [c for c in candidate_layouts(k)
                if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii))]
         assert spark_cost(best, n) <= min(spark_cost(c, n) for c in fit)
+
+
+def test_packed_blocks_give_the_batch_jobs_candidate_pairs() -> None:
+    """The packed blocking rows, unpacked and scanned by the compiled loop, give exactly the
+    pairs of neardup.batch.candidate_pairs (bucket_pairs, windowed giant blocks, nibble and
+    SimHash filters) on groups with planted near copies and a giant block."""
+    from neardup.bands import nibble_threshold, nibbles_of
+    from neardup.batch import PIGEON_K, block_rows, candidate_pairs
+    from neardup.spark_blocks import pack, pairs_of_blocks, unpack
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    sims = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)
+    bins = rng.integers(0, 4, (n, 60), dtype=np.uint8)  # few values: crowded blocks, many pairs pass
+    bins[:400, :16] = 7  # one giant block in every band (windowed at max_bucket 100)
+    sims[1000:1100] = sims[:100] ^ np.uint64(0b1011)  # SimHash copies within 3 bits
+    ok = np.ones(n, dtype=bool)
+    nodes = rng.permutation(np.arange(1, n + 1, dtype=np.int64) * 7919)
+    k, verify, max_bucket, window = 12, 0.3, 100, 4
+    ia, ib = candidate_pairs(sims, bins, ok, nodes, k, verify, True, max_bucket, window)
+    expected = {(min(nodes[i], nodes[j]), max(nodes[i], nodes[j])) for i, j in zip(ia.tolist(), ib.tolist())}
+    owner, keys = block_rows(sims, bins, ok, k, True)
+    band = keys < 0
+    nib = nibbles_of(bins)[owner]
+    half = owner.shape[0] // 2  # two map tasks' values for one reducer
+    parts = [unpack(pack(keys[s][band[s]], nodes[owner][s][band[s]], nib[s][band[s]], keys[s][~band[s]],
+                         nodes[owner][s][~band[s]], sims[owner][s][~band[s]]))
+             for s in (slice(0, half), slice(half, None))]
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    got: set[tuple[int, int]] = set()
+    for keys_, nodes_, is_band, thr in ((cols[0], cols[1], True, nibble_threshold(verify)),
+                                               (cols[3], cols[4], False, 0)):
+        for a, b in pairs_of_blocks(keys_, nodes_, is_band, cols[2], cols[5], thr, min(k, PIGEON_K), max_bucket,
+                                    window):
+            got.update(zip(a.tolist(), b.tolist()))
+    assert len(expected) > 1000 and got == expected
 
 
 # -- in Spark ----------------------------------------------------------------------------------
@@ -151,6 +187,32 @@ def test_sample_folder_equals_the_batch_job(spark, tmp_path) -> None:
     fps.write.parquet(str(tmp_path / "fps.parquet"))
     again = dedup(fingerprints(spark, [str(tmp_path / "fps.parquet")]), canonical="https,shortest-url").collect()
     assert spark_answer(again) == batch_answer(dedup_batch(pages, canonical="https,shortest-url"))
+
+
+def test_shuffled_small_tables_give_the_same_answer(spark, monkeypatch) -> None:
+    """With nothing broadcast (repeated digests, candidate sides, labels all shuffled, as
+    past BROADCAST_ROWS), the sample folder (exact copies, near copies, empty pages) and the
+    planted trap still give the batch job's answer."""
+    import neardup.spark as spark_mod
+
+    monkeypatch.setattr(spark_mod, "BROADCAST_ROWS", -1)
+    monkeypatch.setattr(spark_mod, "SIDE_BROADCAST_ROWS", -1)
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # nor by Spark's own size estimate
+    try:
+        _sample_and_trap(spark, spark_mod)
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+
+
+def _sample_and_trap(spark, spark_mod) -> None:
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    pages = [it.page for it in read_input(sample) if it.page is not None]
+    out = spark_mod.dedup(spark_mod.fingerprints(spark, [str(sample)])).collect()
+    assert spark_answer(out) == batch_answer(dedup_batch(pages))
+    records = trap_records(600)
+    got = spark_mod.dedup(records_frame(spark, records), max_bucket=100).collect()
+    assert spark_answer(got) == batch_answer(dedup_batch(records, max_bucket=100, exact_k=False))
 
 
 def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path) -> None:

@@ -17,25 +17,29 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
    writes).
 2. **nodes and digest groups**: pages with one digest, host and title are one node
    (:func:`neardup.batch.node_id`); pages with one digest a group (one SimHash, sketch,
-   length).
+   length). Only digests held by more than one page are grouped (a count of a 64-bit hash
+   of the digest is the one shuffle of every page); every other page is its own group.
 3. **exact groups**: a group's nodes are joined by :func:`neardup.batch.pair_edges` (a
-   star in SQL for long texts; the guard's rule in ``applyInPandas`` for short ones).
+   star in SQL for long texts; the guard's rule in ``mapInPandas`` for short ones).
 4. **near pairs** of groups, by the Detector's candidate stage (:func:`near_pairs`): each
    group becomes at most 12 blocking rows (:func:`neardup.batch.block_rows`: 8 sketch-band
-   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), rows are shuffled by key, every pair of
-   a block is a candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are
-   windowed), band pairs pass the nibble filter, and each distinct pair is decided by
+   keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), shuffled by key packed into one value
+   per map task and reducer (:mod:`neardup.spark_blocks`); every pair of a block is a
+   candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are windowed),
+   band pairs pass the nibble filter, and each distinct pair is decided by
    :func:`neardup.batch.decide_pair` (within k at ``verify``, beyond at
-   ``far_verify(verify)``). Pairs at SimHash distances 4..k that share no band are found
-   only with ``exact_k`` (radius probes of the permuted tables' lead keys: thousands of
-   rows a fingerprint at k = 12). With ``method="minhash"``: LSH bands of the MinHash
-   signatures instead, the first shared band keeps the pair, verified by the Jaccard
-   estimate.
-5. **connected components** of the node edges by the large-star / small-star iterations of
-   Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014): each label
-   is the smallest node id of its component, the batch job's cluster id.
-6. **canonical** per cluster by the same policy chain (``applyInPandas`` over the
-   cluster's members, :func:`neardup.batch.choose_canonical`), and each page's status.
+   ``far_verify(verify)``) against a side table of the candidates' groups only. Pairs at
+   SimHash distances 4..k that share no band are found only with ``exact_k`` (radius probes
+   of the permuted tables' lead keys: thousands of rows a fingerprint at k = 12). With
+   ``method="minhash"``: LSH bands of the MinHash signatures instead, the first shared band
+   keeps the pair, verified by the Jaccard estimate.
+5. **connected components** of the node edges (:func:`component_labels`): union-find on
+   the driver up to :data:`DRIVER_EDGES` edges, else the large-star / small-star
+   iterations of Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC
+   2014): each label is the smallest node id of its component, the batch job's cluster id.
+6. **canonical** per cluster by the same policy chain (:func:`neardup.batch.choose_canonical`),
+   and each page's status. A page with no edge and no other page of its digest (most pages)
+   is decided where it is read; only the others are grouped by cluster (``applyInPandas``).
 
 Output (Parquet): ``url, digest, simhash`` (16 hex digits), ``status`` (``new`` for the
 canonical, ``exact``, ``near``, ``empty``), ``cluster``, ``canonical``, ``match`` (the
@@ -56,20 +60,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neardup.bands import NIBBLE_BINS, WORDS, far_verify, nibble_threshold, nibbles_of
 from neardup.batch import (
     MAX_BUCKET,
     METHODS,
     PIGEON_K,
     WINDOW,
-    block_rows,
-    bucket_pairs,
     choose_canonical,
     decide_pair,
     empty_node_id,
     node_id,
     pair_edges,
-    sketch_matrix,
 )
 from neardup.canonical import policy_from_spec
 from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY
@@ -77,7 +77,8 @@ from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Side
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
-from neardup.permuted import Layout, candidate_layouts, probes
+from neardup.permuted import Layout
+from neardup.spark_blocks import candidate_groups, probe_pairs, u64
 from neardup.urls import host_of
 
 if TYPE_CHECKING:
@@ -93,13 +94,6 @@ OUT_SCHEMA = ("url string, digest string, simhash string, status string, cluster
 EDGE_SCHEMA = "src long, dst long"
 FILE_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
-#: cost of one exploded row against one candidate pair met in a bucket (both are shuffled
-#: rows; a candidate is also verified in Python)
-ROW_COST = 1.0
-PAIR_COST = 2.0
-MAX_SPARK_PROBES = 4096  # probe keys per table and row at most
-
-
 def signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
@@ -246,81 +240,6 @@ def _html_frame(df: "DataFrame") -> "DataFrame":
     return df.select(F.col("url").cast("string"), F.col("html").cast("string"), *extra)
 
 
-# -- stage 4: blocking keys ---------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=128)
-def probe_masks(bits: int, radius: int) -> np.ndarray:
-    """Every ``bits``-wide mask of at most ``radius`` set bits (0 first)."""
-    out = [0]
-    for w in range(1, radius + 1):
-        out.extend(sum(1 << b for b in c) for c in itertools.combinations(range(bits), w))
-    return np.array(out, dtype=np.uint64)
-
-
-def spark_cost(layout: Layout, n: int) -> float:
-    """Shuffled rows and candidate pairs of the blocking join over ``n`` fingerprints: each
-    stored row once per table, each probing row once per probe key; pairs in a bucket."""
-    rows = pairs = 0.0
-    for t, r in enumerate(layout.radii):
-        bits = layout.lead_bits(t)
-        p = probes(bits, r)
-        rows += n * (1 + p)
-        pairs += n * n / 2.0 * p / 2.0 ** bits
-    return ROW_COST * rows + PAIR_COST * pairs
-
-
-def choose_spark_layout(n: int, k: int) -> Layout:
-    """The exact layout (:func:`neardup.permuted.candidate_layouts`) with the cheapest
-    blocking join (:func:`spark_cost`) among those probing at most
-    :data:`MAX_SPARK_PROBES` keys a table.
-
-    >>> choose_spark_layout(1000, 3).describe()
-    '4x16 r=0,0,0,0'
-    """
-    ok = [c for c in candidate_layouts(k)
-          if all(probes(c.lead_bits(t), r) <= MAX_SPARK_PROBES for t, r in enumerate(c.radii))]
-    return min(ok, key=lambda c: (round(spark_cost(c, max(n, 1)), 3), len(c.tables)))
-
-
-def lead_keys(layout: Layout, values: np.ndarray) -> np.ndarray:
-    """(n, tables) lead keys: per table, the bits of its leading blocks, concatenated."""
-    values = np.asarray(values, dtype=np.uint64)
-    shifts = [64 - sum(layout.blocks[: b + 1]) for b in range(len(layout.blocks))]
-    out = np.zeros((values.shape[0], len(layout.tables)), dtype=np.uint64)
-    for t, lead in enumerate(layout.tables):
-        key = np.zeros(values.shape[0], dtype=np.uint64)
-        for b in sorted(lead):
-            w = layout.blocks[b]
-            key = (key << np.uint64(w)) | ((values >> np.uint64(shifts[b])) & np.uint64((1 << w) - 1))
-        out[:, t] = key
-    return out
-
-
-def first_table(layout: Layout, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per pair, the first table whose lead keys are within its radius (-1: none)."""
-    ka, kb = lead_keys(layout, a), lead_keys(layout, b)
-    diff = np.bitwise_count(ka ^ kb)
-    ok = diff <= np.array(layout.radii, dtype=np.uint8)[None, :]
-    return np.where(ok.any(axis=1), ok.argmax(axis=1), -1)
-
-
-def _u64(col: Any) -> np.ndarray:
-    return np.asarray(col, dtype=np.int64).view(np.uint64)
-
-
-def _explode_tables(layout: Layout, probing: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    import pandas as pd
-
-    for batch in batches:
-        keys = lead_keys(layout, _u64(batch["simhash"]))
-        digests = batch["digest"].to_numpy()
-        for t, r in enumerate(layout.radii):
-            masks = probe_masks(layout.lead_bits(t), r) if probing else np.zeros(1, dtype=np.uint64)
-            kk = (keys[:, t][:, None] ^ masks[None, :]).reshape(-1)
-            yield pd.DataFrame({"t": np.full(kk.shape[0], t, dtype=np.int32), "key": kk.view(np.int64),
-                                "digest": np.repeat(digests, masks.shape[0])})
-
-
 def _bytes(x: Any) -> bytes | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else bytes(x)
 
@@ -348,76 +267,19 @@ def _verify_minhash(threshold: float, num_perm: int, batches: Iterator["pd.DataF
         for i in np.flatnonzero(first == batch["t"].to_numpy()):
             score = jaccard(sa[i], sb[i])
             if score >= threshold:
-                d = (int(_u64(batch["simhash_a"])[i]) ^ int(_u64(batch["simhash_b"])[i])).bit_count()
-                rows.append((batch["a"].iat[i], batch["b"].iat[i], d, score))
+                d = (int(u64(batch["simhash_a"])[i]) ^ int(u64(batch["simhash_b"])[i])).bit_count()
+                rows.append((batch["a"].iat[i], batch["b"].iat[i], d, score, *_ends(batch, int(i))))
         yield _link_frame(rows)
 
 
-# -- stage 4: the candidate stage of the Detector (sketch bands + pigeonhole SimHash) ---------------
-
-BLOCK_SCHEMA = "key long, g long, pay binary"
-PAIR_SCHEMA = "ga long, gb long"
-
-
-def _block_rows(k: int, bands: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    """Digest groups (``node, simhash, sketch``) -> blocking rows (:func:`neardup.batch.block_rows`:
-    8 band keys, ``min(k, PIGEON_K) + 1`` SimHash keys): ``key``, the group's node ``g``, and
-    ``pay``: the 28 bytes of nibbles a band row is filtered by, or the 8 of the SimHash."""
-    import pandas as pd
-
-    for batch in batches:
-        sims = _u64(batch["simhash"])
-        bins, ok = sketch_matrix([_bytes(x) for x in batch["sketch"]])
-        owner, keys = block_rows(sims, bins if bands else None, ok, k, bands)
-        nib = np.ascontiguousarray(nibbles_of(bins)).view(np.uint8).reshape(-1, 4 * WORDS)
-        sb = np.ascontiguousarray(sims).view(np.uint8).reshape(-1, 8)
-        pay = [nib[i].tobytes() if key < 0 else sb[i].tobytes() for i, key in zip(owner.tolist(), keys.tolist())]
-        yield pd.DataFrame({"key": keys, "g": batch["node"].to_numpy(np.int64)[owner], "pay": pay})
-
-
-def _bucket_pairs(k: int, verify: float | None, max_bucket: int, window: int,
-                  batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    """One partition of blocking rows (every row of a key in it) -> candidate pairs of groups
-    (``ga < gb``): :func:`neardup.batch.bucket_pairs` ordered by node, band pairs through
-    the nibble filter, SimHash pairs within ``min(k, PIGEON_K)``, as the batch job."""
-    import pandas as pd
-
-    frames = [b for b in batches if len(b)]
-    if not frames:
-        return
-    df = pd.concat(frames, ignore_index=True)
-    keys = df["key"].to_numpy(np.int64)
-    g = df["g"].to_numpy(np.int64)
-    ra, rb = bucket_pairs(keys, g, max_bucket, window)
-    banded = keys[ra] < 0
-    keep = np.zeros(ra.shape[0], dtype=bool)
-    pay = df["pay"].to_numpy(object)
-    rows = np.flatnonzero(keys < 0)
-    if banded.any() and verify is not None:
-        at = np.full(keys.shape[0], -1, dtype=np.int64)
-        at[rows] = np.arange(rows.shape[0])
-        nib = np.frombuffer(b"".join(bytes(x) for x in pay[rows]), dtype=np.uint32).reshape(-1, WORDS)
-        x = nib[at[ra[banded]]] ^ nib[at[rb[banded]]]
-        x = (x | (x >> np.uint32(1)) | (x >> np.uint32(2)) | (x >> np.uint32(3))) & np.uint32(0x11111111)
-        agree = NIBBLE_BINS - np.bitwise_count(x).sum(axis=1, dtype=np.int64)
-        keep[banded] = agree >= nibble_threshold(min(float(verify), far_verify(verify) or 1.0))
-    if (~banded).any():
-        rows = np.flatnonzero(keys >= 0)
-        at = np.full(keys.shape[0], -1, dtype=np.int64)
-        at[rows] = np.arange(rows.shape[0])
-        sv = np.frombuffer(b"".join(bytes(x) for x in pay[rows]), dtype=np.uint64)
-        d = np.bitwise_count(sv[at[ra[~banded]]] ^ sv[at[rb[~banded]]])
-        keep[~banded] = d <= min(k, PIGEON_K)
-    a, b = g[ra[keep]], g[rb[keep]]
-    yield pd.DataFrame({"ga": np.minimum(a, b), "gb": np.maximum(a, b)}).drop_duplicates()
-
+# -- stage 4: deciding candidate pairs ----------------------------------------------------------
 
 def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
     """Candidate pairs with both sides -> linked pairs: :func:`neardup.batch.decide_pair`
     (within k the SimHash path's rule, beyond it the bands' at ``far_verify``)."""
 
     for batch in batches:
-        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
+        a, b = u64(batch["simhash_a"]), u64(batch["simhash_b"])
         rows = []
         for i in range(len(batch)):
             m = decide_pair(Side(int(a[i]), batch["a"].iat[i], False, _bytes(batch["sketch_a"].iat[i]), None, None,
@@ -425,8 +287,17 @@ def _decide(k: int, verify: float | None, batches: Iterator["pd.DataFrame"]) -> 
                             Side(int(b[i]), batch["b"].iat[i], False, _bytes(batch["sketch_b"].iat[i]), None, None,
                                  int(batch["length_b"].iat[i])), k, verify)
             if m.status is not None:
-                rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score))
+                rows.append((batch["a"].iat[i], batch["b"].iat[i], m.distance, m.score, *_ends(batch, i)))
         yield _link_frame(rows)
+
+
+def _ends(batch: "pd.DataFrame", i: int) -> tuple[Any, ...]:
+    """What the node edges need of the linked groups: first nodes, lengths, hosts, titles,
+    and whether each is a single page."""
+    return (int(batch["node_a"].iat[i]), int(batch["node_b"].iat[i]), int(batch["length_a"].iat[i]),
+            int(batch["length_b"].iat[i]), _str(batch["host_a"].iat[i]), _str(batch["host_b"].iat[i]),
+            _str(batch["title_a"].iat[i]), _str(batch["title_b"].iat[i]), bool(batch["single_a"].iat[i]),
+            bool(batch["single_b"].iat[i]))
 
 
 # -- stages 3 and 4: node edges -------------------------------------------------------------------
@@ -437,95 +308,135 @@ def _sides(pdf: "pd.DataFrame", role: str | None = None) -> list[tuple[int, str 
     return [(int(n), _str(h), _str(t)) for n, h, t in zip(pdf["node"], pdf["host"], pdf["title"])]
 
 
-def _group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def _edges_of_groups(keys: list[str], paired: bool, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """One partition of group members (every member of a group in it) -> node edges: per
+    group of ``keys``, :func:`neardup.batch.pair_edges` over its nodes (``paired``: the two
+    groups of a linked pair, told apart by ``role``; else a digest group with itself)."""
     import pandas as pd
 
-    edges = pair_edges(_sides(pdf), None, short=True)
-    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+    groups: dict[tuple, tuple[list, list]] = {}
+    for batch in batches:
+        roles = batch["role"] if paired else itertools.repeat("a")
+        for *key, role, n, h, t in zip(*[batch[c] for c in keys], roles, batch["node"], batch["host"],
+                                       batch["title"]):
+            groups.setdefault(tuple(key), ([], []))[role == "b"].append((int(n), _str(h), _str(t)))
+    edges: list[tuple[int, int]] = []
+    for a, b in groups.values():
+        edges += pair_edges(a, b if paired else None, short=True)
+    yield pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
 
 
-def _pair_group_edges(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def _single_edges(batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
+    """Guarded links of two single-page groups -> their node edge, if the guard lets it
+    (:func:`neardup.batch.pair_edges` on the two nodes)."""
     import pandas as pd
 
-    edges = pair_edges(_sides(pdf, "a"), _sides(pdf, "b"), short=True)
-    return pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
+    for batch in batches:
+        edges: list[tuple[int, int]] = []
+        for fa, fb, ha, hb, ta, tb in zip(batch["fa"], batch["fb"], batch["ha"], batch["hb"], batch["ta"],
+                                          batch["tb"]):
+            edges += pair_edges([(int(fa), _str(ha), _str(ta))], [(int(fb), _str(hb), _str(tb))], short=True)
+        yield pd.DataFrame(edges, columns=["src", "dst"], dtype="int64")
 
 
+LINK_SCHEMA = ("a string, b string, distance int, score double, fa long, fb long, la int, lb int, ha string, "
+               "hb string, ta string, tb string, sa boolean, sb boolean")
 
-def _link_frame(rows: list[tuple[Any, Any, Any, Any]]) -> pd.DataFrame:
-    """Linked pairs as the frame ``near_pairs`` yields: ``a, b, distance, score``."""
+
+def _link_frame(rows: list[tuple[Any, ...]]) -> "pd.DataFrame":
+    """Linked pairs as the frame ``near_pairs`` yields (:data:`LINK_SCHEMA`)."""
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=["a", "b", "distance", "score"]).astype({"distance": "int32", "score": "float64"})
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in LINK_SCHEMA.split(", ")]).astype(
+        {"distance": "int32", "score": "float64", "fa": "int64", "fb": "int64", "la": "int32", "lb": "int32",
+         "sa": "bool", "sb": "bool"})
+
+
+#: digest groups a blocking reducer takes at most (about 12 rows each, 50 bytes a row unpacked)
+BLOCK_GROUPS = 250_000
+#: a table of at most this many rows is broadcast to the tasks instead of shuffled (a join
+#: with it, or a semi-join against it, then moves nothing of the other side)
+BROADCAST_ROWS = 1_000_000
+
+
+#: the same for the side table of candidate groups (wide rows: digest, sketch, host, title;
+#: 10^7 fingerprints give about 6 10^5 of them, more than a 4g driver broadcasts)
+SIDE_BROADCAST_ROWS = 200_000
+
+
+def _small(df: "DataFrame", max_rows: int | None = None) -> "DataFrame":
+    """``df`` materialised (local checkpoint), marked for broadcast when it has at most
+    ``max_rows`` (:data:`BROADCAST_ROWS`) rows."""
+    from pyspark.sql import functions as F
+
+    df = df.localCheckpoint()
+    return F.broadcast(df) if df.count() <= (BROADCAST_ROWS if max_rows is None else max_rows) else df
+
 
 def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
                threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128, layout: Layout | None = None,
                bands: bool = True, exact_k: bool = False, max_bucket: int = MAX_BUCKET, window: int = WINDOW,
                partitions: int | None = None) -> "DataFrame":
     """Stage 4 over digest groups (``digest, node, simhash, sketch, length, signature``):
-    the linked pairs ``a < b`` (digests), ``distance``, ``score``, each once.
+    the linked pairs ``a < b`` (digests), ``distance``, ``score``, each once, with the
+    groups' nodes ``fa, fb``, lengths, hosts, titles and whether each group is one page
+    (:data:`LINK_SCHEMA`; ``fps`` has the columns ``host, title, single`` too).
 
     ``method="simhash"``: the Detector's candidate stage as :func:`neardup.batch.link_simhash`
-    computes it: blocking rows (8 sketch-band keys when ``bands``, ``min(k, PIGEON_K) + 1``
-    pigeonhole SimHash keys) shuffled by key, every pair of a block (a giant block windowed in
-    node order), filtered, deduplicated, then decided by
-    :func:`neardup.batch.decide_pair`. At ``k > PIGEON_K`` the batch job adds the exact
-    self-join at k; here ``exact_k`` adds the permuted tables' lead-key blocking with radius
-    probes (``layout``; thousands of rows a fingerprint at k = 12: small inputs only), else
-    pairs at distances in (PIGEON_K, k] are found through the bands alone."""
+    computes it (:func:`neardup.spark_blocks.candidate_groups`: blocking rows, 8 sketch-band
+    keys when ``bands`` and ``min(k, PIGEON_K) + 1`` pigeonhole SimHash keys, packed and
+    shuffled by key; every pair of a block, a giant block windowed in node order; filtered,
+    deduplicated), then each pair is decided by :func:`neardup.batch.decide_pair` against a
+    side table of the candidates' groups only (broadcast when small). At ``k > PIGEON_K``
+    the batch job adds the exact self-join at k; here ``exact_k`` adds the permuted tables'
+    lead-key blocking with radius probes (``layout``; thousands of rows a fingerprint at
+    k = 12: small inputs only), else pairs at distances in (PIGEON_K, k] are found through
+    the bands alone."""
     from pyspark.sql import functions as F
 
     reps = fps
+    ends = ["node", "length", "host", "title", "single"]
+    cols = ["simhash", "sketch", *ends] if method == "simhash" else ["simhash", "signature", *ends]
     if method == "simhash":
         nparts = partitions or int(reps.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
-        blocks = reps.select("node", "simhash", "sketch").mapInPandas(
-            functools.partial(_block_rows, k, bands), BLOCK_SCHEMA)
-        groups = (blocks.repartition(nparts, "key")
-                  .mapInPandas(functools.partial(_bucket_pairs, k, verify, max_bucket, window), PAIR_SCHEMA)
-                  .distinct())
-        ids = reps.select("node", "digest")
-        cand = (groups.join(ids.select(F.col("node").alias("ga"), F.col("digest").alias("da")), "ga")
-                .join(ids.select(F.col("node").alias("gb"), F.col("digest").alias("db")), "gb")
-                .select(F.least("da", "db").alias("a"), F.greatest("da", "db").alias("b")))
+        nparts = max(nparts, -(-reps.count() // BLOCK_GROUPS))  # a reducer's rows stay within memory
+        groups = candidate_groups(reps, k=k, verify=verify, bands=bands, max_bucket=max_bucket, window=window,
+                                  partitions=nparts)
         if exact_k and k > PIGEON_K:
-            layout = layout or choose_spark_layout(reps.count(), k)
-            if layout.k < k:
-                raise ConfigError(f"layout is built for k={layout.k}, less than k={k}")
-            base = reps.select("digest", "simhash")
-            keyed = "t int, key long, digest string"
-            stored = base.mapInPandas(functools.partial(_explode_tables, layout, False), keyed)
-            probing = (base.mapInPandas(functools.partial(_explode_tables, layout, True), keyed)
-                       if any(layout.radii) else stored)
-            within = (probing.withColumnRenamed("digest", "a")
-                      .join(stored.withColumnRenamed("digest", "b"), ["t", "key"])
-                      .where(F.col("a") < F.col("b")).select("a", "b", "t"))
-            side_a = reps.select(F.col("digest").alias("a"), F.col("simhash").alias("simhash_a"))
-            side_b = reps.select(F.col("digest").alias("b"), F.col("simhash").alias("simhash_b"))
-            within = (within.join(side_a, "a").join(side_b, "b")
-                      .mapInPandas(functools.partial(_first_table, layout, k), "a string, b string"))
-            cand = cand.unionByName(within).distinct()
-        verify_fn = functools.partial(_decide, k, verify)
-        cols = ["simhash", "sketch", "length"]
-    else:
-        base = reps.select("digest", "signature")
-        bands_df = base.mapInPandas(functools.partial(_explode_bands, threshold, num_perm),
-                                    "t int, key long, digest string")
-        cand = (bands_df.withColumnRenamed("digest", "a").join(bands_df.withColumnRenamed("digest", "b"), ["t", "key"])
-                .where(F.col("a") < F.col("b")).select("a", "b", "t"))
-        verify_fn = functools.partial(_verify_minhash, threshold, num_perm)
-        cols = ["simhash", "signature"]
+            by_node = reps.select("node", "digest")
+            groups = groups.unionByName(probe_pairs(reps, k, layout).join(
+                by_node.select(F.col("digest").alias("a"), F.col("node").alias("ga")), "a").join(
+                by_node.select(F.col("digest").alias("b"), F.col("node").alias("gb")), "b").select(
+                F.least("ga", "gb").alias("ga"), F.greatest("ga", "gb").alias("gb"))).distinct()
+        groups = groups.localCheckpoint()
+        nodes = _small(groups.select(F.col("ga").alias("node")).unionByName(groups.select(F.col("gb").alias("node")))
+                      .distinct())
+        side = _small(reps.join(nodes, "node", "left_semi").select("digest", *cols), SIDE_BROADCAST_ROWS)
+        full = (groups.join(side.select(*[F.col(c).alias(f"{c}_a") for c in ["digest", *cols]]),
+                            F.col("ga") == F.col("node_a"))
+                .join(side.select(*[F.col(c).alias(f"{c}_b") for c in ["digest", *cols]]),
+                      F.col("gb") == F.col("node_b"))
+                .withColumnRenamed("digest_a", "a").withColumnRenamed("digest_b", "b"))
+        # the pair's digests in order (a < b): swap the sides where the node order differs
+        swap = F.col("a") > F.col("b")
+        full = full.select(*[F.when(swap, F.col(_other(c))).otherwise(F.col(c)).alias(c)
+                             for c in ["a", "b", *[f"{c}_{s}" for c in cols for s in "ab"]]])
+        return full.mapInPandas(functools.partial(_decide, k, verify), LINK_SCHEMA)
+    base = reps.select("digest", "signature")
+    bands_df = base.mapInPandas(functools.partial(_explode_bands, threshold, num_perm),
+                                "t int, key long, digest string")
+    cand = (bands_df.withColumnRenamed("digest", "a").join(bands_df.withColumnRenamed("digest", "b"), ["t", "key"])
+            .where(F.col("a") < F.col("b")).select("a", "b", "t"))
     side_a = reps.select(F.col("digest").alias("a"), *[F.col(c).alias(f"{c}_a") for c in cols])
     side_b = reps.select(F.col("digest").alias("b"), *[F.col(c).alias(f"{c}_b") for c in cols])
     full = cand.join(side_a, "a").join(side_b, "b")
-    return full.mapInPandas(verify_fn, "a string, b string, distance int, score double")
+    return full.mapInPandas(functools.partial(_verify_minhash, threshold, num_perm), LINK_SCHEMA)
 
 
-def _first_table(layout: Layout, k: int, batches: Iterator["pd.DataFrame"]) -> Iterator["pd.DataFrame"]:
-    """Lead-key candidates -> the pairs within ``k``, each kept by its first table only."""
-    for batch in batches:
-        a, b = _u64(batch["simhash_a"]), _u64(batch["simhash_b"])
-        keep = (first_table(layout, a, b) == batch["t"].to_numpy()) & (np.bitwise_count(a ^ b) <= k)
-        yield batch.loc[keep, ["a", "b"]]
+def _other(col: str) -> str:
+    if col in ("a", "b"):
+        return "b" if col == "a" else "a"
+    return col[:-1] + ("b" if col.endswith("a") else "a")
 
 
 # -- stage 5: connected components --------------------------------------------------------------
@@ -603,7 +514,7 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`
     (with ``exact_k``, or when k <= PIGEON_K; else pairs at SimHash distances in
     (PIGEON_K, k] that share no sketch band are not found: :func:`near_pairs`)."""
-    from pyspark.sql import Window
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     if method not in METHODS:
@@ -611,55 +522,109 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     if k is None:
         k = DEFAULT_K_BY_VERSION[config.version]
     policy = policy_from_spec(canonical)
-    pages = fps.where(F.col("error").isNull()).drop("error").persist()
+    pages = fps.where(F.col("error").isNull()).drop("error").withColumn("d64", F.xxhash64("digest")).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    # stage 2: digests held by more than one page (a 64-bit hash of the digest, counted: the one
+    # shuffle of every page); a collision only sends a few more pages down the general path
+    repeated = pages.groupBy("d64").count().where(F.col("count") > 1).select("d64").localCheckpoint()
+    few = repeated.count() <= BROADCAST_ROWS
+    repeated = F.broadcast(repeated) if few else repeated
+    many = pages.join(repeated, "d64", "left_semi")  # pages that may share their cluster without an edge
     full = pages.where(~F.col("empty"))
-    sides = full.select("node", "digest", "host", "title").distinct().persist()
-    reps = (full.groupBy("digest")
-            .agg(F.min(F.struct("node", "simhash", "sketch", "length", "signature")).alias("r"))
-            .select("digest", "r.*").persist())
-    # stage 3: exact copies (a group with itself)
-    sizes = sides.groupBy("digest").agg(F.count("*").alias("n"), F.min("node").alias("first"))
-    multi = sizes.where(F.col("n") > 1).join(reps.select("digest", "length"), "digest")
+    full_many = many.where(~F.col("empty"))
+    rep_cols = ["node", "simhash", "sketch", "length", "signature", "host", "title"]
+    grouped = (full_many.groupBy("digest").agg(F.min(F.struct(*rep_cols)).alias("r"))
+               .select("digest", "r.*", F.lit(False).alias("single")))
+    # (a few groups: one task, not 16 near-empty ones beside the scan's)
+    reps = (full.join(repeated, "d64", "left_anti").select("digest", *rep_cols, F.lit(True).alias("single"))
+            .unionByName(grouped.coalesce(1) if few else grouped))
+    # stage 3: exact copies (a group with itself), over the repeated digests only
+    sides = full_many.select("node", "digest", "host", "title").distinct().localCheckpoint()
+    lengths = full_many.groupBy("digest").agg(F.min(F.struct("node", "length")).alias("r")).select(
+        "digest", F.col("r.length").alias("length"))
+    multi = (sides.groupBy("digest").agg(F.count("*").alias("n"), F.min("node").alias("first"))
+             .where(F.col("n") > 1).join(lengths, "digest"))
     long_star = (sides.join(multi.where(F.col("length") >= GUARD_MAX_LENGTH), "digest")
                  .where(F.col("node") != F.col("first"))
                  .select(F.col("first").alias("src"), F.col("node").alias("dst")))
     short_groups = (sides.join(multi.where(F.col("length") < GUARD_MAX_LENGTH).select("digest"), "digest")
-                    .groupBy("digest").applyInPandas(_group_edges, EDGE_SCHEMA))
+                    .repartition("digest").mapInPandas(functools.partial(_edges_of_groups, ["digest"], False),
+                                                       EDGE_SCHEMA))
     # stage 4: near pairs of groups, then node edges
     num_perm = config.minhash.num_perm if config.minhash is not None else 128
-    links = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
-                       layout=layout, bands=bands, exact_k=exact_k, max_bucket=max_bucket, window=window).persist()
-    lens = reps.select("digest", "length", F.col("node").alias("first"))
-    side_a = lens.select(F.col("digest").alias("a"), F.col("length").alias("la"), F.col("first").alias("fa"))
-    side_b = lens.select(F.col("digest").alias("b"), F.col("length").alias("lb"), F.col("first").alias("fb"))
-    linked = links.join(side_a, "a").join(side_b, "b")
+    linked = near_pairs(reps, k=k, verify=verify, method=method, threshold=threshold, num_perm=num_perm,
+                        layout=layout, bands=bands, exact_k=exact_k, max_bucket=max_bucket,
+                        window=window).localCheckpoint()
     # the guard compares titles for short texts, and beyond k always (matching.far_match)
     far = ((F.coalesce(F.col("distance"), F.lit(0)) > F.lit(k)) & (F.coalesce(F.col("score"), F.lit(0.0))
                                                                    < F.lit(FAR_TITLE_VERIFY)))
     guarded = (F.least("la", "lb") < GUARD_MAX_LENGTH) | (far if method == "simhash" else F.lit(False))
     long_pairs = (linked.where(~guarded)
                   .select(F.col("fa").alias("src"), F.col("fb").alias("dst")))
-    short = linked.where(guarded).select("a", "b")
-    members = (short.join(sides.withColumnRenamed("digest", "a"), "a").withColumn("role", F.lit("a"))
-               .unionByName(short.join(sides.withColumnRenamed("digest", "b"), "b").withColumn("role", F.lit("b"))))
-    short_pairs = members.groupBy("a", "b").applyInPandas(_pair_group_edges, EDGE_SCHEMA)
-    edges = long_star.unionByName(short_groups).unionByName(long_pairs).unionByName(short_pairs)
-    # stage 5: clusters
-    labels = connected_components(edges, sides)
-    clustered = (pages.join(labels, "node", "left")
-                 .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))).drop("label"))
-    # stage 6: canonicals and statuses
-    # (a page alone in its cluster, most pages, is decided in SQL: no Python call per cluster)
+    # a guarded link of two single pages is decided on its row; others need their groups' nodes
+    simple = F.col("sa") & F.col("sb")
+    single_pairs = linked.where(guarded & simple).mapInPandas(_single_edges, EDGE_SCHEMA)
+    short = linked.where(guarded & ~simple).select("a", "b").localCheckpoint()
+    named = _small(short.select(F.col("a").alias("digest")).unionByName(short.select(F.col("b").alias("digest")))
+                   .distinct())
+    short_sides = full.join(named, "digest", "left_semi").select("node", "digest", "host", "title").distinct()
+    members = (short.join(short_sides.withColumnRenamed("digest", "a"), "a").withColumn("role", F.lit("a"))
+               .unionByName(short.join(short_sides.withColumnRenamed("digest", "b"), "b")
+                            .withColumn("role", F.lit("b"))))
+    short_pairs = members.repartition("a", "b").mapInPandas(functools.partial(_edges_of_groups, ["a", "b"], True),
+                                                             EDGE_SCHEMA)
+    # stage 5: clusters (labels of the nodes with an edge; every other node is its own cluster)
+    labels = _small(component_labels([long_star, short_groups, long_pairs, single_pairs, short_pairs]))
+    # stage 6: canonicals and statuses. A page with no edge and no other page of its digest is
+    # alone in its cluster (most pages): decided where it is read, in SQL; the rest are
+    # grouped by cluster and their canonical chosen in Python
     cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster"]
-    sized = clustered.select(*cols).withColumn("size", F.count("*").over(Window.partitionBy("cluster")))
-    alone = sized.where(F.col("size") == 1).select(
+    tagged = (pages.join(labels, "node", "left").join(repeated.withColumn("many", F.lit(True)), "d64", "left")
+              .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))))
+    alone = tagged.where(F.col("label").isNull() & F.col("many").isNull()).select(
         "url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"),
         F.when(F.col("empty"), F.lit("empty")).otherwise(F.lit("new")).alias("status"), "cluster",
         F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
         F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
-    together = (sized.where(F.col("size") > 1).drop("size").groupBy("cluster")
-                .applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
+    together = (tagged.where(F.col("label").isNotNull() | F.col("many").isNotNull()).select(*cols)
+                .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
     return alone.unionByName(together)
+
+
+#: at most this many node edges are collected to the driver and joined there (union-find, a
+#: few seconds a million edges); more go through :func:`connected_components` in Spark
+DRIVER_EDGES = 10_000_000
+
+
+def component_labels(parts: Sequence["DataFrame"], driver_edges: int = DRIVER_EDGES) -> "DataFrame":
+    """``node, label`` for every node of the edges (``src, dst``) in ``parts``: the smallest
+    node id of its connected component; by union-find on the driver when there are at most
+    ``driver_edges`` edges, else by :func:`connected_components`. (Each part is computed
+    on its own: a stage of one kind of task, so its largest task is comparable with its
+    median.)"""
+    import pandas as pd
+
+    from neardup.batch import UnionFind
+
+    parts = [p.localCheckpoint() for p in parts]
+    spark = parts[0].sparkSession
+    if sum(p.count() for p in parts) > driver_edges:
+        from pyspark.sql import functions as F
+
+        edges = functools.reduce(lambda a, b: a.unionByName(b), parts)
+        ends = edges.select(F.col("src").alias("node")).unionByName(edges.select(F.col("dst").alias("node")))
+        return connected_components(edges, ends.distinct())
+    uf = UnionFind()
+    for part in parts:
+        pdf: pd.DataFrame = part.toPandas()
+        for a, b in zip(pdf["src"].tolist(), pdf["dst"].tolist()):
+            uf.add(a)
+            uf.add(b)
+            uf.union(a, b)
+    nodes = list(uf.parent)
+    out = pd.DataFrame({"node": np.array(nodes, dtype=np.int64),
+                        "label": np.array([uf.find(n) for n in nodes], dtype=np.int64)})
+    return spark.createDataFrame(out, "node long, label long")
 
 
 #: driver memory of a session this module starts (local mode: the executors too); Spark's
