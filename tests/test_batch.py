@@ -14,7 +14,7 @@ from checks import present
 
 from neardup.batch import BatchRecord, UnionFind, choose_canonical, dedup_batch, node_id, pair_edges
 from neardup.canonical import policy_from_spec
-from neardup.detector import Detector, Page
+from neardup.detector import DEFAULT_K, Detector, Page
 from neardup.errors import ConfigError
 from neardup.fingerprint import FingerprintConfig
 from neardup.minhash import MinHashConfig
@@ -55,10 +55,11 @@ def clusters_of(result) -> set[frozenset[str]]:
     return {frozenset(s) for s in out.values()}
 
 
-def online(pages: list[Page], policy: str, bands: bool = True) -> tuple[set[frozenset[str]], dict[str, str]]:
+def online(pages: list[Page], policy: str, bands: bool = True,
+           k: int | None = None) -> tuple[set[frozenset[str]], dict[str, str]]:
     """The online Detector's clusters (URL sets, empty pages left out) and each page's
     final canonical URL."""
-    det = Detector(settings=DetectorSettings(canonical=policy, bands=bands))
+    det = Detector(settings=DetectorSettings(canonical=policy, bands=bands, k=k))
     verdicts = det.add_many(pages)
     members: dict[int, set[str]] = {}
     for p, v in zip(pages, verdicts):
@@ -257,13 +258,14 @@ def edited_pairs(n: int, seed: int = 1) -> list[Page]:
 
 def test_band_candidates_beyond_k_are_found_as_online() -> None:
     pages = edited_pairs(30)
-    res = dedup_batch(pages, canonical="shortest-url")
-    far = [d for _, _, d, _ in res.pairs if d > 12]
-    assert len(res.pairs) >= 25 and len(far) >= 15  # the bands bring most of them at any distance
-    clusters, canon = online(pages, "shortest-url")
-    assert clusters_of(res) == clusters and len(clusters) == 60 - len(res.pairs)
-    assert {v.url: v.canonical for v in res.verdicts} == canon
-    plain = dedup_batch(pages, canonical="shortest-url", bands=False)
+    for k in (None, 12):  # the default (3 with the bands) and the SimHash-only default
+        res = dedup_batch(pages, canonical="shortest-url", k=k)
+        far = [d for _, _, d, _ in res.pairs if d > (k or DEFAULT_K)]
+        assert len(res.pairs) >= 24 and len(far) >= 15  # the bands bring most of them at any distance
+        clusters, canon = online(pages, "shortest-url", k=k)
+        assert clusters_of(res) == clusters and len(clusters) == 60 - len(res.pairs)
+        assert {v.url: v.canonical for v in res.verdicts} == canon
+    plain = dedup_batch(pages, canonical="shortest-url", bands=False)  # k = 12 without the bands
     assert sorted(plain.pairs) == sorted(p for p in res.pairs if p[2] <= 12)
     assert clusters_of(plain) == online(pages, "shortest-url", bands=False)[0]
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from test_batch import answer, corpus_pages, sample_list
 
 from neardup.batch import BatchRecord, dedup_batch, empty_node_id, node_id, records_from_pages, write_fingerprints
+from neardup.model import DEFAULT_K
 from neardup.urls import host_of
 
 pytest.importorskip("pyarrow")
@@ -234,7 +235,7 @@ def test_cli_writes_the_same_bytes(tmp_path) -> None:
                      for v in want.verdicts]
     buf = io.BytesIO()
     arrays = read_fingerprint_arrays([path])
-    assert write_verdicts(solve(arrays, k=12, verify=0.3), buf, "jsonl") == len(records)
+    assert write_verdicts(solve(arrays, k=DEFAULT_K, verify=0.3), buf, "jsonl") == len(records)
     assert buf.getvalue() == rows_as_before(want, "jsonl")
     assert os.path.getsize(path) > 0
 

@@ -55,11 +55,11 @@ import numpy as np
 
 from neardup.bands import DEFAULT_BANDS, NIBBLE_BINS, far_verify, keys_of, nibble_threshold, nibbles_of, sketch_bins
 from neardup.canonical import CanonicalPolicy, Member, policy_from_spec
-from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY, Page
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Match, Side, match
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
+from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY, Page, default_k
 from neardup.permuted_join import self_join
 from neardup.titles import same_title, title_words
 from neardup.urls import host_of
@@ -503,7 +503,7 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     """Deduplicate a whole input at once (module docs): pages (:class:`~neardup.detector.Page`,
     fingerprinted here with ``config`` in ``jobs`` processes) or precomputed
     :class:`BatchRecord` rows. ``k`` defaults to the spec version's
-    (:data:`~neardup.detector.DEFAULT_K_BY_VERSION`), ``verify`` and ``threshold`` to the
+    (:func:`neardup.model.default_k`: 3 with the bands, 12 without), ``verify`` and ``threshold`` to the
     Detector's; ``canonical`` is a policy chain (default ``rel-canonical,first-seen``).
     ``bands``: candidates from the sketch bands too, as the Detector's
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
@@ -517,7 +517,7 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     if method == "minhash" and config.minhash is None:
         config = config.with_(minhash=MinHashConfig())
     if k is None:
-        k = DEFAULT_K_BY_VERSION[config.version]
+        k = default_k(config.version, bands)
     if not 0 <= int(k) < 64:
         raise ConfigError(f"k must be between 0 and 63, got {k}")
     policy = policy_from_spec(canonical)

@@ -117,7 +117,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     from neardup.batch import BatchRecord, records_from_pages
     from neardup.batch_arrays import records_table, solve
     from neardup.batch_io import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
-    from neardup.detector import DEFAULT_K_BY_VERSION
+    from neardup.model import default_k
 
     config = config or DEFAULT_CONFIG
     pages = [it for it in items if not isinstance(it, BatchRecord)]
@@ -128,7 +128,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
         records += [r for r in got if r is not None]
     arrays = (arrays_of(read_fingerprint_tables(parquet) + [records_table(records)]) if records
               else read_fingerprint_arrays(parquet))
-    k = settings.k if settings.k is not None else DEFAULT_K_BY_VERSION[config.version]
+    k = settings.k if settings.k is not None else default_k(config.version, settings.bands)
     answer = solve(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
                    bands=settings.bands, exact_k=exact_k, jobs=jobs)
     if out:

@@ -72,11 +72,12 @@ from neardup.batch import (
     pair_edges,
 )
 from neardup.canonical import policy_from_spec
-from neardup.detector import DEFAULT_K_BY_VERSION, DEFAULT_THRESHOLD, DEFAULT_VERIFY
+from neardup.detector import DEFAULT_THRESHOLD, DEFAULT_VERIFY
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig, fingerprint
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH, Side
 from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_bytes
+from neardup.model import default_k
 from neardup.permuted import Layout
 from neardup.spark_blocks import candidate_groups, probe_pairs, u64
 from neardup.urls import host_of
@@ -520,7 +521,7 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if k is None:
-        k = DEFAULT_K_BY_VERSION[config.version]
+        k = default_k(config.version, bands)
     policy = policy_from_spec(canonical)
     pages = fps.where(F.col("error").isNull()).drop("error").withColumn("d64", F.xxhash64("digest")).persist(
         StorageLevel.MEMORY_AND_DISK)
