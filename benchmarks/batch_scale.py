@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _docs import replace_section, table  # noqa: E402
 
+from neardup.model import default_k  # noqa: E402
+
 START, END = "<!-- batch-scale:start -->", "<!-- batch-scale:end -->"
 DOC = ROOT / "docs" / "benchmarks.md"
 
@@ -164,7 +166,8 @@ def _reading(results: list[dict]) -> list[str]:
         return []
     (n0, j0, _), (n1, j1, w1) = joins[-2], joins[-1]
     rest = w1 - j1
-    return [f"**Where the time goes.** The permuted tables' exact self-join at k = 12 (three tables of 21-22 "
+    return [f"**Where the time goes** (a run at k = 12, the default before it became 3, or with `-k 12`). The "
+            "permuted tables' exact self-join at k = 12 (three tables of 21-22 "
             f"lead bits, probe radius 4 and 3) is {j1:.0f} s of the {w1:.0f} s at N = {n1:,} and grows "
             f"{j1 / max(j0, 1e-9):.0f}x from N = {n0:,} for {n1 // n0}x the fingerprints (each probe of a "
             "2^21-key directory meets N / 2^21 values: the pairs compared grow as N^2); everything else (reading, "
@@ -193,7 +196,7 @@ def write_docs(results: list[dict], args: argparse.Namespace) -> None:
         body = [START, "## The batch job at scale on one machine: arrays (issue 27)", "",
                 *table(["N", "trap", "path", "wall s", "CPU s", "peak RSS GB", "load", "= records"], rows,
                        text_columns=(0, 1, 2, 7)), "",
-                f"At N = {largest['n']:,} the default run (exact self-join at k = 12) did not finish in this run; "
+                f"At N = {largest['n']:,} the default run did not finish in this run; "
                 f"`--no-exact-k`: {fast.get('wall_s')} s wall, {fast.get('cpu_s')} s CPU; stages: "
                 + "; ".join(fast.get("stages", [])) + ".", "", json.dumps(results), END]
         replace_section(DOC, START, END, "\n".join(body))
@@ -206,7 +209,8 @@ def write_docs(results: list[dict], args: argparse.Namespace) -> None:
             "with other developers (load average at start / end of each run), `--jobs "
             f"{args.jobs}`. Inputs: `benchmarks/spark.py`'s synthetic fingerprint Parquet (1% planted near copies "
             "found by the bands, 0.2% tight copies, a crawler trap of distinct near copies sharing their band keys). "
-            "Default settings: k = 12 with the permuted tables' exact self-join, the sketch bands, verify 0.3. "
+            f"Default settings: k = {default_k()} (`neardup.model.default_k`: with the sketch bands; its 16-bit "
+            "SimHash blocks are exact, so `--no-exact-k` gives the same answer), the sketch bands, verify 0.3. "
             "Each run is a fresh process (CPU and peak RSS from `wait4`); the CLI row is the whole command "
             "(Parquet in, CSV of every verdict out); = records: the CLI's CSV equals, byte for byte, the one "
             "written from `dedup_batch(engine=\"records\")` (the path before, one Python object a page).", "",
@@ -217,7 +221,7 @@ def write_docs(results: list[dict], args: argparse.Namespace) -> None:
             f"at N = {largest['n']:,}: {cli['wall_s']} s wall, {cli['cpu_s']} s CPU, {cli['rss_gb']} GB peak RSS "
             f"(load {cli['load'][0]} at start / {cli['load'][1]} at end). Its stages: "
             + "; ".join(cli.get("stages", [])) + f". With `--no-exact-k` (SimHash candidates within 3 and the "
-            f"bands only: `spark-dedup`'s default answer): {fast['wall_s']} s wall, {fast['cpu_s']} s CPU, "
+            f"bands only, the same answer at k <= 3): {fast['wall_s']} s wall, {fast['cpu_s']} s CPU, "
             f"{fast['rss_gb']} GB; stages: " + "; ".join(fast.get("stages", [])) + ".", "",
             *_reading(results),
             "", json.dumps(results), END]
