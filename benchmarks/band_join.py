@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -37,6 +39,8 @@ from _common import DOC, commit, loadavg, machine_line, replace_section, table  
 from neardup.band_join import QueryBands, band_join_chunks  # noqa: E402
 from neardup.bands import far_verify, keys_of, nibble_agreement, nibble_threshold, nibbles_of  # noqa: E402
 from neardup.permuted_join import batch_join  # noqa: E402
+
+T = TypeVar("T")
 
 START, END = "<!-- band-join:start -->", "<!-- band-join:end -->"
 GEN = 1 << 20  # rows generated at a time
@@ -124,19 +128,15 @@ def run_size(s: int, q_sk: np.ndarray, q_sim: np.ndarray, qb: QueryBands, args: 
         sims = np.memmap(spath, dtype=np.uint64, mode="r", shape=(s,))
         chunk = int(args.chunk)
         load0 = loadavg().split(" / ")[0]
-        c0, t0 = time.process_time(), time.time()
-        parts = list(band_join_chunks(qb, (stored[lo:lo + chunk] for lo in range(0, s, chunk)), args.verify,
-                                      threads=args.threads))
-        band_wall, band_cpu = time.time() - t0, time.process_time() - c0
+        parts, band_wall, band_cpu = timed(lambda: list(band_join_chunks(
+            qb, (stored[lo:lo + chunk] for lo in range(0, s, chunk)), args.verify, threads=args.threads)))
         load1 = loadavg().split(" / ")[0]
         bq = np.concatenate([p[0] for p in parts])
         bs = np.concatenate([p[1] for p in parts])
         log(f"S={s:,}: band join {band_wall:.1f} s wall, {band_cpu:.1f} s CPU, {bq.shape[0]:,} pairs "
             f"(load {load0} -> {load1})")
-        c0, t0 = time.process_time(), time.time()
-        sim_parts = list(batch_join(q_sim, (np.asarray(sims[lo:lo + chunk]) for lo in range(0, s, chunk)), k=3,
-                                    threads=args.threads))
-        sim_wall, sim_cpu = time.time() - t0, time.process_time() - c0
+        sim_parts, sim_wall, sim_cpu = timed(lambda: list(batch_join(
+            q_sim, (np.asarray(sims[lo:lo + chunk]) for lo in range(0, s, chunk)), k=3, threads=args.threads)))
         load2 = loadavg().split(" / ")[0]
         sq = np.concatenate([p[0] for p in sim_parts])
         ss = np.concatenate([p[1] for p in sim_parts])
@@ -177,6 +177,13 @@ def run_size(s: int, q_sk: np.ndarray, q_sim: np.ndarray, qb: QueryBands, args: 
             "decoys": int(info["decoy_pos"].shape[0]), "decoys_out": decoys_out, "sample": int(sample.shape[0]),
             "exact": exact, "brute_s_row": brute_s}
 
+
+
+def timed(run: Callable[[], T]) -> tuple[T, float, float]:
+    """``run()``, its wall seconds and the process's CPU seconds."""
+    c0, t0 = time.process_time(), time.time()
+    out = run()
+    return out, time.time() - t0, time.process_time() - c0
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

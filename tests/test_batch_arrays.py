@@ -4,7 +4,6 @@ near copies, exact copies, empty pages and a trap), and dedup --batch writes the
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 from test_batch import answer, corpus_pages, sample_list
 
 from neardup.batch import BatchRecord, dedup_batch, empty_node_id, node_id, records_from_pages, write_fingerprints
+from neardup.cli_dedup_batch import write_records
 from neardup.model import DEFAULT_K
 from neardup.urls import host_of
 
@@ -194,18 +194,9 @@ def test_decisions_in_processes_give_the_same_pairs(monkeypatch) -> None:
 # -- dedup --batch's output ----------------------------------------------------------------
 
 def rows_as_before(result, fmt: str) -> bytes:
-    """What dedup --batch wrote row by row before the arrays."""
+    """What dedup --batch writes from the record path (one verdict object at a time)."""
     stream = io.StringIO(newline="")
-    writer = csv.DictWriter(stream, fieldnames=FIELDS) if fmt == "csv" else None
-    if writer is not None:
-        writer.writeheader()
-    for v in result.verdicts:
-        row = {f: getattr(v, f) for f in FIELDS}
-        row["simhash"] = f"{v.simhash:016x}"
-        if writer is not None:
-            writer.writerow(row)
-        else:
-            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_records(result.verdicts, stream, fmt)
     return stream.getvalue().encode()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from neardup._index_kernels import owned_by, permute_one, popcount64
+from neardup._index_kernels import popcount64
 
 U64 = np.uint64
 
@@ -182,42 +182,3 @@ def union_all(parent, a, b):  # type: ignore[no-untyped-def]
             parent[rb] = ra
     for x in range(parent.shape[0]):
         parent[x] = _find(parent, x)
-
-
-@njit(cache=True, nogil=True)
-def join_values_range(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, key_lo, key_hi,
-                      va, vb, dist):  # type: ignore[no-untyped-def]
-    """:func:`neardup._index_kernels.join_values` over the keys ``key_lo <= key < key_hi``
-    only, without the GIL: slices of one table's keys run on threads and together give the
-    table's pairs."""
-    c = 0
-    cap = va.shape[0]
-    kk = U64(k)
-    for key in range(key_lo, key_hi):
-        lo = np.int64(dirs_row[key])
-        hi = np.int64(dirs_row[key + 1])
-        if lo == hi:
-            continue
-        for pi in range(pcount[t]):
-            key2 = key ^ np.int64(pmasks[t, pi])
-            if key2 < key:
-                continue
-            lo2 = np.int64(dirs_row[key2])
-            hi2 = np.int64(dirs_row[key2 + 1])
-            for i in range(lo, hi):
-                s = sorted_perm[i]
-                first = i + 1 if key2 == key else lo2
-                for j in range(first, hi2):
-                    pc = popcount64(s ^ sorted_perm[j])
-                    if pc > kk:
-                        continue
-                    a = permute_one(s, dst[t], src[t], masks)
-                    b = permute_one(sorted_perm[j], dst[t], src[t], masks)
-                    if not owned_by(a ^ b, t, leads, radii):
-                        continue
-                    if c < cap:
-                        va[c] = a
-                        vb[c] = b
-                        dist[c] = np.int64(pc)
-                    c += 1
-    return c

@@ -339,20 +339,16 @@ def scan_one(values, ids, q, k, out, c):
     return c
 
 
-@njit(cache=True)
-def join_values(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, va, vb, dist):
-    """Pairs of distinct values within distance k whose keys (top ``d`` bits) lie within
-    table ``t``'s radius of each other (each pair of buckets visited once, from the smaller
-    key), un-permuted, each reported only by the first table that covers the pair (so a pair
-    comes out of exactly one table): (value a, value b, distance) rows written into ``va``,
-    ``vb``, ``dist``; returns the row count. Rows past their capacity are counted, not
-    written (the caller grows them and asks again): no array is reallocated inside the
-    loops, which keeps the pair loop at about a nanosecond a pair."""
+@njit(cache=True, nogil=True)
+def join_values_range(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, key_lo, key_hi,
+                      va, vb, dist):  # type: ignore[no-untyped-def]
+    """The pair loop of :func:`join_values` over the keys ``key_lo <= key < key_hi``
+    only, without the GIL: slices of one table's keys run on threads and together give the
+    table's pairs."""
     c = 0
     cap = va.shape[0]
     kk = U64(k)
-    n_buckets = np.int64(1) << d
-    for key in range(n_buckets):
+    for key in range(key_lo, key_hi):
         lo = np.int64(dirs_row[key])
         hi = np.int64(dirs_row[key + 1])
         if lo == hi:
@@ -380,6 +376,19 @@ def join_values(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, p
                         dist[c] = np.int64(pc)
                     c += 1
     return c
+
+
+@njit(cache=True)
+def join_values(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, va, vb, dist):
+    """Pairs of distinct values within distance k whose keys (top ``d`` bits) lie within
+    table ``t``'s radius of each other (each pair of buckets visited once, from the smaller
+    key), un-permuted, each reported only by the first table that covers the pair (so a pair
+    comes out of exactly one table): (value a, value b, distance) rows written into ``va``,
+    ``vb``, ``dist``; returns the row count. Rows past their capacity are counted, not
+    written (the caller grows them and asks again): no array is reallocated inside the
+    loops, which keeps the pair loop at about a nanosecond a pair."""
+    return join_values_range(sorted_perm, dirs_row, d, k, t, src, dst, masks, leads, radii, pmasks, pcount, 0,
+                             np.int64(1) << d, va, vb, dist)
 
 
 @njit(cache=True)

@@ -9,13 +9,17 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
 from neardup.cli_errors import one_line as _one_line
 from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig
 from neardup.settings import DetectorSettings
+
+if TYPE_CHECKING:
+    from neardup.batch import BatchVerdict
 
 BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
 
@@ -74,16 +78,7 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
     if out:
         stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
         try:
-            writer = csv.DictWriter(stream, fieldnames=BATCH_FIELDS) if fmt == "csv" else None
-            if writer is not None:
-                writer.writeheader()
-            for v in res.verdicts:
-                row = {f: getattr(v, f) for f in BATCH_FIELDS}
-                row["simhash"] = f"{v.simhash:016x}"
-                if writer is not None:
-                    writer.writerow(row)
-                else:
-                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            write_records(res.verdicts, stream, fmt)
         finally:
             if stream is not sys.stdout:
                 stream.close()
@@ -91,6 +86,21 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
     _batch_errors(errors, errors_path)
     summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
+
+
+def write_records(verdicts: Iterable[BatchVerdict], stream: TextIO, fmt: str) -> None:
+    """Write the record path's verdicts as CSV (with a header) or JSON lines, the SimHash in
+    hex (the columns and bytes :func:`neardup.batch_io.write_verdicts` writes from arrays)."""
+    writer = csv.DictWriter(stream, fieldnames=BATCH_FIELDS) if fmt == "csv" else None
+    if writer is not None:
+        writer.writeheader()
+    for v in verdicts:
+        row = {f: getattr(v, f) for f in BATCH_FIELDS}
+        row["simhash"] = f"{v.simhash:016x}"
+        if writer is not None:
+            writer.writerow(row)
+        else:
+            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _batch_format(out: str | None) -> str:

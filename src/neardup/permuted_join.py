@@ -112,9 +112,8 @@ def _join_table_threaded(sp: np.ndarray, dirs_row: np.ndarray, d: int, k: int, t
     slices of about equal work (entries), joined on ``threads`` threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from neardup import _batch_kernels
 
-    kernel: Any = _batch_kernels.join_values_range
+    kernel: Any = K.join_values_range
     n_keys = 1 << d
     slices = 8 * threads
     cuts = np.searchsorted(dirs_row, np.linspace(0, sp.shape[0], slices + 1)[1:-1])
