@@ -314,8 +314,13 @@ class IndexMirror:
         changed). Every removal comes before any addition (a page may move between values)."""
         plan = []
         for value in sorted(set(values)):
-            want = self.store.lowest_live(value, self.bits)
             held = [pid for pid, _ in self.index.search(value, 0)]
+            if not held and new is not None and new.id is not None and not old:
+                # no stored page held this value (the index holds the oldest non-empty page of
+                # every value, in step with the store inside the write): only the new page can
+                want: int | None = new.id if new.simhash == value and new.status != "empty" else None
+            else:
+                want = self.store.lowest_live(value, self.bits)
             plan.append((value, want, held))
         for value, want, held in plan:
             for pid in held:
