@@ -33,6 +33,8 @@ def to_words(values: Iterable[int] | np.ndarray, bits: int) -> np.ndarray:
         return values.reshape(-1, bits // 64)
     words = bits // 64
     vals = list(values)
+    if words == 1:  # one word a value: no generator per column
+        return np.array([int(v) & MASK64 for v in vals], dtype=np.uint64).reshape(-1, 1)
     out = np.empty((len(vals), words), dtype=np.uint64)
     for j in range(words):
         shift = 64 * (words - 1 - j)
