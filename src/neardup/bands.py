@@ -41,7 +41,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -51,6 +50,7 @@ import numpy as np
 
 from neardup import _index_kernels as K
 from neardup.errors import ConfigError, NeardupError, StoreError
+from neardup.index import save_npy, write_manifest
 from neardup.sketch import COLLISION, HEADER
 
 #: bins of a sketch (spec version 2: 60 one-byte bins after a 4-byte header)
@@ -482,29 +482,19 @@ class BandIndex:
         for lv in self._levels:
             names.append(lv.name)
             for part in self._PARTS:
-                f = root / f"{lv.name}.{part}.npy"
-                if not f.exists():
-                    tmp = root / f".{lv.name}.{part}.tmp.npy"
-                    np.save(tmp, getattr(lv, part))
-                    os.replace(tmp, f)
+                if not (root / f"{lv.name}.{part}.npy").exists():
+                    save_npy(root, f"{lv.name}.{part}", getattr(lv, part))
             dead = root / f"{lv.name}.dead.npy"
             if lv.dead is not None:
-                np.save(root / f".{lv.name}.dead.tmp.npy", lv.dead)
-                os.replace(root / f".{lv.name}.dead.tmp.npy", dead)
+                save_npy(root, f"{lv.name}.dead", lv.dead)
             elif dead.exists():
                 dead.unlink()
-        np.save(root / ".delta_ids.tmp.npy", self._delta_ids)
-        os.replace(root / ".delta_ids.tmp.npy", root / "delta_ids.npy")
-        np.save(root / ".delta_keys.tmp.npy", self._delta_keys)
-        os.replace(root / ".delta_keys.tmp.npy", root / "delta_keys.npy")
-        np.save(root / ".delta_nib.tmp.npy", self._delta_nib)
-        os.replace(root / ".delta_nib.tmp.npy", root / "delta_nib.npy")
-        manifest = {"format": FORMAT, "verify": self.verify, "bands": self.bands, "levels": names,
-                    "d": [lv.d for lv in self._levels], "token": token, "delta_limit": self.delta_limit,
-                    "merge_ratio": self.merge_ratio}
-        tmp = root / ".manifest.tmp"
-        tmp.write_text(json.dumps(manifest))
-        os.replace(tmp, root / "manifest.json")
+        save_npy(root, "delta_ids", self._delta_ids)
+        save_npy(root, "delta_keys", self._delta_keys)
+        save_npy(root, "delta_nib", self._delta_nib)
+        write_manifest(root, {"format": FORMAT, "verify": self.verify, "bands": self.bands, "levels": names,
+                              "d": [lv.d for lv in self._levels], "token": token, "delta_limit": self.delta_limit,
+                              "merge_ratio": self.merge_ratio})
         for f in root.glob("*.npy"):
             stem = f.name.split(".")[0]
             if stem and stem not in names and not stem.startswith("delta_"):

@@ -23,6 +23,22 @@ import numpy as np
 
 from neardup.errors import ConfigError, NeardupError, StoreError
 
+
+def save_npy(root: Path, name: str, array: np.ndarray) -> None:
+    """Write ``root / f"{name}.npy"`` whole or not at all (a temporary file renamed over it):
+    how every saved index writes its arrays."""
+    tmp = root / f".{name}.tmp.npy"
+    np.save(tmp, array)
+    os.replace(tmp, root / f"{name}.npy")
+
+
+def write_manifest(root: Path, manifest: dict) -> None:
+    """Write ``root / "manifest.json"`` whole or not at all; written last, it makes the
+    arrays saved before it the index's."""
+    tmp = root / ".manifest.tmp"
+    tmp.write_text(json.dumps(manifest))
+    os.replace(tmp, root / "manifest.json")
+
 Match = tuple[int, int]  # (id, distance)
 MASK64 = (1 << 64) - 1
 
@@ -223,11 +239,8 @@ class BruteForceIndex:
             if f.name not in ("ids.npy", "fps.npy"):
                 f.unlink()
         for name, arr in (("ids", self._ids[: self._n]), ("fps", self._fps[: self._n])):
-            np.save(root / f".{name}.tmp.npy", arr)
-            os.replace(root / f".{name}.tmp.npy", root / f"{name}.npy")
-        tmp = root / ".manifest.tmp"
-        tmp.write_text(json.dumps({"format": BRUTE_FORMAT, "bits": self.bits, "n": self._n, "token": token}))
-        os.replace(tmp, root / "manifest.json")
+            save_npy(root, name, arr)
+        write_manifest(root, {"format": BRUTE_FORMAT, "bits": self.bits, "n": self._n, "token": token})
         self.token, self.path = token, root
 
     @classmethod

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from neardup.bands import far_verify, share_band
 from neardup.sketch import similarity
 from neardup.titles import same_title
 from neardup.urls import host_of
@@ -155,8 +156,6 @@ def pair_rule(a: Side, b: Side, k: int, verify: float | None, bands: bool = True
     >>> pair_rule(a, b, 3, 0.3).status, pair_rule(a, b, 3, 0.3, bands=False).reason
     ('near', 'distance')
     """
-    from neardup.bands import far_verify, share_band
-
     within = match(a, b, k, verify)
     if within.reason != "distance" or not bands or not share_band(a.sketch, b.sketch):
         return within

@@ -7,13 +7,13 @@ call these.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from neardup.errors import NeardupError, StoreError
+from neardup.index import save_npy, write_manifest
 from neardup.permuted import FORMAT_VERSION, READABLE_FORMATS, Layout, _Level
 
 if TYPE_CHECKING:
@@ -27,26 +27,18 @@ def save_index(idx: PermutedIndex, root: Path, token: str | None) -> None:
     for lv in idx._levels:
         names.append(lv.name)
         for part in ("tables", "dirs", "ids"):
-            f = root / f"{lv.name}.{part}.npy"
-            if not f.exists():
-                tmp = root / f".{lv.name}.{part}.tmp.npy"
-                np.save(tmp, getattr(lv, part))
-                os.replace(tmp, f)
+            if not (root / f"{lv.name}.{part}.npy").exists():
+                save_npy(root, f"{lv.name}.{part}", getattr(lv, part))
     pairs = sorted(idx._dead)
     dead = np.zeros((len(pairs), 2), dtype=np.int64)
     if pairs:
         dead[:, 0] = np.array([i for i, _ in pairs], dtype=np.int64)
         dead[:, 1] = np.array([v for _, v in pairs], dtype=np.uint64).view(np.int64)
-    np.save(root / ".delta.tmp.npy", np.stack([idx._delta_ids, idx._delta_vals.view(np.int64)]))
-    os.replace(root / ".delta.tmp.npy", root / "delta.npy")
-    np.save(root / ".dead.tmp.npy", dead)
-    os.replace(root / ".dead.tmp.npy", root / "dead.npy")
-    manifest = {"format": FORMAT_VERSION, "layout": idx.layout.to_dict(), "levels": names,
-                "d": [lv.d for lv in idx._levels], "token": token, "delta_limit": idx.delta_limit,
-                "merge_ratio": idx.merge_ratio}
-    tmp = root / ".manifest.tmp"
-    tmp.write_text(json.dumps(manifest))
-    os.replace(tmp, root / "manifest.json")
+    save_npy(root, "delta", np.stack([idx._delta_ids, idx._delta_vals.view(np.int64)]))
+    save_npy(root, "dead", dead)
+    write_manifest(root, {"format": FORMAT_VERSION, "layout": idx.layout.to_dict(), "levels": names,
+                          "d": [lv.d for lv in idx._levels], "token": token, "delta_limit": idx.delta_limit,
+                          "merge_ratio": idx.merge_ratio})
     for f in root.glob("*.npy"):
         stem = f.name.split(".")[0]
         if stem not in names and stem not in ("delta", "dead"):
