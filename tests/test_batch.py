@@ -333,3 +333,29 @@ def test_parquet_round_trip(sample_pages, tmp_path) -> None:
         import pyarrow.parquet as pq
         pq.write_table(pa.table({"url": ["x"]}), str(tmp_path / "bad.parquet"))
         read_fingerprints(str(tmp_path / "bad.parquet"))
+
+
+def test_density_alone_never_windows_a_block() -> None:
+    """Random pages fill a 16-bit block with N / 65,536 groups; past 256 a fixed cap would
+    window such a block and lose pairs that share only it. The default cap grows with N
+    (bucket_cap), so at 2 10^5 pages a block of 260 is still compared pairwise: all 126
+    planted pairs sharing only band 0 are found (a cap of 256 finds a few)."""
+    import numpy as np
+
+    from neardup.batch import MAX_BUCKET, bucket_cap
+
+    n, planted = 200_000, 126
+    rng = np.random.default_rng(2)
+    header = (400).to_bytes(4, "little")
+    bins = rng.integers(0, 256, (n, 60), dtype=np.uint8)
+    sims = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)
+    bins[: 2 * planted, 0:2] = 9  # one band-0 block: the planted groups and a few random ones
+    bins[planted: 2 * planted, 16:] = bins[:planted, 16:]  # 46 of 60 bins equal, bands 1..7 differ
+    size = int(((bins[:, 0] == 9) & (bins[:, 1] == 9)).sum())
+    assert MAX_BUCKET < size <= bucket_cap(n)
+    recs = [BatchRecord(f"https://h{i}.example/p", f"d{i:08d}", int(sims[i]), sketch=header + bins[i].tobytes(),
+                        title=f"T{i}", length=4000) for i in range(n)]
+    planted_pairs = {(f"d{i:08d}", f"d{i + planted:08d}") for i in range(planted)}
+    found = {(a, b) for a, b, _, _ in dedup_batch(recs).pairs}
+    assert found == planted_pairs
+    assert len({(a, b) for a, b, _, _ in dedup_batch(recs, max_bucket=MAX_BUCKET).pairs}) < planted / 2

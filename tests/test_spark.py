@@ -113,13 +113,19 @@ def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
         assert spark_cost(best, n) <= min(spark_cost(c, n) for c in fit)
 
 
-def test_packed_blocks_give_the_batch_jobs_candidate_pairs() -> None:
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_packed_blocks_give_the_batch_jobs_candidate_pairs(chunk: int | None, monkeypatch) -> None:
     """The packed blocking rows, unpacked and scanned by the compiled loop, give exactly the
     pairs of neardup.batch.candidate_pairs (bucket_pairs, windowed giant blocks, nibble and
-    SimHash filters) on groups with planted near copies and a giant block."""
+    SimHash filters) on groups with planted near copies and a giant block; also when the
+    pairs come in chunks of 7 (a block resumed at the row where a chunk filled)."""
+    from neardup import spark_blocks
     from neardup.bands import nibble_threshold, nibbles_of
     from neardup.batch import PIGEON_K, block_rows, candidate_pairs
     from neardup.spark_blocks import pack, pairs_of_blocks, unpack
+
+    if chunk is not None:
+        monkeypatch.setattr(spark_blocks, "CHUNK_PAIRS", chunk)
 
     rng = np.random.default_rng(3)
     n = 3000

@@ -283,7 +283,8 @@ def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, band
     bins, ok = sketch_matrix([r.sketch for r in reps])
     rank = np.asarray(nodes if nodes is not None else range(len(reps)), dtype=np.int64)
     ia, ib = candidate_pairs(values, bins if bands else None, ok, rank, k, verify, bands,
-                             MAX_BUCKET if max_bucket is None else max_bucket, WINDOW if window is None else window)
+                             bucket_cap(len(reps)) if max_bucket is None else max_bucket,
+                             WINDOW if window is None else window)
     if k > PIGEON_K and exact_k:
         ja, jb, _ = self_join(values, k)
         n = np.int64(len(reps))
@@ -305,12 +306,32 @@ def link_simhash(reps: Sequence[BatchRecord], k: int, verify: float | None, band
 #: 10 at k = 3); beyond it the batch job adds the permuted tables' exact self-join at k, and
 #: Spark relies on the bands unless asked for its radius probes (docs/batch.md)
 PIGEON_K = 3
-#: a block (band key or SimHash key) holding more groups than this is not compared pairwise:
-#: its groups are ordered by node id (a hash) and each is compared with the next
-#: :data:`WINDOW` ones only (:func:`bucket_pairs`). Random pages fill a 16-bit band block
-#: with N / 65,536 groups: under the cap up to about 10^7 pages
+#: a block (band key or SimHash key) holding more groups than its cap is not compared
+#: pairwise: its groups are ordered by node id (a hash) and each is compared with the next
+#: :data:`WINDOW` ones only (:func:`bucket_pairs`). The cap is this base plus what density
+#: alone puts in a block (:func:`bucket_cap`)
 MAX_BUCKET = 256
 WINDOW = 4
+#: the narrowest blocking keys hold 16 bits (a band key; a pigeonhole block at k = 3), so N
+#: random groups put about N / 65,536 in a block
+KEY_SPACE = 1 << 16
+#: a block is windowed only past this many times the groups density alone puts there
+DENSITY_SLACK = 2
+
+
+def bucket_cap(groups: int, base: int = MAX_BUCKET) -> int:
+    """The largest block (in groups) compared pairwise when ``groups`` digest groups are
+    blocked: ``base`` plus :data:`DENSITY_SLACK` times the ``groups / 65,536`` a 16-bit block
+    holds on random pages. Density alone never windows a block (a Poisson block of mean
+    m stays under 2m + 256 with a margin of many standard deviations at any N), so the
+    candidates stay the Detector's at 10^8 and 10^9 groups; a crawler trap's block (10^5
+    copies sharing a key) is windowed below about 3 10^9 groups. Pairwise work grows as
+    N^2 / 131,072 checks a kind of block: 7.6 10^6 at 10^6 groups, 7.6 10^10 at 10^8.
+
+    >>> bucket_cap(10**6), bucket_cap(10**7), bucket_cap(10**9)
+    (288, 562, 30774)
+    """
+    return int(base) + DENSITY_SLACK * -(-max(0, int(groups)) // KEY_SPACE)
 
 
 def pigeon_blocks(k: int) -> list[tuple[int, int]]:
@@ -498,7 +519,7 @@ def records_from_pages(pages: Iterable[Page], config: FingerprintConfig = DEFAUL
 def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
                 canonical: str | CanonicalPolicy | None = None, method: str = "simhash",
                 threshold: float = DEFAULT_THRESHOLD, config: FingerprintConfig | None = None,
-                jobs: int = 1, bands: bool = True, max_bucket: int = MAX_BUCKET, exact_k: bool = True,
+                jobs: int = 1, bands: bool = True, max_bucket: int | None = None, exact_k: bool = True,
                 engine: str = "arrays") -> BatchResult:
     """Deduplicate a whole input at once (module docs): pages (:class:`~neardup.detector.Page`,
     fingerprinted here with ``config`` in ``jobs`` processes) or precomputed
@@ -541,7 +562,7 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
 
 
 def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: CanonicalPolicy, method: str,
-           threshold: float, errors: list[str], bands: bool = True, max_bucket: int = MAX_BUCKET,
+           threshold: float, errors: list[str], bands: bool = True, max_bucket: int | None = None,
            exact_k: bool = True) -> BatchResult:
     node_of: list[int] = []
     groups: dict[str, dict[int, tuple[int, str | None, str | None]]] = {}

@@ -336,7 +336,6 @@ def solve(fa: FingerprintArrays, *, k: int, verify: float | None, policy: str | 
     threshold ``verify``; the other arguments as :func:`neardup.batch.dedup_batch`'s."""
     import time
 
-    from neardup.batch import MAX_BUCKET
     from neardup.batch_candidates import linked_pairs
 
     pc = _pc()
@@ -360,7 +359,7 @@ def solve(fa: FingerprintArrays, *, k: int, verify: float | None, policy: str | 
     edges_a, edges_b = _group_edges(fa, grp, hcodes, hosts)
     lap("groups")
     ga, gb, dist, score = linked_pairs(fa, grp.rep, nodes[grp.rep], k=k, verify=verify, bands=bands,
-                                       max_bucket=MAX_BUCKET if max_bucket is None else max_bucket,
+                                       max_bucket=max_bucket,
                                        exact_k=exact_k, jobs=jobs, lap=lap)
     la, lb = _link_edges(fa, grp, hcodes, hosts, ga, gb, dist, score, k)
     cluster = _components(nodes, np.concatenate([edges_a, la]), np.concatenate([edges_b, lb]))

@@ -34,7 +34,7 @@ import numpy as np
 
 from neardup import _batch_kernels as BK
 from neardup.bands import DEFAULT_BANDS, far_verify, need, nibble_threshold, nibbles_of
-from neardup.batch import PIGEON_K, WINDOW, decide_pair, pigeon_blocks
+from neardup.batch import PIGEON_K, WINDOW, bucket_cap, decide_pair, pigeon_blocks
 from neardup.matching import Side
 from neardup.permuted_join import self_join
 
@@ -211,8 +211,8 @@ def linked_pairs(fa: Any, reps: np.ndarray, rank: np.ndarray, *, k: int, verify:
     """Linked pairs (a, b, distance, score) of the digest groups whose representative rows
     of ``fa`` are ``reps`` (``rank``: each group's node id, the window order): candidates,
     the lossless sketch check, then :func:`neardup.batch.decide_pair`. ``lap(stage)`` is
-    called as each stage ends (timings)."""
-    from neardup.batch import MAX_BUCKET
+    called as each stage ends (timings); ``max_bucket`` defaults to
+    :func:`neardup.batch.bucket_cap` of the groups."""
 
     jobs = max(1, min(jobs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else jobs))
     identity = reps.shape[0] == fa.n and bool(np.array_equal(reps, np.arange(fa.n)))  # no copy when all differ
@@ -221,8 +221,8 @@ def linked_pairs(fa: Any, reps: np.ndarray, rank: np.ndarray, *, k: int, verify:
     has = fa.has_sketch if identity else fa.has_sketch[reps]
     ok = has & (sketch[:, :4] != 0).any(axis=1)  # banded(): a sketch of some shingles
     a, b = candidates(sim, sketch, ok, np.asarray(rank, dtype=np.int64), k=k, verify=verify, bands=bands,
-                      max_bucket=MAX_BUCKET if max_bucket is None else max_bucket, exact_k=exact_k, jobs=jobs,
-                      lap=lap)
+                      max_bucket=bucket_cap(reps.shape[0]) if max_bucket is None else max_bucket, exact_k=exact_k,
+                      jobs=jobs, lap=lap)
     keep = _verified(sketch, has, a, b, verify)
     a, b = a[keep], b[keep]
     if lap is not None:

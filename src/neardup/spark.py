@@ -25,7 +25,7 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
    group becomes at most 12 blocking rows (:func:`neardup.batch.block_rows`: 8 sketch-band
    keys, ``min(k, 3) + 1`` pigeonhole SimHash keys), shuffled by key packed into one value
    per map task and reducer (:mod:`neardup.spark_blocks`); every pair of a block is a
-   candidate (blocks of more than :data:`neardup.batch.MAX_BUCKET` groups are windowed),
+   candidate (blocks of more than :func:`neardup.batch.bucket_cap` groups are windowed),
    band pairs pass the nibble filter, and each distinct pair is decided by
    :func:`neardup.batch.decide_pair` (within k at ``verify``, beyond at
    ``far_verify(verify)``) against a side table of the candidates' groups only. Pairs at
@@ -61,10 +61,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neardup.batch import (
-    MAX_BUCKET,
     METHODS,
     PIGEON_K,
     WINDOW,
+    bucket_cap,
     choose_canonical,
     decide_pair,
     empty_node_id,
@@ -376,7 +376,7 @@ def _small(df: "DataFrame", max_rows: int | None = None) -> "DataFrame":
 
 def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = "simhash",
                threshold: float = DEFAULT_THRESHOLD, num_perm: int = 128, layout: Layout | None = None,
-               bands: bool = True, exact_k: bool = False, max_bucket: int = MAX_BUCKET, window: int = WINDOW,
+               bands: bool = True, exact_k: bool = False, max_bucket: int | None = None, window: int = WINDOW,
                partitions: int | None = None) -> "DataFrame":
     """Stage 4 over digest groups (``digest, node, simhash, sketch, length, signature``):
     the linked pairs ``a < b`` (digests), ``distance``, ``score``, each once, with the
@@ -400,7 +400,9 @@ def near_pairs(fps: "DataFrame", *, k: int, verify: float | None, method: str = 
     cols = ["simhash", "sketch", *ends] if method == "simhash" else ["simhash", "signature", *ends]
     if method == "simhash":
         nparts = partitions or int(reps.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
-        nparts = max(nparts, -(-reps.count() // BLOCK_GROUPS))  # a reducer's rows stay within memory
+        count = reps.count()
+        nparts = max(nparts, -(-count // BLOCK_GROUPS))  # a reducer's rows stay within memory
+        max_bucket = bucket_cap(count) if max_bucket is None else max_bucket
         groups = candidate_groups(reps, k=k, verify=verify, bands=bands, max_bucket=max_bucket, window=window,
                                   partitions=nparts)
         if exact_k and k > PIGEON_K:
@@ -510,7 +512,7 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
 def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
           canonical: str | None = None, method: str = "simhash", threshold: float = DEFAULT_THRESHOLD,
           config: FingerprintConfig = DEFAULT_CONFIG, layout: Layout | None = None, bands: bool = True,
-          exact_k: bool = False, max_bucket: int = MAX_BUCKET, window: int = WINDOW) -> "DataFrame":
+          exact_k: bool = False, max_bucket: int | None = None, window: int = WINDOW) -> "DataFrame":
     """Stages 2-6 over fingerprints (:func:`fingerprints`; rows with an error are left out):
     the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`
     (with ``exact_k``, or when k <= PIGEON_K; else pairs at SimHash distances in

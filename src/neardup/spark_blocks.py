@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
+from neardup._index_kernels import popcount64
 from neardup.bands import NIBBLE_BINS, WORDS, far_verify, nibble_threshold, nibbles_of
 from neardup.batch import PIGEON_K, block_rows, sketch_matrix
 from neardup.errors import ConfigError
@@ -129,80 +130,78 @@ def pack_rows(k: int, bands: bool, partitions: int, slots: list[int],
         yield from flush()
 
 
-@njit(cache=True)
-def _pop64(x: np.uint64) -> int:  # pragma: no cover (compiled)
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+_LOW = np.uint64(0x1111111111111111)
 
 
-@njit(cache=True)
-def _keep(band: bool, nib: np.ndarray, sims: np.ndarray, i: int, j: int, thr: int,
-          maxd: int) -> bool:  # pragma: no cover (compiled)
-    if band:
-        differ = 0
-        for w in range(nib.shape[1]):
-            x = np.uint64(nib[i, w] ^ nib[j, w])
-            x = (x | (x >> np.uint64(1)) | (x >> np.uint64(2)) | (x >> np.uint64(3))) & np.uint64(0x11111111)
-            differ += _pop64(x)
-        return NIBBLE_BINS - differ >= thr
-    return _pop64(sims[i] ^ sims[j]) <= maxd
-
-
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scan(starts: np.ndarray, nodes: np.ndarray, band: bool, nib: np.ndarray, sims: np.ndarray, thr: int, maxd: int,
-          max_bucket: int, window: int, first: int, out_a: np.ndarray,
-          out_b: np.ndarray) -> tuple[int, int]:  # pragma: no cover (compiled)
+          max_bucket: int, window: int, first: int, row: int, out_a: np.ndarray,
+          out_b: np.ndarray) -> tuple[int, int, int]:  # pragma: no cover (compiled)
     """Kept pairs of blocks ``first``.. (block b: rows ``starts[b]:starts[b + 1]``, sorted by
-    node) into ``out_a``/``out_b`` until they may not fit: (pairs written, next block)."""
+    node), from row ``row`` of block ``first`` on, into ``out_a``/``out_b`` until the
+    pairs of the next row may not fit: (pairs written, next block, next row in it). Band
+    rows: ``nib`` (n, 4) uint64 packed nibbles (:func:`wide_nibbles`), kept at ``thr``
+    agreeing; SimHash rows: ``sims`` within ``maxd``."""
     cap = out_a.shape[0]
+    words = nib.shape[1]
     c = 0
     for blk in range(first, starts.shape[0] - 1):
         s, e = starts[blk], starts[blk + 1]
         m = e - s
         if m < 2:
             continue
-        worst = m * (m - 1) // 2 if m <= max_bucket else m * window
-        if c + worst > cap:
-            return c, blk
-        if m <= max_bucket:
-            for i in range(s, e):
-                for j in range(i + 1, e):
-                    if _keep(band, nib, sims, i, j, thr, maxd):
+        i0 = row if blk == first and row > s else s
+        for i in range(i0, e):
+            reach = e - 1 - i if m <= max_bucket else min(window, e - 1 - i)
+            if c + reach > cap:
+                return c, blk, i
+            last = i + 1 + reach
+            if band:
+                for j in range(i + 1, last):
+                    z = 0
+                    for w in range(words):
+                        q = nib[i, w] ^ nib[j, w]
+                        z += popcount64((q | (q >> np.uint64(1)) | (q >> np.uint64(2)) | (q >> np.uint64(3))) & _LOW)
+                    if NIBBLE_BINS - z >= thr:
                         out_a[c], out_b[c] = nodes[i], nodes[j]
                         c += 1
-        else:
-            for d in range(1, window + 1):
-                for i in range(s, e - d):
-                    if _keep(band, nib, sims, i, i + d, thr, maxd):
-                        out_a[c], out_b[c] = nodes[i], nodes[i + d]
+            else:
+                si = sims[i]
+                for j in range(i + 1, last):
+                    if popcount64(si ^ sims[j]) <= maxd:
+                        out_a[c], out_b[c] = nodes[i], nodes[j]
                         c += 1
-    return c, starts.shape[0] - 1
+    return c, starts.shape[0] - 1, 0
+
+
+def wide_nibbles(nib: np.ndarray) -> np.ndarray:
+    """(n, 7) uint32 nibbles (:func:`neardup.bands.nibbles_of`) as (n, 4) uint64, the last
+    word's high half zero (equal, so never counted as differing)."""
+    out = np.zeros((nib.shape[0], 8), dtype=np.uint32)
+    out[:, :WORDS] = nib
+    return out.view(np.uint64)
 
 
 def pairs_of_blocks(keys: np.ndarray, nodes: np.ndarray, band: bool, nib: np.ndarray, sims: np.ndarray, thr: int,
                     maxd: int, max_bucket: int, window: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Kept candidate pairs (node a < node b, repeats possible) of the blocks of one kind of
     rows (``band``: nibbles ``nib`` filtered at ``thr`` agreeing; else SimHash values
-    ``sims`` within ``maxd``), in chunks; a group's repeated rows in a block count once."""
+    ``sims`` within ``maxd``), in chunks of at most :data:`CHUNK_PAIRS` (a block larger than
+    a chunk is resumed at the row it stopped at); a group's repeated rows in a block count once."""
     if keys.shape[0] < 2:
         return
     order = np.lexsort((nodes, keys))
     keys, nodes = keys[order], nodes[order]
     fresh = np.r_[True, (keys[1:] != keys[:-1]) | (nodes[1:] != nodes[:-1])]
     order, keys, nodes = order[fresh], keys[fresh], nodes[fresh]
-    nib = np.ascontiguousarray(nib[order]) if band else np.zeros((1, WORDS), dtype=np.uint32)
+    nib = wide_nibbles(nib[order]) if band else np.zeros((1, 4), dtype=np.uint64)
     sims = np.zeros(1, dtype=np.uint64) if band else np.ascontiguousarray(sims[order])
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True]).astype(np.int64)
-    sizes = np.diff(starts)
-    worst = int(max(((sizes * (sizes - 1) // 2)[sizes <= max_bucket].max(initial=0)),
-                    (sizes[sizes > max_bucket] * window).max(initial=0)))
-    cap = max(CHUNK_PAIRS, worst)
+    cap = max(CHUNK_PAIRS, int(window), int(np.diff(starts).max(initial=1)))  # room for one row's pairs
     out_a, out_b = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
-    blk = 0
+    blk, row = 0, 0
     while blk < starts.shape[0] - 1:
-        c, blk = _scan(starts, nodes, band, nib, sims, thr, maxd, max_bucket, window, blk, out_a, out_b)
+        c, blk, row = _scan(starts, nodes, band, nib, sims, thr, maxd, max_bucket, window, blk, row, out_a, out_b)
         if c:
             yield np.minimum(out_a[:c], out_b[:c]), np.maximum(out_a[:c], out_b[:c])
 
