@@ -80,6 +80,7 @@ from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_
 from neardup.model import default_k
 from neardup.permuted import Layout
 from neardup.spark_blocks import candidate_groups, probe_pairs, u64
+from neardup.spark_versions import split_versions
 from neardup.urls import host_of
 
 if TYPE_CHECKING:
@@ -90,8 +91,10 @@ if TYPE_CHECKING:
 FP_SCHEMA = ("url string, digest string, simhash long, empty boolean, sketch binary, title string, length int, "
              "canonical_link string, first_seen double, priority double, signature binary, node long, host string, "
              "error string")
-OUT_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
+#: a current version's decision (stage 6); the output adds each capture's ``version``
+ROW_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
               "match string, distance int")
+OUT_SCHEMA = ROW_SCHEMA + ", version string"
 EDGE_SCHEMA = "src long, dst long"
 FILE_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
@@ -500,7 +503,7 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
                 m, d = canon_url, (sim ^ canon_sim).bit_count()
             rows.append((pdf["url"].iat[i], pdf["digest"].iat[i], f"{sim:016x}", status, int(pdf["cluster"].iat[i]),
                          canon_url, m, d))
-        out = pd.DataFrame(rows, columns=[c.split()[0] for c in OUT_SCHEMA.split(", ")])
+        out = pd.DataFrame(rows, columns=[c.split()[0] for c in ROW_SCHEMA.split(", ")])
         out["distance"] = out["distance"].astype("Int32")
         return out
 
@@ -520,6 +523,7 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
 
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    fps, refetches = split_versions(fps)  # a URL fetched more than once: its last capture decides
     if k is None:
         k = default_k(config.version, bands)
     policy = policy_from_spec(canonical)
@@ -588,8 +592,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
         F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
         F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
     together = (tagged.where(F.col("label").isNotNull() | F.col("many").isNotNull()).select(*cols)
-                .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
-    return alone.unionByName(together)
+                .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), ROW_SCHEMA))
+    return refetches.expand(alone.unionByName(together))  # every capture's row (spark_versions)
 
 
 #: at most this many node edges are collected to the driver and joined there (union-find, a
