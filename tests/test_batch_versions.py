@@ -8,7 +8,7 @@ import csv
 import gzip
 import json
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ def recaptures(corpus: Path, n: int = 200) -> list[Page]:
     with open(root / "manifest.tsv", encoding="utf-8", newline="") as fh:
         for row in list(csv.DictReader(fh, delimiter="\t"))[:n]:
             url = row["url_from_html"] or f"https://{row['fixture_domain']}/{row['file']}"
-            when = datetime.strptime(row["first_commit_date"], "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()
+            when = datetime.strptime(row["first_commit_date"], "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
             out.append(Page(url, gzip.decompress((root / row["file"]).read_bytes()), fetched_at=when))
     return out
 

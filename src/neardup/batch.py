@@ -18,7 +18,11 @@ what came first. :func:`dedup_batch` instead looks at the whole input at once:
   the page's record (:func:`member_order`);
 * **status** per page: ``empty`` (too little main content: a cluster of its own), ``new``
   (the cluster's canonical page), ``exact`` (same digest as the canonical) or ``near``;
-  ``match`` is the canonical URL and ``distance`` the SimHash distance to it.
+  ``match`` is the canonical URL and ``distance`` the SimHash distance to it;
+* **re-fetches**: the captures of one URL (its :func:`~neardup.urls.normalize_url` key) are
+  versions of it, as online: only the last one takes part (with the URL's earliest fetch
+  time), every capture gets its URL's decision and a ``version``
+  (:mod:`neardup.batch_versions`).
 
 The answer depends on the set of pages only: shuffling the input gives the same clusters
 (ids included: a cluster's id is the smallest :func:`node_id` in it), canonicals and
@@ -516,7 +520,9 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
     (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
     ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`). ``engine``:
-    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference)."""
+    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference).
+    A URL captured more than once is decided by its last capture for all of them
+    (:mod:`neardup.batch_versions`)."""
     for name, value, allowed in (("engine", engine, ENGINES), ("method", method, METHODS)):
         if value not in allowed:
             raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -538,15 +544,15 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
             records[i] = rec
     rows = [r for r in records if r is not None]
     current, captures = split_records(rows)  # a URL fetched again: its last capture decides
-    got = None
+    result: BatchResult | None = None
     if engine == "arrays" and method == "simhash":
         from neardup.batch_arrays import solve_records
-        got = solve_records(current, errors, k=int(k), verify=verify, policy=policy, bands=bands,
-                            max_bucket=max_bucket, exact_k=exact_k, jobs=jobs)
-    if got is None:
-        got = _solve(current, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold,
-                     errors=errors, bands=bands, max_bucket=max_bucket, exact_k=exact_k)
-    return expand_result(got, rows, captures)
+        result = solve_records(current, errors, k=int(k), verify=verify, policy=policy, bands=bands,
+                               max_bucket=max_bucket, exact_k=exact_k, jobs=jobs)
+    if result is None:
+        result = _solve(current, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold,
+                        errors=errors, bands=bands, max_bucket=max_bucket, exact_k=exact_k)
+    return expand_result(result, rows, captures)
 
 
 def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: CanonicalPolicy, method: str,

@@ -528,7 +528,6 @@ def to_result(answer: ArrayAnswer, errors: list[str] | None = None) -> Any:
     """The :class:`neardup.batch.BatchResult` of an answer (one Python object a page: for
     the library's callers, not for 10^7 pages)."""
     from neardup.batch import BatchResult, BatchVerdict
-
     from neardup.batch_versions import VERSIONS
 
     fa = answer.arrays

@@ -43,8 +43,9 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
 
 Output (Parquet): ``url, digest, simhash`` (16 hex digits), ``status`` (``new`` for the
 canonical, ``exact``, ``near``, ``empty``), ``cluster``, ``canonical``, ``match`` (the
-canonical URL), ``distance`` (to the canonical): what :func:`neardup.batch.dedup_batch`
-returns for the same pages (tested equal).
+canonical URL), ``distance`` (to the canonical), ``version`` (a re-fetch of a URL:
+:mod:`neardup.spark_versions`): what :func:`neardup.batch.dedup_batch` returns for the same
+pages (tested equal).
 """
 
 from __future__ import annotations
