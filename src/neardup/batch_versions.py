@@ -200,46 +200,44 @@ def url_keys(url: Any) -> Any:
 
 
 def url_hashes(url: Any) -> np.ndarray:
-    """(n, 2) 63-bit hashes (two BLAKE2b keyed by prefix: 126 bits) of each URL's key, a
-    chunk of rows at a time."""
+    """A 63-bit BLAKE2b hash of each URL's key (:func:`url_keys`), a chunk of rows at a time."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from neardup.batch_arrays import _hash_messages
 
     n = len(url)
-    out = np.empty((n, 2), dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
     for lo in range(0, n, _CHUNK):
         keys = url_keys(url.slice(lo, min(n, lo + _CHUNK) - lo))
-        for col, prefix in enumerate(("u", "v")):
-            out[lo:lo + len(keys), col] = _hash_messages(
-                pc.binary_join_element_wise(pa.scalar(prefix, pa.large_string()), keys,
-                                            pa.scalar("\x00", pa.large_string())))
+        out[lo:lo + len(keys)] = _hash_messages(pc.binary_join_element_wise(
+            pa.scalar("u", pa.large_string()), keys, pa.scalar("\x00", pa.large_string())))
     return out
 
 
 def split_arrays(fa: FingerprintArrays) -> tuple[FingerprintArrays, Captures]:
-    """:func:`split_records` on columns: URLs grouped by the hashes of their keys, the
-    captures of repeated URLs ordered by one Arrow sort on :func:`capture_key`'s fields."""
+    """:func:`split_records` on columns: the rows whose key hash repeats (:func:`url_hashes`)
+    grouped by their keys (exactly: a hash collision only costs a look), their captures
+    ordered by one Arrow sort on :func:`capture_key`'s fields."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = fa.n
     h = url_hashes(fa.url)
-    order = np.lexsort((h[:, 1], h[:, 0]))
-    hs = h[order]
-    new = np.r_[True, (hs[1:] != hs[:-1]).any(axis=1)] if n else np.zeros(0, dtype=bool)
-    group = np.empty(n, dtype=np.int64)
-    group[order] = np.cumsum(new) - 1
-    del h, hs, order
-    counts = np.bincount(group) if n else np.zeros(0, dtype=np.int64)
-    rep = np.flatnonzero(counts[group] > 1) if n else np.zeros(0, dtype=np.int64)
+    hs = np.sort(h)
+    twice = hs[1:][hs[1:] == hs[:-1]]
+    cand = np.flatnonzero(np.isin(h, twice)) if twice.shape[0] else np.zeros(0, dtype=np.int64)
+    del h, hs, twice
+    code = np.asarray(pc.dictionary_encode(url_keys(fa.url.take(pa.array(cand)))).indices.to_numpy(
+        zero_copy_only=False), dtype=np.int64) if cand.shape[0] else np.zeros(0, dtype=np.int64)
+    many = np.bincount(code)[code] > 1 if cand.shape[0] else np.zeros(0, dtype=bool)
+    rep, group = cand[many], code[many]
     if rep.shape[0] == 0:
         return fa, Captures.identity(n)
     take = pa.array(rep)
     fs, prio, has_p = fa.first_seen[rep], fa.priority[rep], fa.has_priority[rep]
     table = pa.table({
-        "g": pa.array(group[rep]), "fs_nan": pa.array(np.isnan(fs)), "fs": pa.array(np.where(np.isnan(fs), 0.0, fs)),
+        "g": pa.array(group), "fs_nan": pa.array(np.isnan(fs)), "fs": pa.array(np.where(np.isnan(fs), 0.0, fs)),
         "url": fa.url.take(take), "digest": fa.digest.take(take), "title": pc.fill_null(fa.title.take(take), ""),
         "link": pc.fill_null(fa.canonical_link.take(take), ""),
         "p_nan": pa.array(has_p & np.isnan(prio)),
@@ -250,7 +248,7 @@ def split_arrays(fa: FingerprintArrays) -> tuple[FingerprintArrays, Captures]:
     rows = rep[sort]
     digest = np.asarray(pc.dictionary_encode(fa.digest.take(pa.array(rows))).indices.to_numpy(zero_copy_only=False),
                         dtype=np.int64)
-    caps = plan(n, rows, group[rows], digest, fa.empty[rows])
+    caps = plan(n, rows, group[sort], digest, fa.empty[rows])
     return take_rows(fa, caps.current, fa.first_seen[caps.earliest]), caps
 
 
