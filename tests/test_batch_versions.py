@@ -182,19 +182,21 @@ def test_clean_urls_are_their_own_key(corpus) -> None:
     assert url_keys(arr).to_pylist() == [url_key(u) for u in every]
 
 
-def synthetic_captures(seed: int) -> list[BatchRecord]:
-    """URLs captured up to 4 times with tied and NaN times, empty captures, spellings."""
+def synthetic_captures(seed: int, nan: bool = True) -> list[BatchRecord]:
+    """URLs captured up to 4 times with tied (and NaN) times, empty captures, spellings, and
+    URLs that do not normalise."""
     rng = random.Random(seed)
+    odd = float("nan") if nan else 3.0
     out = []
     for u in range(60):
         for c in range(rng.choice([1, 1, 2, 3, 4])):
             spelling = rng.choice([f"https://h{u % 7}.example/p{u}", f"HTTPS://H{u % 7}.example/p{u}#c{c}",
-                                   f"https://h{u % 7}.example/p{u}?utm_source=x"])
+                                   f"https://h{u % 7}.example/p{u}?utm_source=x", f"no url {u % 5}"])
             d = rng.choice(["a", "b", str(u)])
             out.append(BatchRecord(spelling, f"d{d}", hash(d) & 0xFFFF, empty=rng.random() < 0.1,
                                    title=rng.choice([None, "t"]), length=rng.choice([10, 5000]),
-                                   first_seen=rng.choice([0.0, 1.0, 2.0, float("nan")]),
-                                   priority=rng.choice([None, 1.0, float("nan")])))
+                                   first_seen=rng.choice([0.0, 1.0, 2.0, odd]),
+                                   priority=rng.choice([None, 1.0, odd])))
     rng.shuffle(out)
     return out
 

@@ -355,7 +355,7 @@ def version_rows(rows) -> list[str]:
 
 
 def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
-    from test_batch_versions import check_rule, recaptures
+    from test_batch_versions import check_rule, recaptures, synthetic_captures
 
     from neardup.batch import records_from_pages
     from neardup.batch_versions import url_key
@@ -380,3 +380,10 @@ def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
         [(v.status, v.cluster, v.canonical) for v in first.verdicts] * 2
     out = dedup(records_frame(spark, once + later)).collect()
     assert version_rows(out) == version_rows(twice.verdicts)
+    # tied times ordered by the captures' fields, URLs that do not normalise, empty captures
+    synthetic = synthetic_captures(4, nan=False)
+    for policy in (None, "priority,shortest-url"):
+        want = dedup_batch(synthetic, canonical=policy, exact_k=False)
+        assert want.summary()["refetched"] >= 40
+        assert version_rows(dedup(records_frame(spark, synthetic), canonical=policy).collect()) == \
+            version_rows(want.verdicts)
