@@ -81,7 +81,6 @@ from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_
 from neardup.model import default_k
 from neardup.permuted import Layout
 from neardup.spark_blocks import candidate_groups, probe_pairs, u64
-from neardup.spark_versions import split_versions
 from neardup.urls import host_of
 
 if TYPE_CHECKING:
@@ -524,6 +523,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
 
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    from neardup.spark_versions import split_versions
+
     fps, refetches = split_versions(fps)  # a URL fetched more than once: its last capture decides
     if k is None:
         k = default_k(config.version, bands)
