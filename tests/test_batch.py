@@ -173,8 +173,9 @@ def test_agrees_with_the_online_detector_on_the_sample(sample_pages) -> None:
 
 
 def test_agrees_with_the_online_detector_on_corpus_pages(corpus) -> None:
-    # one capture per URL: online, a URL fetched again is a version of itself (its stored page
-    # replaced), which the batch job, deciding on pages, does not model (docs/batch.md)
+    # one capture per URL: a URL fetched again is a version of itself on both sides, but online
+    # a re-fetch near its stored version keeps the URL's first decision, while the batch job
+    # decides a URL by its last capture (docs/batch.md); tests/test_batch_versions.py compares those
     latest = {p.url: p for p in corpus_pages(corpus, 300)}
     pages = list(latest.values())
     res = dedup_batch(pages, canonical="shortest-url", jobs=2)

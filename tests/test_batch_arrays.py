@@ -25,7 +25,7 @@ from neardup._batch_kernels import blake2b63  # noqa: E402
 from neardup.batch_arrays import FingerprintArrays, host_codes, node_ids, solve, to_result  # noqa: E402
 from neardup.batch_io import read_fingerprint_arrays, write_verdicts  # noqa: E402
 
-FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 POLICIES = (None, "shortest-url", "https,first-seen", "priority,shortest-url", "rel-canonical,shortest-url")
 
 

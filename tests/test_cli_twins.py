@@ -161,11 +161,12 @@ def test_dedup_batch_is_the_library_batch_job(tmp_path):
     assert [(x["url"], x["status"], x["cluster"], x["canonical"], x["match"], x["distance"]) for x in rows] == [
         (v.url, v.status, v.cluster, v.canonical, v.match, v.distance) for v in res.verdicts]
     assert rows[0]["simhash"] == f"{res.verdicts[0].simhash:016x}"
+    assert [x["version"] for x in rows] == [v.version for v in res.verdicts]  # the sample's recaptures
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["pages"] == 26 and summary["batch"] is True and summary["near"] == res.summary()["near"]
     table = list(csv.DictReader(io.StringIO(run("dedup", "--batch", SAMPLE, "--out", "-", "--format", "csv",
                                                 "-j", "1").stdout)))
     assert len(table) == 26 and set(table[0]) == {"url", "digest", "simhash", "status", "cluster", "canonical",
-                                                  "match", "distance"}
+                                                  "match", "distance", "version"}
     assert one_line_error(run("dedup", "--batch", SAMPLE, "--db", tmp_path / "x.db"), 2)
     assert one_line_error(run("dedup", SAMPLE), 2)

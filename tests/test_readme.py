@@ -173,7 +173,7 @@ def test_readme_shell_blocks(workdir):
     assert (workdir / "sample-verdicts.csv").read_text(encoding="utf-8").count("\n") == 27
     assert (workdir / "verdicts.jsonl").exists()
     assert (workdir / "batch.csv").read_text(encoding="utf-8").splitlines()[0] == \
-        "url,digest,simhash,status,cluster,canonical,match,distance"
+        "url,digest,simhash,status,cluster,canonical,match,distance,version"
     assert len(skipped) == 3, skipped
 
 

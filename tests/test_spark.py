@@ -279,7 +279,8 @@ def test_command_line_writes_parquet(spark, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pages 26:" in proc.stdout
     df = pd.read_parquet(tmp_path / "out")
-    assert set(df.columns) == {"url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance"}
+    assert set(df.columns) == {"url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance",
+                               "version"}
     assert len(df) == 26 and df["cluster"].nunique() == 14
 
 
@@ -351,3 +352,44 @@ def test_spark_dedup_command_reads_fingerprint_parquet(spark, sample_pages, tmp_
     df = pd.read_parquet(tmp_path / "out")
     got = sorted(zip(df["url"], df["cluster"], df["canonical"], df["status"]))
     assert got == sorted((v.url, v.cluster, v.canonical, v.status) for v in dedup_batch(records).verdicts)
+
+
+def version_rows(rows) -> list[str]:
+    """Every row with its version (sorted by repr: captures of one URL tie up to ``version``)."""
+    return sorted(repr((r.url, r.digest, int(r.simhash, 16) if isinstance(r.simhash, str) else r.simhash, r.status,
+                        r.cluster, r.canonical, r.match, r.distance, r.version)) for r in rows)
+
+
+def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
+    from test_batch_versions import check_rule, recaptures, synthetic_captures
+
+    from neardup.batch import records_from_pages
+    from neardup.batch_versions import url_key
+    from neardup.spark import dedup
+
+    got, _ = records_from_pages(recaptures(corpus, 120), jobs=2)
+    records = [r for r in got if r is not None]
+    expected = dedup_batch(records, exact_k=False)
+    check_rule(records, expected)
+    assert expected.summary()["refetched"] == 24
+    fps = records_frame(spark, records).persist()
+    out = dedup(fps).collect()
+    assert version_rows(out) == version_rows(expected.verdicts)
+    # a second crawl of the same pages (URLs captured once, given twice with the same content)
+    keys = [url_key(r.url) for r in records]
+    once = [r for r, key in zip(records, keys) if keys.count(key) == 1]
+    later = [BatchRecord(r.url, r.digest, r.simhash, r.empty, r.sketch, r.title, r.length, r.canonical_link,
+                         2e9, r.priority) for r in once]
+    first, twice = dedup_batch(once, exact_k=False), dedup_batch(once + later, exact_k=False)
+    assert [v.version for v in twice.verdicts] == [None] * len(once) + ["unchanged"] * len(once)
+    assert [(v.status, v.cluster, v.canonical) for v in twice.verdicts] == \
+        [(v.status, v.cluster, v.canonical) for v in first.verdicts] * 2
+    out = dedup(records_frame(spark, once + later)).collect()
+    assert version_rows(out) == version_rows(twice.verdicts)
+    # tied times ordered by the captures' fields, URLs that do not normalise, empty captures
+    synthetic = synthetic_captures(4, nan=False)
+    for policy in (None, "priority,shortest-url"):
+        want = dedup_batch(synthetic, canonical=policy, exact_k=False)
+        assert want.summary()["refetched"] >= 40
+        assert version_rows(dedup(records_frame(spark, synthetic), canonical=policy).collect()) == \
+            version_rows(want.verdicts)

@@ -18,7 +18,11 @@ what came first. :func:`dedup_batch` instead looks at the whole input at once:
   the page's record (:func:`member_order`);
 * **status** per page: ``empty`` (too little main content: a cluster of its own), ``new``
   (the cluster's canonical page), ``exact`` (same digest as the canonical) or ``near``;
-  ``match`` is the canonical URL and ``distance`` the SimHash distance to it.
+  ``match`` is the canonical URL and ``distance`` the SimHash distance to it;
+* **re-fetches**: the captures of one URL (its :func:`~neardup.urls.normalize_url` key) are
+  versions of it, as online: only the last one takes part (with the URL's earliest fetch
+  time), every capture gets its URL's decision and a ``version``
+  (:mod:`neardup.batch_versions`).
 
 The answer depends on the set of pages only: shuffling the input gives the same clusters
 (ids included: a cluster's id is the smallest :func:`node_id` in it), canonicals and
@@ -54,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from neardup.bands import DEFAULT_BANDS, NIBBLE_BINS, far_verify, keys_of, nibble_threshold, nibbles_of, sketch_bins
+from neardup.batch_versions import expand_result, split_records
 from neardup.canonical import CanonicalPolicy, Member, policy_from_spec
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
@@ -111,7 +116,10 @@ class BatchRecord:
 class BatchVerdict:
     """One page's outcome: ``cluster`` (an int id, the same in every run on the same pages),
     ``canonical`` (its URL), ``match`` (the canonical URL, None for the canonical itself and
-    empty pages) and ``distance`` (SimHash distance to the canonical)."""
+    empty pages) and ``distance`` (SimHash distance to the canonical). A capture of a URL
+    fetched more than once carries its URL's decision (:mod:`neardup.batch_versions`) and
+    ``version``: None for the URL's first capture, else ``unchanged`` or ``changed``
+    against the previous one."""
 
     url: str
     digest: str
@@ -121,12 +129,14 @@ class BatchVerdict:
     canonical: str
     match: str | None
     distance: int | None
+    version: str | None = None
 
 
 @dataclass
 class BatchResult:
     """``verdicts`` in input order; ``pairs``: the linked pairs of distinct digests
-    (digest_a < digest_b, distance, score); ``clusters``: id -> input positions."""
+    (digest_a < digest_b, distance, score); ``clusters``: id -> input positions (of every
+    capture of its URLs)."""
 
     verdicts: list[BatchVerdict]
     pairs: list[tuple[str, str, int, float | None]] = field(default_factory=list)
@@ -137,6 +147,7 @@ class BatchResult:
         out = {"pages": len(self.verdicts), "clusters": len(self.clusters)}
         for v in self.verdicts:
             out[v.status] = out.get(v.status, 0) + 1
+        out["refetched"] = sum(v.version is not None for v in self.verdicts)
         return out
 
 
@@ -530,7 +541,9 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     (``DetectorSettings.bands``); ``max_bucket``: blocks holding more groups are windowed
     (:func:`bucket_pairs`); ``exact_k`` False: SimHash candidates only within
     ``min(k, PIGEON_K)`` (what ``neardup.spark`` computes by default, :func:`link_simhash`). ``engine``:
-    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference)."""
+    ``"arrays"`` (:mod:`neardup.batch_arrays`) or ``"records"`` (an object a page: the reference).
+    A URL captured more than once is decided by its last capture for all of them
+    (:mod:`neardup.batch_versions`)."""
     for name, value, allowed in (("engine", engine, ENGINES), ("method", method, METHODS)):
         if value not in allowed:
             raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -551,14 +564,16 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
         for (i, _), rec in zip(pages, got):
             records[i] = rec
     rows = [r for r in records if r is not None]
+    current, captures = split_records(rows)  # a URL fetched again: its last capture decides
+    result: BatchResult | None = None
     if engine == "arrays" and method == "simhash":
         from neardup.batch_arrays import solve_records
-        got = solve_records(rows, errors, k=int(k), verify=verify, policy=policy, bands=bands, max_bucket=max_bucket,
-                            exact_k=exact_k, jobs=jobs)
-        if got is not None:
-            return got
-    return _solve(rows, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold, errors=errors,
-                  bands=bands, max_bucket=max_bucket, exact_k=exact_k)
+        result = solve_records(current, errors, k=int(k), verify=verify, policy=policy, bands=bands,
+                               max_bucket=max_bucket, exact_k=exact_k, jobs=jobs)
+    if result is None:
+        result = _solve(current, k=int(k), verify=verify, policy=policy, method=method, threshold=threshold,
+                        errors=errors, bands=bands, max_bucket=max_bucket, exact_k=exact_k)
+    return expand_result(result, rows, captures)
 
 
 def _solve(rows: list[BatchRecord], *, k: int, verify: float | None, policy: CanonicalPolicy, method: str,

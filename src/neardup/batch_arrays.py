@@ -281,7 +281,8 @@ class ArrayAnswer:
     """The batch answer on arrays, rows in input order: ``status`` (codes of
     :data:`STATUSES`), ``cluster`` ids, ``canonical`` (the canonical page's row),
     ``distance`` (-1 for none); ``pairs``: the linked digest groups as rows of their
-    representatives (a, b), distance and score (NaN for none)."""
+    representatives (a, b), distance and score (NaN for none); ``version``: codes of
+    :data:`neardup.batch_versions.VERSIONS` (-1: none; None: no row is a re-fetch)."""
 
     arrays: FingerprintArrays
     status: np.ndarray
@@ -290,6 +291,7 @@ class ArrayAnswer:
     distance: np.ndarray
     pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     timings: dict[str, float] = field(default_factory=dict)
+    version: np.ndarray | None = None
 
     def summary(self) -> dict[str, int]:
         """What :meth:`neardup.batch.BatchResult.summary` gives (statuses in order of first
@@ -298,6 +300,7 @@ class ArrayAnswer:
         codes, first, counts = np.unique(self.status, return_index=True, return_counts=True)
         for i in np.argsort(first).tolist():
             out[STATUSES[int(codes[i])]] = int(counts[i])
+        out["refetched"] = 0 if self.version is None else int((self.version >= 0).sum())
         return out
 
 
@@ -524,14 +527,16 @@ def to_result(answer: ArrayAnswer, errors: list[str] | None = None) -> Any:
     """The :class:`neardup.batch.BatchResult` of an answer (one Python object a page: for
     the library's callers, not for 10^7 pages)."""
     from neardup.batch import BatchResult, BatchVerdict
+    from neardup.batch_versions import VERSIONS
 
     fa = answer.arrays
     urls, digests = fa.url.to_pylist(), fa.digest.to_pylist()
+    vers = answer.version.tolist() if answer.version is not None else [-1] * fa.n
     verdicts = [BatchVerdict(urls[i], digests[i], sim, STATUSES[st], cl, urls[c], urls[c] if st in (1, 2) else None,
-                             None if d < 0 else d)
-                for i, (sim, st, cl, c, d) in enumerate(zip(fa.simhash.tolist(), answer.status.tolist(),
-                                                            answer.cluster.tolist(), answer.canonical.tolist(),
-                                                            answer.distance.tolist()))]
+                             None if d < 0 else d, None if ver < 0 else VERSIONS[ver])
+                for i, (sim, st, cl, c, d, ver) in enumerate(zip(fa.simhash.tolist(), answer.status.tolist(),
+                                                                 answer.cluster.tolist(), answer.canonical.tolist(),
+                                                                 answer.distance.tolist(), vers))]
     clusters: dict[int, list[int]] = {}
     for i, cl in enumerate(answer.cluster.tolist()):
         clusters.setdefault(cl, []).append(i)

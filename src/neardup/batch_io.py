@@ -30,7 +30,7 @@ from neardup.batch_arrays import _CHUNK, STATUSES, ArrayAnswer, FingerprintArray
 from neardup.errors import ConfigError
 
 #: the verdict columns, in order (``dedup --batch``, ``neardup.spark``)
-FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 FORMATS = ("jsonl", "csv", "parquet")
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
@@ -143,7 +143,19 @@ def _columns(answer: ArrayAnswer, lo: int, hi: int) -> dict[str, Any]:
             "status": pa.array(list(STATUSES), pa.large_string()).take(pa.array(status.astype(np.int64))),
             "cluster": pa.array(answer.cluster[lo:hi]), "canonical": fa.url.take(canon),
             "match": _masked(fa.url.take(canon), ~linked),
-            "distance": pa.array(dist, mask=dist < 0)}
+            "distance": pa.array(dist, mask=dist < 0), "version": _versions(answer, lo, hi)}
+
+
+def _versions(answer: ArrayAnswer, lo: int, hi: int) -> Any:
+    """The ``version`` column of rows ``lo:hi`` (nulls for a URL's first capture)."""
+    import pyarrow as pa
+
+    from neardup.batch_versions import VERSIONS
+
+    if answer.version is None:
+        return pa.nulls(hi - lo, pa.large_string())
+    codes = answer.version[lo:hi].astype(np.int64)
+    return pa.array(list(VERSIONS), pa.large_string()).take(pa.array(np.maximum(codes, 0), mask=codes < 0))
 
 
 def _masked(arr: Any, mask: np.ndarray) -> Any:
@@ -186,7 +198,8 @@ def _json_lines(cols: dict[str, Any]) -> Any:
     parts = [lit('{"url": '), jstr(cols["url"]), lit(', "digest": '), jstr(cols["digest"]),
              lit(', "simhash": "'), cols["simhash"], lit('", "status": "'), cols["status"],
              lit('", "cluster": '), jnum(cols["cluster"]), lit(', "canonical": '), jstr(cols["canonical"]),
-             lit(', "match": '), jstr(cols["match"]), lit(', "distance": '), jnum(cols["distance"]), lit("}\n")]
+             lit(', "match": '), jstr(cols["match"]), lit(', "distance": '), jnum(cols["distance"]),
+             lit(', "version": '), jstr(cols["version"]), lit("}\n")]
     return pc.binary_join_element_wise(*parts, lit(""))
 
 

@@ -76,7 +76,7 @@ def spark_main(argv: Sequence[str] | None = None) -> int:
                                                  "Parquet of fingerprints).")
     parser.add_argument("inputs", nargs="+")
     parser.add_argument("--out", required=True, help="output folder (Parquet: url, digest, simhash, status, "
-                                                     "cluster, canonical, match, distance)")
+                                                     "cluster, canonical, match, distance, version)")
     parser.add_argument("--k", type=int, default=None)
     parser.add_argument("--verify", type=float, default=DEFAULT_VERIFY)
     parser.add_argument("--canonical", default=None, help="policy chain, e.g. rel-canonical,first-seen")
@@ -106,6 +106,7 @@ def spark_main(argv: Sequence[str] | None = None) -> int:
         errors = fps.where("error is not null").count()
         print(f"pages {sum(counts.values())}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in
                                                            ("new", "exact", "near", "empty"))
+              + f"; refetched {written.where('version is not null').count()}"
               + f"; errors {errors}; clusters {written.select('cluster').distinct().count()}")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

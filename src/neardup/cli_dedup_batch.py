@@ -21,7 +21,7 @@ from neardup.settings import DetectorSettings
 if TYPE_CHECKING:
     from neardup.batch import BatchVerdict
 
-BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 
 
 def fingerprint_file(path: str) -> bool:
@@ -125,8 +125,9 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     by Arrow, pages fingerprinted into records, verdicts written column-wise
     (:func:`neardup.batch_io.write_verdicts`); the same rows as ``dedup_batch``."""
     from neardup.batch import BatchRecord, records_from_pages
-    from neardup.batch_arrays import records_table, solve
+    from neardup.batch_arrays import records_table
     from neardup.batch_io import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
+    from neardup.batch_versions import solve_captures
     from neardup.model import default_k
 
     config = config or DEFAULT_CONFIG
@@ -139,7 +140,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     arrays = (arrays_of(read_fingerprint_tables(parquet) + [records_table(records)]) if records
               else read_fingerprint_arrays(parquet))
     k = settings.k if settings.k is not None else default_k(config.version, settings.bands)
-    answer = solve(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
+    answer = solve_captures(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
                    bands=settings.bands, exact_k=exact_k, jobs=jobs)
     if out:
         if out == "-":

@@ -43,8 +43,9 @@ Stages, all DataFrame operations with Python only inside Arrow batches:
 
 Output (Parquet): ``url, digest, simhash`` (16 hex digits), ``status`` (``new`` for the
 canonical, ``exact``, ``near``, ``empty``), ``cluster``, ``canonical``, ``match`` (the
-canonical URL), ``distance`` (to the canonical): what :func:`neardup.batch.dedup_batch`
-returns for the same pages (tested equal).
+canonical URL), ``distance`` (to the canonical), ``version`` (a re-fetch of a URL:
+:mod:`neardup.spark_versions`): what :func:`neardup.batch.dedup_batch` returns for the same
+pages (tested equal).
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ if TYPE_CHECKING:
 FP_SCHEMA = ("url string, digest string, simhash long, empty boolean, sketch binary, title string, length int, "
              "canonical_link string, first_seen double, priority double, signature binary, node long, host string, "
              "error string")
-OUT_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
+#: a current version's decision (stage 6); the output adds each capture's ``version``
+ROW_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
               "match string, distance int")
+OUT_SCHEMA = ROW_SCHEMA + ", version string"
 EDGE_SCHEMA = "src long, dst long"
 FILE_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
@@ -502,7 +505,7 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
                 m, d = canon_url, (sim ^ canon_sim).bit_count()
             rows.append((pdf["url"].iat[i], pdf["digest"].iat[i], f"{sim:016x}", status, int(pdf["cluster"].iat[i]),
                          canon_url, m, d))
-        out = pd.DataFrame(rows, columns=[c.split()[0] for c in OUT_SCHEMA.split(", ")])
+        out = pd.DataFrame(rows, columns=[c.split()[0] for c in ROW_SCHEMA.split(", ")])
         out["distance"] = out["distance"].astype("Int32")
         return out
 
@@ -522,6 +525,9 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
 
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    from neardup.spark_versions import split_versions
+
+    fps, refetches = split_versions(fps)  # a URL fetched more than once: its last capture decides
     if k is None:
         k = default_k(config.version, bands)
     policy = policy_from_spec(canonical)
@@ -590,8 +596,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
         F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
         F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
     together = (tagged.where(F.col("label").isNotNull() | F.col("many").isNotNull()).select(*cols)
-                .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), OUT_SCHEMA))
-    return alone.unionByName(together)
+                .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), ROW_SCHEMA))
+    return refetches.expand(alone.unionByName(together))  # every capture's row (spark_versions)
 
 
 #: at most this many node edges are collected to the driver and joined there (union-find, a
