@@ -11,6 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from click.testing import CliRunner
 from test_batch import body, corpus_pages, sample_list
 
@@ -231,6 +233,7 @@ def test_command_checks_pages_against_an_archive(tmp_path) -> None:
     ("columns", 2, "missing digest, simhash"),
     ("corrupt", 1, "not a readable Parquet file"),
     ("k", 2, "-k"),
+    ("k70", 2, "k must be a whole number between 0 and 63"),
     ("query", 1, "bad.warc.gz"),
 ])
 def test_command_errors_are_one_line(tmp_path, case, code, needle) -> None:
@@ -243,6 +246,7 @@ def test_command_errors_are_one_line(tmp_path, case, code, needle) -> None:
             "columns": [str(good), "--stored", str(tmp_path / "pages.parquet")],
             "corrupt": [str(good), "--stored", str(tmp_path / "corrupt.parquet")],
             "k": [str(good), "--stored", str(good), "-k", "-3"],
+            "k70": [str(good), "--stored", str(good), "-k", "70"],
             "query": [str(tmp_path / "bad.warc.gz"), "--stored", str(good)]}[case]
     got, out, err = run("check-batch", *args)
     assert got == code
@@ -269,3 +273,30 @@ def test_stored_url_identities_match_normalize_url() -> None:
     want = sorted((r, q) for r, s in enumerate(stored) for q, u in enumerate(queries) if url_key(s) == url_key(u))
     assert got == want
     assert len({r for r, _ in want}) >= 12
+
+
+def test_plain_urls_are_their_own_keys(sample_pages) -> None:
+    from neardup.batch_check import url_keys
+
+    urls = [p.url for p in sample_pages.values()] + ["https://a.example/x", "https://a.example/a/./b",
+                                                     "https://a.example", "https://a.example/%7e", "HTTP://a.example/"]
+    assert url_keys(urls) == [url_key(u) for u in urls]
+
+
+@given(st.lists(st.text("abcxyz09-", min_size=1, max_size=8), min_size=1, max_size=3),
+       st.text("aZ09-._~:/[]@!$&'()*+,;=", max_size=30), st.sampled_from(["http", "https"]))
+def test_a_plain_url_is_its_own_key(labels, path, scheme) -> None:
+    """What the plain-URL pattern lets through, normalize_url leaves as it is (or refuses)."""
+    import re
+
+    from neardup.batch_check import _PLAIN_URL
+    from neardup.errors import URLError
+    from neardup.urls import normalize_url
+
+    url = f"{scheme}://{'.'.join(labels)}/{path}"
+    if not re.search(_PLAIN_URL, url) or "/." in url:
+        return
+    try:
+        assert normalize_url(url) == url
+    except URLError:
+        pass

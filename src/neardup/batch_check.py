@@ -58,7 +58,7 @@ from neardup.urls import host_of, normalize_url
 STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "length", "first_seen")
 REQUIRED = ("url", "digest", "simhash")
 #: the most rows of a stored file held at once (a Parquet row group is read in slices of this)
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 19
 #: what a URL in its store-key form looks like when :func:`normalize_url` leaves it as it is
 #: (a lower-case host name, no port, user, query or fragment, a path of plain characters
 #: without dot segments): such a stored URL is its own key, no Python call a row
@@ -119,6 +119,21 @@ def url_key(url: str) -> str:
         return url
 
 
+def url_keys(urls: Sequence[str]) -> list[str]:
+    """:func:`url_key` of each URL; one in plain normal form (:data:`_PLAIN_URL`) is its own
+    key without a call.
+
+    >>> url_keys(["https://a.example/x", "HTTPS://A.example:443/x?utm_source=feed"])
+    ['https://a.example/x', 'https://a.example/x']
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(list(urls), pa.large_string())
+    plain = _mask(pc.and_(pc.match_substring_regex(arr, _PLAIN_URL), pc.invert(pc.match_substring(arr, "/."))))
+    return [u if p else url_key(u) for u, p in zip(urls, plain.tolist())]
+
+
 def records_of(queries: Sequence[BatchRecord] | FingerprintArrays) -> list[BatchRecord]:
     """Query records from records or from :class:`~neardup.batch_arrays.FingerprintArrays`."""
     if not isinstance(queries, FingerprintArrays):
@@ -167,13 +182,13 @@ def stored_files(paths: Sequence[str]) -> list[str]:
 
 @dataclass
 class _Chunk:
-    """One slice of stored rows: its Arrow columns, SimHash values and sketch rows."""
+    """One slice of stored rows: its Arrow columns, SimHash values and sketch rows (zeros where
+    a row has none of 64 bytes: no band keys); ``pairs``: its SimHash and band candidates."""
 
     offset: int
     columns: dict[str, Any]
     simhash: np.ndarray
     sketch: np.ndarray
-    odd: dict[int, bytes]
     pairs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
@@ -189,7 +204,7 @@ def _chunks(files: Sequence[str], chunk_rows: int) -> Iterator[_Chunk]:
     offset = 0
     for f in files:
         try:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, pre_buffer=False)  # pre-buffering keeps every row group read (Arrow 26)
             names = set(pf.schema_arrow.names)
             for batch in pf.iter_batches(batch_size=chunk_rows, columns=[c for c in STORED_COLUMNS if c in names]):
                 cols = {c: batch.column(c) for c in batch.schema.names}
@@ -197,12 +212,27 @@ def _chunks(files: Sequence[str], chunk_rows: int) -> Iterator[_Chunk]:
                 if cols["simhash"].null_count or cols["url"].null_count or cols["digest"].null_count:
                     raise ConfigError(f"{f}: nulls in a required column (url, digest, simhash)")
                 sim = np.asarray(cols["simhash"].cast(pa.int64()).to_numpy(zero_copy_only=False)).view(np.uint64)
-                sketch, has, odd = (_sketch_matrix(cols["sketch"]) if "sketch" in cols
-                                    else (np.zeros((n, 64), np.uint8), np.zeros(n, bool), {}))
-                yield _Chunk(offset, cols, np.ascontiguousarray(sim), sketch, odd)
+                sketch = _sketch_rows(cols["sketch"]) if "sketch" in cols else np.zeros((n, 64), np.uint8)
+                yield _Chunk(offset, cols, np.ascontiguousarray(sim), sketch)
                 offset += n
         except (OSError, pa.ArrowException) as exc:
             raise InputError(f"{f}: cannot read ({' '.join(str(exc).split())[:200]})") from None
+
+
+def _sketch_rows(col: Any) -> np.ndarray:
+    """(n, 64) uint8 sketch rows of a binary column (zeros where a row has none of 64 bytes): a
+    view of the column's data when every row has one, else
+    :func:`neardup.batch_arrays._sketch_matrix`."""
+    import pyarrow as pa
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(arr)
+    if n and not arr.null_count and pa.types.is_binary(arr.type):
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
+        if int(offsets[-1]) - int(offsets[0]) == 64 * n and bool(np.all(np.diff(offsets) == 64)):
+            data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
+            return data[int(offsets[0]):int(offsets[-1])].reshape(n, 64)
+    return _sketch_matrix(arr)[0]
 
 
 def _stored_side(chunk: _Chunk, rows: list[int]) -> dict[int, tuple[Side, str]]:
@@ -243,31 +273,34 @@ class _UrlIndex:
 
     def rows(self, urls: Any) -> list[tuple[int, int]]:
         """(stored row, query) pairs of one URL identity among stored ``urls`` (an Arrow
-        array). A row whose host is a plain lower-case name that no query has is skipped
-        (its key has that host); a plain URL is its own key; the rest are normalised."""
+        array). A URL spelled as a query's key is that URL (keys are normalised, and
+        :func:`normalize_url` is idempotent); a URL in plain normal form (:data:`_PLAIN_URL`) is
+        its own key, so no other; of the rest, those whose host is a plain lower-case name no
+        query has are skipped (their key has that host), the others are normalised."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         urls = urls.cast(pa.large_string())
-        host = pc.utf8_lower(pc.struct_field(pc.extract_regex(urls, _HOST_OF), [0]))
-        plain_host = pc.fill_null(pc.match_substring_regex(host, _LDH_HOST), False)
-        maybe = pc.or_(pc.invert(plain_host), pc.fill_null(pc.is_in(host, value_set=self.hosts), False))
-        idx = np.flatnonzero(np.asarray(maybe.to_numpy(zero_copy_only=False), dtype=bool))
-        if not idx.shape[0]:
-            return []
-        some = urls.take(pa.array(idx))
-        plain = pc.and_(pc.match_substring_regex(some, _PLAIN_URL), pc.invert(pc.match_substring(some, "/.")))
-        plain_np = np.asarray(pc.fill_null(plain, False).to_numpy(zero_copy_only=False), dtype=bool)
-        slow = np.flatnonzero(~plain_np)
-        if slow.shape[0]:
-            fixed = [url_key(u) for u in some.take(pa.array(slow)).to_pylist()]
-            some = pc.replace_with_mask(some, pa.array(~plain_np), pa.array(fixed, pa.large_string()))
-        hit = np.asarray(pc.fill_null(pc.is_in(some, value_set=self.keys), False).to_numpy(zero_copy_only=False),
-                         dtype=bool)
-        out = []
-        for pos in np.flatnonzero(hit).tolist():
-            out += [(int(idx[pos]), q) for q in self.by_key[some[pos].as_py()]]
-        return out
+        same = _mask(pc.is_in(urls, value_set=self.keys))
+        plain = pc.and_(pc.match_substring_regex(urls, _PLAIN_URL), pc.invert(pc.match_substring(urls, "/.")))
+        other = np.flatnonzero(~same & ~_mask(plain))
+        if other.shape[0]:
+            some = urls.take(pa.array(other))
+            host = pc.utf8_lower(pc.struct_field(pc.extract_regex(some, _HOST_OF), [0]))
+            skip = pc.and_(pc.fill_null(pc.match_substring_regex(host, _LDH_HOST), False),
+                           pc.invert(pc.fill_null(pc.is_in(host, value_set=self.hosts), False)))
+            other = other[~_mask(skip)]
+        keys = {int(r): url_key(u) for r, u in zip(other.tolist(), urls.take(pa.array(other)).to_pylist())}
+        for r in np.flatnonzero(same).tolist():
+            keys[r] = urls[r].as_py()
+        return [(r, q) for r, key in sorted(keys.items()) for q in self.by_key.get(key, ())]
+
+
+def _mask(arr: Any) -> np.ndarray:
+    """A boolean Arrow array as numpy, nulls False."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 class _Best:
@@ -393,28 +426,32 @@ def _stream(recs: list[BatchRecord], qsides: list[Side], files: list[str], best:
     """Stream the stored chunks past the queries' tables: the SimHash join pulls each chunk
     and yields its pairs before it pulls the next, so a chunk is decided (band pairs, digests,
     URLs, the rule) when the next is asked for, and the last one when the stream ends."""
-    urls = _UrlIndex([url_key(r.url) for r in recs])
+    urls = _UrlIndex(url_keys([r.url for r in recs]))
     digests = _Digests(recs)
     qbands = QueryBands([r.sketch for r in recs]) if bands and verify is not None else None
     current: list[_Chunk] = []
+    n_threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    block = max(1 << 12, -(-chunk_rows // max(1, n_threads)))  # a chunk's blocks keep every thread busy
 
     def finish(chunk: _Chunk) -> None:
         if qbands is not None:
-            for qp, sp, _ in band_join_chunks(qbands, [chunk.sketch], verify, threads=threads):
+            for qp, sp, _ in band_join_chunks(qbands, [chunk.sketch], verify, block=block, threads=threads):
                 chunk.pairs.append((qp, sp))
         result.candidates += _decide(chunk, recs, qsides, urls, digests, best, k, verify, bands)
         result.stored += chunk.n
 
     def values() -> Iterator[np.ndarray]:
-        for chunk in _chunks(files, chunk_rows):
-            if current:
+        chunks = _chunks(files, chunk_rows)
+        while True:
+            if current:  # decided before the next chunk is read: one chunk in memory at a time
                 finish(current.pop())
+            chunk = next(chunks, None)
+            if chunk is None:
+                return
             current.append(chunk)
             yield chunk.simhash
-        if current:
-            finish(current.pop())
 
     qvals = np.array([r.simhash for r in recs], dtype=np.uint64)
-    for qp, sp, _ in batch_join(qvals, values(), k, threads=threads):
+    for qp, sp, _ in batch_join(qvals, values(), k, block=block, threads=threads):
         chunk = current[0]
         chunk.pairs.append((qp, sp - chunk.offset))
