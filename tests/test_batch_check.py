@@ -11,9 +11,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
-from click.testing import CliRunner
 from test_batch import body, corpus_pages, sample_list
 
 from neardup.batch import BatchRecord, records_from_pages, write_fingerprints
