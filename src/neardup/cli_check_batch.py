@@ -48,11 +48,11 @@ def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str,
     from neardup.batch_check import check_against
 
     settings = settings_from_options(opts)
-    records = _query_records(queries, jobs)
-    result = check_against(records, list(stored), k=settings.k, verify=settings.verify, bands=settings.bands)
     fmt = fmt or _format_of(out)
     if fmt == "parquet" and out == "-":
         raise click.UsageError("--format parquet needs --out FILE")
+    records = _query_records(queries, jobs)
+    result = check_against(records, list(stored), k=settings.k, verify=settings.verify, bands=settings.bands)
     rows = [v.to_dict() for v in result.verdicts]
     if out == "-":
         write_rows(rows, sys.stdout.buffer, fmt)
