@@ -22,6 +22,7 @@ import click
 
 from neardup import __version__
 from neardup.cli_batch import spark_dedup_cmd
+from neardup.cli_check_batch import check_batch_cmd
 from neardup.cli_crawl import export_cmd, history_cmd
 from neardup.cli_dedup_batch import dedup_batch_files as _dedup_batch
 from neardup.cli_dedup_batch import fingerprint_file as _fingerprint_file
@@ -622,6 +623,7 @@ main.add_command(report_cmd)  # neardup report
 main.add_command(export_cmd)  # neardup export (neardup.cli_crawl)
 main.add_command(history_cmd)  # neardup history
 main.add_command(spark_dedup_cmd)  # neardup spark-dedup (neardup.cli_batch)
+main.add_command(check_batch_cmd)  # neardup check-batch (neardup.cli_check_batch)
 
 
 if __name__ == "__main__":  # pragma: no cover
