@@ -81,6 +81,7 @@ from neardup.minhash import MinHashConfig, MinHashLSH, jaccard, signatures_from_
 from neardup.model import default_k
 from neardup.permuted import Layout
 from neardup.spark_blocks import candidate_groups, probe_pairs, u64
+from neardup.spark_versions import split_versions
 from neardup.urls import host_of
 
 if TYPE_CHECKING:
@@ -525,8 +526,6 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
 
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    from neardup.spark_versions import split_versions
-
     fps, refetches = split_versions(fps)  # a URL fetched more than once: its last capture decides
     if k is None:
         k = default_k(config.version, bands)
@@ -537,6 +536,7 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     # shuffle of every page); a collision only sends a few more pages down the general path
     repeated = pages.groupBy("d64").count().where(F.col("count") > 1).select("d64").localCheckpoint()
     few = repeated.count() <= BROADCAST_ROWS
+    refetches.release()  # pages is cached now: the keyed table it was read from is not needed again
     repeated = F.broadcast(repeated) if few else repeated
     many = pages.join(repeated, "d64", "left_semi")  # pages that may share their cluster without an edge
     full = pages.where(~F.col("empty"))

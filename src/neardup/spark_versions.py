@@ -56,6 +56,14 @@ class Refetches:
     earlier: DataFrame | None
     current: DataFrame | None
     few: bool = True
+    cached: DataFrame | None = None
+
+    def release(self) -> None:
+        """Unpersist the keyed page table :func:`split_versions` cached, once the caller has
+        cached what it reads of it (``earlier`` and ``current`` are checkpointed apart)."""
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
     def expand(self, out: DataFrame) -> DataFrame:
         """The output rows of every capture from those of the current versions (``out``:
@@ -94,7 +102,7 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
     n = repeated.count()
     if n == 0:
-        return keyed.select(*cols), Refetches(None, None)
+        return keyed.select(*cols), Refetches(None, None, cached=keyed)
     few = n <= BROADCAST_URLS
     rep = F.broadcast(repeated) if few else repeated
     single = keyed.join(rep, "u64", "left_anti")
@@ -111,5 +119,5 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     current = last.withColumn("first_seen", F.col("earliest")).select(*cols)
     refetches = Refetches(
         earlier=ranked.where(F.col("rn") < F.col("captures")).select("url", "digest", "simhash", "version", "ukey"),
-        current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few)
+        current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few, cached=keyed)
     return single.select(*cols).unionByName(current), refetches
