@@ -25,6 +25,7 @@ import gzip
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -207,11 +208,37 @@ def run_synthetic(args: argparse.Namespace) -> None:
                 got = {(r.url, r.cluster, r.canonical, r.status) for r in written.toLocalIterator()}
                 row["equal_to_batch"] = got == {(v.url, v.cluster, v.canonical, v.status) for v in res_fast.verdicts}
                 del recs, res_fast
+            else:  # the single-machine job on columns, as a user runs it (neardup dedup --batch)
+                row.update(compare_with_cli(src, Path(tmp) / "out", Path(tmp) / "cli.parquet"))
             print(json.dumps(row), flush=True)
             results.append(row)
     spark.stop()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def compare_with_cli(src: Path, spark_out: Path, cli_out: Path) -> dict:
+    """Run ``neardup dedup --batch`` (the column path) on the same Parquet in a child process
+    and compare its (url, cluster, canonical, status) with Spark's output, row for row."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'neardup'; from neardup.cli import main; main()",
+                    "dedup", "--batch", str(src), "--out", str(cli_out),
+                    "--no-exact-k"], check=True, env=env, stdout=subprocess.DEVNULL)
+    batch_s = time.perf_counter() - t
+    cols = ["url", "cluster", "canonical", "status"]
+
+    def table(path: Path):  # type: ignore[no-untyped-def]
+        t = pq.read_table(str(path), columns=cols)
+        return t.take(pc.sort_indices(t, sort_keys=[("url", "ascending")]))
+
+    a, b = table(spark_out), table(cli_out)
+    equal = a.num_rows == b.num_rows and all(a.column(c).equals(b.column(c).cast(a.schema.field(c).type))
+                                             for c in cols)
+    return {"batch_s": round(batch_s, 1), "equal_to_batch": bool(equal), "batch_path": "cli"}
 
 
 def render_scale(rows: list[dict], extra: dict) -> str:
