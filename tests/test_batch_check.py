@@ -18,7 +18,8 @@ from test_batch import body, corpus_pages, sample_list
 
 from neardup.batch import BatchRecord, records_from_pages, write_fingerprints
 from neardup.batch_arrays import FingerprintArrays, records_table
-from neardup.batch_check import CheckVerdict, check_against, url_key
+from neardup.batch_check import CheckVerdict, check_against
+from neardup.batch_versions import url_key
 from neardup.cli import main
 from neardup.errors import ConfigError, InputError
 from neardup.matching import pair_rule
@@ -276,25 +277,23 @@ def test_stored_url_identities_match_normalize_url() -> None:
 
 
 def test_plain_urls_are_their_own_keys(sample_pages) -> None:
-    from neardup.batch_check import url_keys
+    from neardup.batch_versions import url_keys
 
     urls = [p.url for p in sample_pages.values()] + ["https://a.example/x", "https://a.example/a/./b",
                                                      "https://a.example", "https://a.example/%7e", "HTTP://a.example/"]
-    assert url_keys(urls) == [url_key(u) for u in urls]
+    assert url_keys(pa.array(urls)).to_pylist() == [url_key(u) for u in urls]
 
 
 @given(st.lists(st.text("abcxyz09-", min_size=1, max_size=8), min_size=1, max_size=3),
-       st.text("aZ09-._~:/[]@!$&'()*+,;=", max_size=30), st.sampled_from(["http", "https"]))
+       st.text("aZ09-._~:/[]@!$&'()*+,;=", max_size=30), st.sampled_from(["http", "https", "ftp"]))
 def test_a_plain_url_is_its_own_key(labels, path, scheme) -> None:
-    """What the plain-URL pattern lets through, normalize_url leaves as it is (or refuses)."""
-    import re
-
-    from neardup.batch_check import _PLAIN_URL
+    """What batch_versions.own_keys lets through, normalize_url leaves as it is (or refuses)."""
+    from neardup.batch_versions import own_keys
     from neardup.errors import URLError
     from neardup.urls import normalize_url
 
     url = f"{scheme}://{'.'.join(labels)}/{path}"
-    if not re.search(_PLAIN_URL, url) or "/." in url:
+    if not own_keys(pa.array([url]))[0]:
         return
     try:
         assert normalize_url(url) == url

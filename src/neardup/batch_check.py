@@ -47,22 +47,19 @@ import numpy as np
 from neardup.band_join import QueryBands, band_join_chunks
 from neardup.batch import BatchRecord
 from neardup.batch_arrays import FingerprintArrays, _sketch_matrix
+from neardup.batch_versions import own_keys, url_key, url_keys
 from neardup.errors import ConfigError, InputError
 from neardup.fingerprint import DEFAULT_CONFIG
 from neardup.matching import Side, pair_rule
 from neardup.model import DEFAULT_VERIFY, default_k
 from neardup.permuted_join import batch_join
-from neardup.urls import host_of, normalize_url
+from neardup.urls import host_of
 
 #: the columns read of a stored file (``signature`` never is)
 STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "length", "first_seen")
 REQUIRED = ("url", "digest", "simhash")
 #: the most rows of a stored file held at once (a Parquet row group is read in slices of this)
 CHUNK_ROWS = 1 << 19
-#: what a URL in its store-key form looks like when :func:`normalize_url` leaves it as it is
-#: (a lower-case host name, no port, user, query or fragment, a path of plain characters
-#: without dot segments): such a stored URL is its own key, no Python call a row
-_PLAIN_URL = r"^https?://[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*/[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=]*$"
 #: the host of a URL as :func:`urllib.parse.urlsplit` reads it (after the last ``@`` of the netloc)
 _HOST_OF = r"^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(?P<host>[^/?#:@]*)"
 _LDH_HOST = r"^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*$"
@@ -108,30 +105,6 @@ class CheckResult:
             if v.version is not None:
                 out[v.version] += 1
         return out
-
-
-def url_key(url: str) -> str:
-    """A URL's identity: its store key (:func:`normalize_url`), or the URL itself when it is
-    no valid URL."""
-    try:
-        return normalize_url(url)
-    except Exception:  # noqa: BLE001 - a URL the store would refuse: its own spelling is its identity
-        return url
-
-
-def url_keys(urls: Sequence[str]) -> list[str]:
-    """:func:`url_key` of each URL; one in plain normal form (:data:`_PLAIN_URL`) is its own
-    key without a call.
-
-    >>> url_keys(["https://a.example/x", "HTTPS://A.example:443/x?utm_source=feed"])
-    ['https://a.example/x', 'https://a.example/x']
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arr = pa.array(list(urls), pa.large_string())
-    plain = _mask(pc.and_(pc.match_substring_regex(arr, _PLAIN_URL), pc.invert(pc.match_substring(arr, "/."))))
-    return [u if p else url_key(u) for u, p in zip(urls, plain.tolist())]
 
 
 def records_of(queries: Sequence[BatchRecord] | FingerprintArrays) -> list[BatchRecord]:
@@ -274,7 +247,7 @@ class _UrlIndex:
     def rows(self, urls: Any) -> list[tuple[int, int]]:
         """(stored row, query) pairs of one URL identity among stored ``urls`` (an Arrow
         array). A URL spelled as a query's key is that URL (keys are normalised, and
-        :func:`normalize_url` is idempotent); a URL in plain normal form (:data:`_PLAIN_URL`) is
+        :func:`normalize_url` is idempotent); a URL that is its own key (:func:`own_keys`) is
         its own key, so no other; of the rest, those whose host is a plain lower-case name no
         query has are skipped (their key has that host), the others are normalised."""
         import pyarrow as pa
@@ -282,8 +255,7 @@ class _UrlIndex:
 
         urls = urls.cast(pa.large_string())
         same = _mask(pc.is_in(urls, value_set=self.keys))
-        plain = pc.and_(pc.match_substring_regex(urls, _PLAIN_URL), pc.invert(pc.match_substring(urls, "/.")))
-        other = np.flatnonzero(~same & ~_mask(plain))
+        other = np.flatnonzero(~same & ~own_keys(urls))
         if other.shape[0]:
             some = urls.take(pa.array(other))
             host = pc.utf8_lower(pc.struct_field(pc.extract_regex(some, _HOST_OF), [0]))
@@ -426,7 +398,9 @@ def _stream(recs: list[BatchRecord], qsides: list[Side], files: list[str], best:
     """Stream the stored chunks past the queries' tables: the SimHash join pulls each chunk
     and yields its pairs before it pulls the next, so a chunk is decided (band pairs, digests,
     URLs, the rule) when the next is asked for, and the last one when the stream ends."""
-    urls = _UrlIndex(url_keys([r.url for r in recs]))
+    import pyarrow as pa
+
+    urls = _UrlIndex(url_keys(pa.array([r.url for r in recs], pa.large_string())).to_pylist())
     digests = _Digests(recs)
     qbands = QueryBands([r.sketch for r in recs]) if bands and verify is not None else None
     current: list[_Chunk] = []

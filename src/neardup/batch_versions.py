@@ -179,6 +179,15 @@ def expand_result(result: BatchResult, rows: Sequence[BatchRecord], caps: Captur
 
 # -- columns (dedup --batch) ---------------------------------------------------------------------
 
+def own_keys(url: Any) -> np.ndarray:
+    """Which URLs of an Arrow string array are their own key (:data:`CLEAN_URL` and no dot
+    segment), with no Python call a row; nulls are not."""
+    import pyarrow.compute as pc
+
+    clean = pc.and_(pc.match_substring_regex(url, CLEAN_URL), pc.invert(pc.match_substring(url, "/.")))
+    return np.asarray(pc.fill_null(clean, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def url_keys(url: Any) -> Any:
     """:func:`url_key` of every URL of an Arrow string array, as a large_string array: URLs
     that are their own key (:data:`CLEAN_URL`) are left as they are, the rest go through
@@ -187,10 +196,7 @@ def url_keys(url: Any) -> Any:
     import pyarrow.compute as pc
 
     url = url.cast(pa.large_string())
-    clean = pc.and_(pc.match_substring_regex(url, CLEAN_URL),
-                    pc.invert(pc.match_substring(url, "/.")))
-    clean = pc.fill_null(clean, False)
-    dirty = np.flatnonzero(~np.asarray(clean.to_numpy(zero_copy_only=False), dtype=bool))
+    dirty = np.flatnonzero(~own_keys(url))
     if dirty.shape[0] == 0:
         return url
     fixed = pa.array([url_key(u) for u in url.take(pa.array(dirty)).to_pylist()], pa.large_string())
