@@ -536,7 +536,6 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     # shuffle of every page); a collision only sends a few more pages down the general path
     repeated = pages.groupBy("d64").count().where(F.col("count") > 1).select("d64").localCheckpoint()
     few = repeated.count() <= BROADCAST_ROWS
-    refetches.release()  # pages is cached now: the keyed table it was read from is not needed again
     repeated = F.broadcast(repeated) if few else repeated
     many = pages.join(repeated, "d64", "left_semi")  # pages that may share their cluster without an edge
     full = pages.where(~F.col("empty"))

@@ -2,14 +2,16 @@
 :mod:`neardup.batch_versions` on DataFrames, the same answer as
 :func:`neardup.batch.dedup_batch`.
 
-Every page's URL key (:func:`neardup.batch_versions.url_key`) is computed where the page is
-(``mapInPandas``); what moves is a 64-bit hash of it, counted (``groupBy(xxhash64(key))``,
-combined map-side, as the digest count of :func:`neardup.spark.dedup`). Only pages whose
-URL hash repeats go through a window over the key ordered by the capture order
-(:func:`neardup.batch_versions.capture_key`'s fields): the last capture is the current
-version (with its URL's earliest fetch time), the earlier ones are set aside and get their
-URL's output row back at the end (:meth:`Refetches.expand`). Every other page is its own
-URL's only capture and passes through.
+Every page's URL key (:func:`neardup.batch_versions.url_keys`: a URL that is its own key
+without a Python call) is computed where the page is (``mapInPandas``), and again when the
+job reads the pages: the keyed table is not cached (with the job's own cache of the pages
+that held two copies, and 10^7 pages ran out of aggregation memory in a 4g driver). What
+moves is a 64-bit hash of it, counted (``groupBy(xxhash64(key))``, combined map-side, as the
+digest count of :func:`neardup.spark.dedup`). Only pages whose URL hash repeats go through a
+window over the key ordered by the capture order (:func:`neardup.batch_versions.capture_key`'s
+fields): the last capture is the current version (with its URL's earliest fetch time), the
+earlier ones are set aside and get their URL's output row back at the end
+(:meth:`Refetches.expand`). Every other page is its own URL's only capture and passes through.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from neardup.batch_versions import url_key
+from neardup.batch_versions import url_keys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,9 +32,11 @@ BROADCAST_URLS = 1_000_000
 
 
 def _with_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    import pyarrow as pa
+
     for batch in batches:
         batch = batch.copy()
-        batch["ukey"] = [url_key(u) for u in batch["url"]]
+        batch["ukey"] = url_keys(pa.array(batch["url"], pa.large_string())).to_pandas()
         yield batch
 
 
@@ -56,14 +60,6 @@ class Refetches:
     earlier: DataFrame | None
     current: DataFrame | None
     few: bool = True
-    cached: DataFrame | None = None
-
-    def release(self) -> None:
-        """Unpersist the keyed page table :func:`split_versions` cached, once the caller has
-        cached what it reads of it (``earlier`` and ``current`` are checkpointed apart)."""
-        if self.cached is not None:
-            self.cached.unpersist()
-            self.cached = None
 
     def expand(self, out: DataFrame) -> DataFrame:
         """The output rows of every capture from those of the current versions (``out``:
@@ -90,7 +86,6 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     """The pages of ``fps`` (:data:`neardup.spark.FP_SCHEMA`; rows with an error left out)
     that decide: each URL's current version, with its URL's earliest ``first_seen``; and
     what :meth:`Refetches.expand` needs to give every capture its row."""
-    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -98,11 +93,11 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     pages = fps.where(F.col("error").isNull())
     keyed = (pages.mapInPandas(_with_keys, f"{', '.join(f'{f.name} {f.dataType.simpleString()}' for f in pages.schema)}"
                                            ", ukey string")
-             .withColumn("u64", F.xxhash64("ukey")).persist(StorageLevel.MEMORY_AND_DISK))
+             .withColumn("u64", F.xxhash64("ukey")))
     repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
     n = repeated.count()
     if n == 0:
-        return keyed.select(*cols), Refetches(None, None, cached=keyed)
+        return keyed.select(*cols), Refetches(None, None)
     few = n <= BROADCAST_URLS
     rep = F.broadcast(repeated) if few else repeated
     single = keyed.join(rep, "u64", "left_anti")
@@ -119,5 +114,5 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     current = last.withColumn("first_seen", F.col("earliest")).select(*cols)
     refetches = Refetches(
         earlier=ranked.where(F.col("rn") < F.col("captures")).select("url", "digest", "simhash", "version", "ukey"),
-        current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few, cached=keyed)
+        current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few)
     return single.select(*cols).unionByName(current), refetches
