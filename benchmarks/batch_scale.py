@@ -49,7 +49,7 @@ RECORDS = """
 import csv, sys
 from neardup.batch import dedup_batch, read_fingerprints
 res = dedup_batch(read_fingerprints(sys.argv[1]), engine="records")
-fields = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance")
+fields = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 with open(sys.argv[2], "w", encoding="utf-8", newline="") as fh:
     w = csv.DictWriter(fh, fieldnames=fields)
     w.writeheader()
