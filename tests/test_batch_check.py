@@ -19,7 +19,7 @@ from test_batch import body, corpus_pages, sample_list
 from neardup.batch import BatchRecord, records_from_pages, write_fingerprints
 from neardup.batch_arrays import FingerprintArrays, records_table
 from neardup.batch_check import CheckVerdict, check_against
-from neardup.batch_versions import url_key
+from neardup.batch_versions import capture_key, url_key
 from neardup.cli import main
 from neardup.errors import ConfigError, InputError
 from neardup.matching import pair_rule
@@ -30,12 +30,12 @@ def brute_force(queries: list[BatchRecord], stored: list[BatchRecord], k: int, v
                 bands: bool) -> list[CheckVerdict]:
     """The specification: pair_rule on every (query, stored) pair of different URL keys; the
     best is exact first, then the smallest distance, then the first stored; the URL's latest
-    stored row (first_seen, then stored order) gives the version."""
+    stored row (batch_versions' capture order, then stored order) gives the version."""
     out = []
     skeys = [url_key(s.url) for s in stored]
     for q in queries:
         key = url_key(q.url)
-        own = [(s.first_seen, j) for j, s in enumerate(stored) if skeys[j] == key]
+        own = [(capture_key(s), j) for j, s in enumerate(stored) if skeys[j] == key]
         version = None
         if own:
             latest = stored[max(own)[1]]
@@ -174,11 +174,17 @@ def test_bad_stored_inputs_are_typed_errors(tmp_path) -> None:
     with pytest.raises(InputError, match="no such file"):
         check_against([rec], [str(tmp_path / "missing.parquet")])
     pq.write_table(pa.table({"url": ["x"], "html": ["y"]}), tmp_path / "pages.parquet")
-    with pytest.raises(ConfigError, match="missing digest, simhash"):
+    with pytest.raises(InputError, match="missing digest, simhash"):
         check_against([rec], [str(tmp_path / "pages.parquet")])
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(InputError, match="junk.parquet: not a readable Parquet file"):
         check_against([rec], [str(tmp_path / "junk.parquet")])
+    for name, values in (("sketch", ["x"]), ("first_seen", ["later"]), ("url", [7]), ("empty", ["false"]),
+                         ("simhash", ["00000000000000ff"])):
+        cols = {"url": ["https://a.example/"], "digest": ["d"], "simhash": [1], name: values}
+        pq.write_table(pa.table(cols), tmp_path / f"bad_{name}.parquet")
+        with pytest.raises(InputError, match=f"bad_{name}.parquet: column {name} is "):
+            check_against([rec], [str(tmp_path / f"bad_{name}.parquet")])
     write_fingerprints([rec], str(tmp_path / "ok.parquet"))
     for bad in (-1, 64, 2.5, True):
         with pytest.raises(ConfigError, match="k must be"):
@@ -231,7 +237,7 @@ def test_command_checks_pages_against_an_archive(tmp_path) -> None:
 
 @pytest.mark.parametrize(("case", "code", "needle"), [
     ("missing", 2, "does not exist"),
-    ("columns", 2, "missing digest, simhash"),
+    ("columns", 1, "missing digest, simhash"),
     ("corrupt", 1, "not a readable Parquet file"),
     ("k", 2, "-k"),
     ("k70", 2, "k must be a whole number between 0 and 63"),
@@ -299,3 +305,22 @@ def test_a_plain_url_is_its_own_key(labels, path, scheme) -> None:
         assert normalize_url(url) == url
     except URLError:
         pass
+
+
+def test_own_url_version_follows_the_capture_order_in_any_stored_order(tmp_path) -> None:
+    """The latest stored row of a query's URL is the last in batch_versions' capture order
+    (fetch time, then the row's own fields on a tie), whatever order the file holds them in:
+    the version dedup_batch gives the query as the URL's next capture."""
+    from neardup.batch import dedup_batch
+
+    url = "https://a.example/p"
+    rows = [BatchRecord(url, "d1", 1, first_seen=5.0, length=4000),
+            BatchRecord(url, "d3", 3, first_seen=5.0, length=4000),
+            BatchRecord(url, "d2", 2, first_seen=4.0, length=4000)]
+    query = BatchRecord(url, "d3", 3, first_seen=9.0, length=4000)
+    got = set()
+    for i, order in enumerate((rows, rows[::-1], [rows[1], rows[2], rows[0]])):
+        write_fingerprints(order, str(tmp_path / f"s{i}.parquet"))
+        got.add(check_against([query], [str(tmp_path / f"s{i}.parquet")], verify=None).verdicts[0].version)
+    expected = {dedup_batch([*order, query], verify=None).verdicts[-1].version for order in (rows, rows[::-1])}
+    assert got == expected == {"unchanged"}

@@ -1,5 +1,8 @@
 """The batch job on columns: :func:`neardup.batch.dedup_batch`'s answer computed on arrays,
 never one Python object per page, so 10^7 precomputed fingerprints fit in a few GB.
+:func:`solve` decides the pages it is given; re-fetches of one URL are set aside before it and
+given their URL's answer after it by :func:`neardup.batch_versions.solve_captures` (what
+``dedup_batch`` and ``neardup dedup --batch`` run).
 
 Columns (:class:`FingerprintArrays`): strings (URL, digest, title, link) stay Arrow arrays,
 the SimHash, lengths and times numpy vectors, the sketches one (n, 64) uint8 matrix. Then:

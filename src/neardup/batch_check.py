@@ -20,7 +20,7 @@ match (``exact`` first, then the smallest SimHash distance, ties by stored order
 order given, rows in file order), ``distance`` and ``score`` (the rule's). A query never
 matches a stored row of its own URL (:func:`neardup.urls.normalize_url`: a re-fetch is a
 version of its URL, not its own duplicate); such rows give ``version``: ``unchanged`` when the
-URL's latest stored row (largest ``first_seen``, then last in stored order) has the query's
+URL's latest stored row (the last in :func:`neardup.batch_versions.capture_key` order) has the query's
 digest and emptiness, else ``changed``; None when the archive does not hold the URL.
 
 >>> import os, tempfile
@@ -47,7 +47,7 @@ import numpy as np
 from neardup.band_join import QueryBands, band_join_chunks
 from neardup.batch import BatchRecord
 from neardup.batch_arrays import FingerprintArrays, _sketch_matrix
-from neardup.batch_versions import own_keys, url_key, url_keys
+from neardup.batch_versions import capture_key, own_keys, url_key, url_keys
 from neardup.errors import ConfigError, InputError
 from neardup.fingerprint import DEFAULT_CONFIG
 from neardup.matching import Side, pair_rule
@@ -56,7 +56,12 @@ from neardup.permuted_join import batch_join
 from neardup.urls import host_of
 
 #: the columns read of a stored file (``signature`` never is)
-STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "length", "first_seen")
+STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "length", "first_seen", "canonical_link",
+                  "priority")
+#: the Arrow types each stored column may have (checked before any row is read)
+COLUMN_TYPES = {"url": "string", "digest": "string", "title": "string", "canonical_link": "string",
+                "simhash": "integer", "length": "integer", "empty": "boolean", "first_seen": "number",
+                "priority": "number", "sketch": "binary"}
 REQUIRED = ("url", "digest", "simhash")
 #: the most rows of a stored file held at once (a Parquet row group is read in slices of this)
 CHUNK_ROWS = 1 << 19
@@ -126,7 +131,8 @@ def records_of(queries: Sequence[BatchRecord] | FingerprintArrays) -> list[Batch
 
 def stored_files(paths: Sequence[str]) -> list[str]:
     """The Parquet files of ``paths`` (a folder: its ``*.parquet`` parts, sorted), checked to
-    exist and to hold the fingerprint columns (:class:`InputError` / :class:`ConfigError`)."""
+    exist and to hold the fingerprint columns of the types :data:`COLUMN_TYPES` allows
+    (:class:`InputError` naming the file and column)."""
     import pyarrow.parquet as pq
 
     files: list[str] = []
@@ -149,8 +155,26 @@ def stored_files(paths: Sequence[str]) -> list[str]:
             raise InputError(f"{f}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})") from None
         missing = [c for c in REQUIRED if c not in names]
         if missing:
-            raise ConfigError(f"{f}: not a fingerprint file (missing {', '.join(missing)})")
+            raise InputError(f"{f}: not a fingerprint file (missing {', '.join(missing)})")
+        schema = pq.read_schema(f)
+        for name, kind in COLUMN_TYPES.items():
+            if name in names and not _is_kind(schema.field(name).type, kind):
+                raise InputError(f"{f}: column {name} is {schema.field(name).type}, expected {kind}")
     return files
+
+
+def _is_kind(t: Any, kind: str) -> bool:
+    """Whether Arrow type ``t`` is of ``kind`` (:data:`COLUMN_TYPES`); a column of nulls only
+    is any kind."""
+    import pyarrow as pa
+
+    checks = {"string": lambda: pa.types.is_string(t) or pa.types.is_large_string(t),
+              "integer": lambda: pa.types.is_integer(t),
+              "boolean": lambda: pa.types.is_boolean(t),
+              "number": lambda: pa.types.is_integer(t) or pa.types.is_floating(t),
+              "binary": lambda: (pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                                 or pa.types.is_fixed_size_binary(t))}
+    return bool(pa.types.is_null(t) or checks[kind]())
 
 
 @dataclass
@@ -183,7 +207,7 @@ def _chunks(files: Sequence[str], chunk_rows: int) -> Iterator[_Chunk]:
                 cols = {c: batch.column(c) for c in batch.schema.names}
                 n = batch.num_rows
                 if cols["simhash"].null_count or cols["url"].null_count or cols["digest"].null_count:
-                    raise ConfigError(f"{f}: nulls in a required column (url, digest, simhash)")
+                    raise InputError(f"{f}: nulls in a required column (url, digest, simhash)")
                 sim = np.asarray(cols["simhash"].cast(pa.int64()).to_numpy(zero_copy_only=False)).view(np.uint64)
                 sketch = _sketch_rows(cols["sketch"]) if "sketch" in cols else np.zeros((n, 64), np.uint8)
                 yield _Chunk(offset, cols, np.ascontiguousarray(sim), sketch)
@@ -281,17 +305,20 @@ class _Best:
     def __init__(self, n: int) -> None:
         self.rank: list[tuple[int, int, int] | None] = [None] * n
         self.found: list[tuple[str, int, float | None] | None] = [None] * n
-        self.own: list[tuple[float, int, str, bool] | None] = [None] * n
+        self.own: list[tuple[tuple, int, str, bool] | None] = [None] * n
 
     def offer(self, q: int, rank: tuple[int, int, int], url: str, distance: int, score: float | None) -> None:
         held = self.rank[q]
         if held is None or rank < held:
             self.rank[q], self.found[q] = rank, (url, distance, score)
 
-    def version(self, q: int, first_seen: float, pos: int, digest: str, empty: bool) -> None:
+    def version(self, q: int, order: tuple, pos: int, digest: str, empty: bool) -> None:
+        """Keep the latest stored row of query ``q``'s own URL: the last in the capture order
+        of :mod:`neardup.batch_versions` (fetch time, NaN last, then the row's own fields),
+        then in stored order."""
         got = self.own[q]
-        if got is None or (first_seen, pos) >= (got[0], got[1]):
-            self.own[q] = (first_seen, pos, digest, empty)
+        if got is None or (order, pos) >= (got[0], got[1]):
+            self.own[q] = (order, pos, digest, empty)
 
 
 class _Digests:
@@ -321,17 +348,27 @@ class _Digests:
         return np.concatenate(qs), np.repeat(hit, [m.shape[0] for m in qs])
 
 
+def _stored_record(chunk: _Chunk, r: int) -> BatchRecord:
+    """Stored row ``r`` of a chunk as a record (the fields the capture order reads)."""
+    cols = chunk.columns
+
+    def get(name: str) -> Any:
+        return cols[name][r].as_py() if name in cols else None
+
+    fs, length = get("first_seen"), get("length")
+    return BatchRecord(url=get("url"), digest=get("digest"), simhash=int(chunk.simhash[r]), empty=bool(get("empty")),
+                       title=get("title"), length=int(length or 0), canonical_link=get("canonical_link"),
+                       first_seen=0.0 if fs is None else float(fs), priority=get("priority"))
+
+
 def _decide(chunk: _Chunk, queries: list[BatchRecord], qsides: list[Side], urls: _UrlIndex, digests: _Digests,
             best: _Best, k: int, verify: float | None, bands: bool) -> int:
     """Decide every candidate pair of one stored chunk; returns how many were decided."""
     own = urls.rows(chunk.columns["url"])
     if own:
-        first = chunk.columns.get("first_seen")
-        empty = chunk.columns.get("empty")
         for r, q in own:
-            fs = first[r].as_py() if first is not None else None
-            e = empty[r].as_py() if empty is not None else None
-            best.version(q, float(fs or 0.0), chunk.offset + r, chunk.columns["digest"][r].as_py(), bool(e))
+            row = _stored_record(chunk, r)
+            best.version(q, capture_key(row), chunk.offset + r, row.digest, bool(row.empty))
     excluded = {(q, r) for r, q in own}
     qa = [p[0] for p in chunk.pairs]
     sa = [p[1] for p in chunk.pairs]

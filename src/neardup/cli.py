@@ -278,7 +278,8 @@ def _read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:
               help=f"{DB_HELP} (a file is created if missing); required unless --batch.")
 @click.option("--batch", is_flag=True,
               help="Decide on the whole input at once (neardup.batch: order-independent clusters and canonicals; "
-                   "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance. Inputs may "
+                   "no store). Rows: url, digest, simhash, status, cluster, canonical, match, distance, version (a "
+                   "URL's re-fetches are versions of it). Inputs may "
                    "also be fingerprint Parquet files (neardup.batch.PARQUET_COLUMNS).")
 @click.option("--fingerprints-out", default=None, type=click.Path(dir_okay=False),
               help="With --batch: also write the pages' fingerprints as Parquet (what --batch and spark-dedup read).")

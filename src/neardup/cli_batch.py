@@ -25,7 +25,7 @@ from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY, METHODS
 @click.command("spark-dedup", context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--out", required=True, help="Output folder (Parquet: url, digest, simhash, status, cluster, "
-                                           "canonical, match, distance).")
+                                           "canonical, match, distance, version).")
 @click.option("-k", "--k", "k", type=click.IntRange(0, 63), default=None,
               help="SimHash distance (default: the spec version's).")
 @click.option("--verify", type=click.FloatRange(0.0, 1.0), default=DEFAULT_VERIFY, help="Sketch threshold.")

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import click
 
+from neardup.cli_dedup_batch import output_format
 from neardup.cli_errors import handle_errors
 from neardup.cli_settings import settings_from_options, settings_options
 from neardup.errors import InputError
@@ -48,7 +49,7 @@ def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str,
     from neardup.batch_check import check_against
 
     settings = settings_from_options(opts)
-    fmt = fmt or _format_of(out)
+    fmt = fmt or output_format(out)
     if fmt == "parquet" and out == "-":
         raise click.UsageError("--format parquet needs --out FILE")
     records = _query_records(queries, jobs)
@@ -90,11 +91,6 @@ def _query_records(inputs: tuple[str, ...], jobs: int | None) -> list[Any]:
             raise InputError(f"cannot fingerprint {failed[0]}{more}")
         records += [r for r in got if r is not None]
     return records
-
-
-def _format_of(out: str) -> str:
-    low = out.lower()
-    return "csv" if low.endswith(".csv") else "parquet" if low.endswith(".parquet") else "jsonl"
 
 
 def write_rows(rows: list[dict[str, Any]], stream: IO[bytes], fmt: str) -> None:

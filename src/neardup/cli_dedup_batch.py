@@ -21,8 +21,6 @@ from neardup.settings import DetectorSettings
 if TYPE_CHECKING:
     from neardup.batch import BatchVerdict
 
-BATCH_FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
-
 
 def fingerprint_file(path: str) -> bool:
     """A fingerprint Parquet input of ``dedup --batch`` (False without PyArrow)."""
@@ -65,7 +63,7 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
         items += done
     else:
         items += pages
-    fmt = fmt or _batch_format(out)
+    fmt = fmt or output_format(out)
     if settings.method == "simhash":
         _dedup_batch_arrays(parquet, items, unread, out, fmt, errors_path, settings=settings, jobs=jobs,
                             config=config, exact_k=exact_k)
@@ -91,11 +89,13 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
 def write_records(verdicts: Iterable[BatchVerdict], stream: TextIO, fmt: str) -> None:
     """Write the record path's verdicts as CSV (with a header) or JSON lines, the SimHash in
     hex (the columns and bytes :func:`neardup.batch_io.write_verdicts` writes from arrays)."""
-    writer = csv.DictWriter(stream, fieldnames=BATCH_FIELDS) if fmt == "csv" else None
+    from neardup.batch_io import FIELDS
+
+    writer = csv.DictWriter(stream, fieldnames=FIELDS) if fmt == "csv" else None
     if writer is not None:
         writer.writeheader()
     for v in verdicts:
-        row = {f: getattr(v, f) for f in BATCH_FIELDS}
+        row = {f: getattr(v, f) for f in FIELDS}
         row["simhash"] = f"{v.simhash:016x}"
         if writer is not None:
             writer.writerow(row)
@@ -103,7 +103,8 @@ def write_records(verdicts: Iterable[BatchVerdict], stream: TextIO, fmt: str) ->
             stream.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def _batch_format(out: str | None) -> str:
+def output_format(out: str | None) -> str:
+    """The output format a file name asks for: csv, parquet, else JSON lines."""
     low = (out or "").lower()
     return "csv" if low.endswith(".csv") else "parquet" if low.endswith(".parquet") else "jsonl"
 
