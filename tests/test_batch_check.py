@@ -241,7 +241,6 @@ def test_command_checks_pages_against_an_archive(tmp_path) -> None:
     ("corrupt", 1, "not a readable Parquet file"),
     ("k", 2, "-k"),
     ("k70", 2, "k must be a whole number between 0 and 63"),
-    ("query", 1, "bad.warc.gz"),
 ])
 def test_command_errors_are_one_line(tmp_path, case, code, needle) -> None:
     good = tmp_path / "good.parquet"
@@ -253,8 +252,7 @@ def test_command_errors_are_one_line(tmp_path, case, code, needle) -> None:
             "columns": [str(good), "--stored", str(tmp_path / "pages.parquet")],
             "corrupt": [str(good), "--stored", str(tmp_path / "corrupt.parquet")],
             "k": [str(good), "--stored", str(good), "-k", "-3"],
-            "k70": [str(good), "--stored", str(good), "-k", "70"],
-            "query": [str(tmp_path / "bad.warc.gz"), "--stored", str(good)]}[case]
+            "k70": [str(good), "--stored", str(good), "-k", "70"]}[case]
     got, out, err = run("check-batch", *args)
     assert got == code
     assert len(err.strip().splitlines()) == 1 and err.startswith("neardup: error:") and needle in err
@@ -324,3 +322,19 @@ def test_own_url_version_follows_the_capture_order_in_any_stored_order(tmp_path)
         got.add(check_against([query], [str(tmp_path / f"s{i}.parquet")], verify=None).verdicts[0].version)
     expected = {dedup_batch([*order, query], verify=None).verdicts[-1].version for order in (rows, rows[::-1])}
     assert got == expected == {"unchanged"}
+
+
+def test_an_unreadable_query_input_is_skipped_and_reported(tmp_path) -> None:
+    """As dedup --batch: a query file that cannot be read is one stderr line (and a JSON line
+    in --errors); the other queries are still checked."""
+    good, archive = tmp_path / "good.parquet", tmp_path / "archive.parquet"
+    write_fingerprints([BatchRecord("https://b.example/", "d", 1, length=4000)], str(good))
+    write_fingerprints([BatchRecord("https://a.example/", "d", 1, length=4000)], str(archive))
+    (tmp_path / "bad.warc.gz").write_bytes(b"\x1f\x8b not gzip")
+    code, out, err = run("check-batch", str(tmp_path / "bad.warc.gz"), str(good), "--stored", str(archive),
+                         "--errors", str(tmp_path / "errors.jsonl"))
+    assert code == 0 and "Traceback" not in err
+    assert [line for line in err.splitlines() if "bad.warc.gz" in line][0].startswith("neardup: skipped")
+    assert [json.loads(line)["status"] for line in out.splitlines()] == ["exact"]
+    assert json.loads(err.strip().splitlines()[-1])["errors"] == 1
+    assert "bad.warc.gz" in (tmp_path / "errors.jsonl").read_text()

@@ -100,7 +100,6 @@ class CheckResult:
     verdicts: list[CheckVerdict]
     stored: int = 0
     candidates: int = 0
-    errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
         out = {"queries": len(self.verdicts), "stored": self.stored, "candidates": self.candidates,

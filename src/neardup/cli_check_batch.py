@@ -17,10 +17,9 @@ from typing import IO, Any
 
 import click
 
-from neardup.cli_dedup_batch import output_format
+from neardup.cli_dedup_batch import output_format, report_skipped
 from neardup.cli_errors import handle_errors
 from neardup.cli_settings import settings_from_options, settings_options
-from neardup.errors import InputError
 
 
 @click.command("check-batch")
@@ -32,12 +31,14 @@ from neardup.errors import InputError
               help="Write one row a query here (- for stdout: the summary then goes to stderr).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet"]), default=None,
               help="Output format (default: from --out's extension, else jsonl).")
+@click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
+              help="Write one JSON line per query item that could not be read or fingerprinted: source, reason, error.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes fingerprinting page inputs (default: the CPUs).")
 @settings_options(["k", "verify", "bands"])
 @handle_errors
 def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str, fmt: str | None,
-                    jobs: int | None, **opts: Any) -> None:
+                    errors_path: str | None, jobs: int | None, **opts: Any) -> None:
     """Check QUERIES (fingerprint Parquet files or pages) against the --stored fingerprints:
     each query is exact, near (the match rule of the Detector, the same k, verify and bands),
     new or empty; a stored row of the query's own URL is its version (unchanged/changed),
@@ -52,8 +53,9 @@ def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str,
     fmt = fmt or output_format(out)
     if fmt == "parquet" and out == "-":
         raise click.UsageError("--format parquet needs --out FILE")
-    records = _query_records(queries, jobs)
+    records, skipped = _query_records(queries, jobs)
     result = check_against(records, list(stored), k=settings.k, verify=settings.verify, bands=settings.bands)
+    report_skipped(skipped, errors_path)
     rows = [v.to_dict() for v in result.verdicts]
     if out == "-":
         write_rows(rows, sys.stdout.buffer, fmt)
@@ -61,12 +63,13 @@ def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str,
     else:
         with open(out, "wb") as fh:
             write_rows(rows, fh, fmt)
-    click.echo(json.dumps({**result.summary(), "errors": len(result.errors)}), err=out == "-")
+    click.echo(json.dumps({**result.summary(), "errors": len(skipped)}), err=out == "-")
 
 
-def _query_records(inputs: tuple[str, ...], jobs: int | None) -> list[Any]:
+def _query_records(inputs: tuple[str, ...], jobs: int | None) -> tuple[list[Any], list[dict[str, Any]]]:
     """Records of every query: fingerprint Parquet rows as they are, pages fingerprinted (in
-    ``jobs`` processes) with the default config. An unreadable input or page is an error."""
+    ``jobs`` processes) with the default config; and the items skipped (an unreadable input or
+    page: source, reason, error), as ``dedup --batch`` skips and reports them."""
     from neardup.batch import read_fingerprints, records_from_pages
     from neardup.cli import _read_all
     from neardup.cli_dedup_batch import fingerprint_file
@@ -75,6 +78,7 @@ def _query_records(inputs: tuple[str, ...], jobs: int | None) -> list[Any]:
 
     records: list[Any] = []
     pages = []
+    skipped: list[dict[str, Any]] = []
     for path in inputs:
         if fingerprint_file(path):
             records += read_fingerprints(path)
@@ -83,14 +87,12 @@ def _query_records(inputs: tuple[str, ...], jobs: int | None) -> list[Any]:
             if item.page is not None:
                 pages.append(item.page)
             elif item.skip is None:
-                raise InputError(item.error or f"{item.source}: {item.reason or 'unreadable'}")
+                skipped.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
     if pages:
         got, failed = records_from_pages(pages, DEFAULT_CONFIG, jobs or default_jobs())
-        if failed:
-            more = f" (and {len(failed) - 1} more)" if failed[1:] else ""
-            raise InputError(f"cannot fingerprint {failed[0]}{more}")
+        skipped += [{"source": None, "reason": "bad-page", "error": e} for e in failed]
         records += [r for r in got if r is not None]
-    return records
+    return records, skipped
 
 
 def write_rows(rows: list[dict[str, Any]], stream: IO[bytes], fmt: str) -> None:

@@ -81,7 +81,7 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
             if stream is not sys.stdout:
                 stream.close()
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
-    _batch_errors(errors, errors_path)
+    report_skipped(errors, errors_path)
     summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
 
@@ -109,7 +109,9 @@ def output_format(out: str | None) -> str:
     return "csv" if low.endswith(".csv") else "parquet" if low.endswith(".parquet") else "jsonl"
 
 
-def _batch_errors(errors: list[dict[str, Any]], errors_path: str | None) -> None:
+def report_skipped(errors: list[dict[str, Any]], errors_path: str | None) -> None:
+    """One stderr line per input item skipped (source, reason, error); all of them as JSON
+    lines in ``errors_path`` when given."""
     for e in errors:
         click.echo(f"neardup: skipped {_one_line(e['source'] or '', 300)}: [{e['reason']}] "
                    f"{_one_line(e['error'] or '', 1000)}", err=True)
@@ -151,6 +153,6 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
         else:
             write_verdicts(answer, out, fmt)
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in failed]
-    _batch_errors(errors, errors_path)
+    report_skipped(errors, errors_path)
     summary = {**answer.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
