@@ -155,9 +155,9 @@ def main() -> None:
         summary += (f" to the {linear:,.0f} core-hours of the linear term fitted on the Spark scale run (section "
                     f"\"Batch job at scale\"): **{linear + per_1e9:,.0f} core-hours** in all, about "
                     f"{(linear + per_1e9) / 64:,.1f} hours on 64 cores, fingerprinting not included")
-    if linear is not None and rows[0]["spark_core_hours"] > 0:
-        n0, q0 = rows[0]["n"], rows[0]["spark_core_hours"]
-        cross = linear / 1e9 * n0 * n0 / q0  # linear * N / 1e9 == q0 * (N / n0)^2
+    if linear is not None and big["spark_core_hours"] > 0:
+        n1, q1 = big["n"], big["spark_core_hours"]
+        cross = linear / 1e9 * n1 * n1 / q1  # linear * N / 1e9 == q1 * (N / n1)^2, at 10^9's ns per check
         summary += (f". The scan passes the linear term near {cross:.1e} fingerprints (the linear term grows as N, "
                     "the scan as N^2)")
     ns7 = (BAND_KINDS * big["spark_band_ns"] + SIM_KINDS * big["spark_sim_ns"]) / (BAND_KINDS + SIM_KINDS)

@@ -333,9 +333,10 @@ DENSITY_SLACK = 2
 def bucket_cap(groups: int, base: int = MAX_BUCKET) -> int:
     """The largest block (in groups) compared pairwise when ``groups`` digest groups are
     blocked: ``base`` plus :data:`DENSITY_SLACK` times the ``groups / 65,536`` a 16-bit block
-    holds on random pages. Density alone never windows a block (a Poisson block of mean
-    m stays under 2m + 256 with a margin of many standard deviations at any N), so the
-    candidates stay the Detector's at 10^8 and 10^9 groups; a crawler trap's block (10^5
+    holds on random pages. On keys spread like random ones, density alone never windows a
+    block (a Poisson block of mean m stays under 2m + 256 with a margin of many standard
+    deviations at any N), so the candidates stay the Detector's at 10^8 and 10^9 groups; a key
+    far more common than that (a template's band, a trap) is windowed; a crawler trap's block (10^5
     copies sharing a key) is windowed below about 3 10^9 groups. Pairwise work grows as
     N^2 / 131,072 checks a kind of block: 7.6 10^6 at 10^6 groups, 7.6 10^10 at 10^8.
 

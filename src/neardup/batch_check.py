@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from neardup import urls
 from neardup.band_join import QueryBands, band_join_chunks
 from neardup.batch import BatchRecord
 from neardup.batch_arrays import FingerprintArrays, _sketch_matrix
@@ -67,7 +68,7 @@ REQUIRED = ("url", "digest", "simhash")
 CHUNK_ROWS = 1 << 19
 #: the host of a URL as :func:`urllib.parse.urlsplit` reads it (after the last ``@`` of the netloc)
 _HOST_OF = r"^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(?P<host>[^/?#:@]*)"
-_LDH_HOST = r"^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63})*$"
+_LDH_HOST = f"^{urls._LDH_HOST.pattern}$"  # the host normalize_url keeps as it is
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neardup.errors import NeardupError
-from neardup.urls import normalize_url
+from neardup.urls import _CLEAN_PATH, _LDH_HOST, normalize_url
 
 if TYPE_CHECKING:
     from neardup.batch import BatchRecord, BatchResult
@@ -53,8 +53,7 @@ NO_VERSION, UNCHANGED, CHANGED = -1, 0, 1
 #: a URL that :func:`normalize_url` returns unchanged (checked by Arrow, no Python a row):
 #: lower-case scheme and LDH host, no user, port, query or fragment, a path of characters it
 #: keeps as they are (and no dot segment, tested apart)
-CLEAN_URL = (r"^(?:https?|ftp)://[a-z0-9\-]{1,63}(?:\.[a-z0-9\-]{1,63})*"
-             r"/[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=]*$")
+CLEAN_URL = f"^(?:https?|ftp)://{_LDH_HOST.pattern}{_CLEAN_PATH.pattern}$"  # normalize_url's own patterns
 _CHUNK = 1 << 20
 
 

@@ -518,7 +518,8 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
           config: FingerprintConfig = DEFAULT_CONFIG, layout: Layout | None = None, bands: bool = True,
           exact_k: bool = False, max_bucket: int | None = None, window: int = WINDOW) -> "DataFrame":
     """Stages 2-6 over fingerprints (:func:`fingerprints`; rows with an error are left out):
-    the output rows (:data:`OUT_SCHEMA`), the answer of :func:`neardup.batch.dedup_batch`
+    the output rows (:data:`OUT_SCHEMA`; ``max_bucket`` None: :func:`neardup.batch.bucket_cap`
+    of the digest groups), the answer of :func:`neardup.batch.dedup_batch`
     (with ``exact_k``, or when k <= PIGEON_K; else pairs at SimHash distances in
     (PIGEON_K, k] that share no sketch band are not found: :func:`near_pairs`)."""
     from pyspark import StorageLevel
