@@ -702,9 +702,7 @@ def read_fingerprints(path: str) -> list[BatchRecord]:
 
     table = pq.read_table(str(path))
     names = set(table.column_names)
-    missing = {"url", "digest", "simhash"} - names
-    if missing:
-        raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
+    require_fingerprint_columns(path, names)
     n = table.num_rows
     cols: dict[str, list[Any]] = {c: (table.column(c).to_pylist() if c in names else [None] * n)
                                   for c, _ in PARQUET_COLUMNS}
@@ -720,6 +718,28 @@ def read_fingerprints(path: str) -> list[BatchRecord]:
     return out
 
 
+#: the columns that make a Parquet file one of precomputed fingerprints (not pages of url/html)
+REQUIRED_COLUMNS = ("url", "digest", "simhash")
+
+
+def require_fingerprint_columns(path: str, names: set[str], error: type[NeardupError] = ConfigError) -> None:
+    """Raise ``error`` naming ``path`` when its columns ``names`` lack one of
+    :data:`REQUIRED_COLUMNS`."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise error(f"{path}: not a fingerprint file (missing {', '.join(missing)})")
+
+
+def parquet_columns(path: str) -> set[str]:
+    """The column names of a Parquet file or of a folder of parts (Arrow's errors for a file
+    that is not Parquet pass through)."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    return set(pq.ParquetDataset(path).schema.names) if os.path.isdir(path) else set(pq.read_schema(path).names)
+
+
 def is_fingerprint_file(path: str) -> bool:
     """Whether ``path`` is Parquet (a file or a folder of parts) with the fingerprint columns
     ``url``, ``digest`` and ``simhash`` (rather than pages of ``url``/``html``)."""
@@ -729,9 +749,7 @@ def is_fingerprint_file(path: str) -> bool:
     if not (p.lower().rstrip("/").endswith(".parquet") or os.path.isdir(p)):
         return False
     try:
-        import pyarrow.parquet as pq
-
-        names = set(pq.read_schema(p).names) if os.path.isfile(p) else set(pq.ParquetDataset(p).schema.names)
+        names = parquet_columns(p)
     except Exception:  # not Parquet at all
         return False
-    return {"url", "digest", "simhash"} <= names
+    return set(REQUIRED_COLUMNS) <= names

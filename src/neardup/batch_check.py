@@ -46,7 +46,7 @@ import numpy as np
 
 from neardup import urls
 from neardup.band_join import QueryBands, band_join_chunks
-from neardup.batch import BatchRecord
+from neardup.batch import BatchRecord, require_fingerprint_columns
 from neardup.batch_arrays import FingerprintArrays, _sketch_matrix
 from neardup.batch_versions import capture_key, own_keys, url_key, url_keys
 from neardup.errors import ConfigError, InputError
@@ -63,7 +63,6 @@ STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "lengt
 COLUMN_TYPES = {"url": "string", "digest": "string", "title": "string", "canonical_link": "string",
                 "simhash": "integer", "length": "integer", "empty": "boolean", "first_seen": "number",
                 "priority": "number", "sketch": "binary"}
-REQUIRED = ("url", "digest", "simhash")
 #: the most rows of a stored file held at once (a Parquet row group is read in slices of this)
 CHUNK_ROWS = 1 << 19
 #: the host of a URL as :func:`urllib.parse.urlsplit` reads it (after the last ``@`` of the netloc)
@@ -153,9 +152,7 @@ def stored_files(paths: Sequence[str]) -> list[str]:
             names = set(pq.read_schema(f).names)
         except Exception as exc:  # noqa: BLE001 - Arrow raises several types for a file that is not Parquet
             raise InputError(f"{f}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})") from None
-        missing = [c for c in REQUIRED if c not in names]
-        if missing:
-            raise InputError(f"{f}: not a fingerprint file (missing {', '.join(missing)})")
+        require_fingerprint_columns(f, names, InputError)
         schema = pq.read_schema(f)
         for name, kind in COLUMN_TYPES.items():
             if name in names and not _is_kind(schema.field(name).type, kind):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -42,15 +43,13 @@ def read_fingerprint_tables(paths: Sequence[str]) -> list[Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from neardup.batch import PARQUET_COLUMNS
+    from neardup.batch import PARQUET_COLUMNS, parquet_columns, require_fingerprint_columns
 
     wanted = [c for c, _ in PARQUET_COLUMNS if c != "signature"]
     tables = []
     for path in paths:
-        names = set(pq.read_schema(path).names) if not _is_dir(path) else set(pq.ParquetDataset(path).schema.names)
-        missing = {"url", "digest", "simhash"} - names
-        if missing:
-            raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
+        names = parquet_columns(path)
+        require_fingerprint_columns(path, names)
         table = pq.read_table(str(path), columns=[c for c in wanted if c in names])
         for c, typ in PARQUET_COLUMNS:
             if c in wanted and c not in names:
@@ -78,18 +77,17 @@ def read_fingerprint_arrays(paths: Sequence[str]) -> FingerprintArrays:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from neardup.batch import PARQUET_COLUMNS, parquet_columns, require_fingerprint_columns
+
     if not paths:
         return FingerprintArrays.from_records([])
-    names = [set(pq.ParquetDataset(p).schema.names) if _is_dir(p) else set(pq.read_schema(p).names) for p in paths]
+    names = [parquet_columns(p) for p in paths]
     for path, have in zip(paths, names):
-        missing = {"url", "digest", "simhash"} - have
-        if missing:
-            raise ConfigError(f"{path}: not a fingerprint file (missing {', '.join(sorted(missing))})")
+        require_fingerprint_columns(path, have)
     types = {"string": pa.large_string(), "binary": pa.large_binary()}
-    from neardup.batch import PARQUET_COLUMNS
 
     kinds = dict(PARQUET_COLUMNS)
-    counts = [pq.ParquetDataset(p).read(columns=["simhash"]).num_rows if _is_dir(p) else
+    counts = [pq.ParquetDataset(p).read(columns=["simhash"]).num_rows if os.path.isdir(p) else
               pq.ParquetFile(p).metadata.num_rows for p in paths]
 
     def column(name: str) -> Any:
@@ -104,12 +102,6 @@ def read_fingerprint_arrays(paths: Sequence[str]) -> FingerprintArrays:
         return pa.chunked_array(chunks, typ)
 
     return FingerprintArrays.from_columns(column, sum(counts))
-
-
-def _is_dir(path: str) -> bool:
-    import os
-
-    return os.path.isdir(path)
 
 
 def _arrow_type(name: str) -> Any:
