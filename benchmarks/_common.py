@@ -3,7 +3,10 @@ corpus), the machine they ran on and its load, their sections of the docs betwee
 Markdown tables, timing, logging, and the generated and real texts several of them measure.
 
 The scripts run as ``python benchmarks/NAME.py``, so this folder is on ``sys.path`` and they
-import this module as ``_common``.
+import this module as ``_common``, before neardup: importing it puts the checkout's ``src/``
+first on ``sys.path`` (:func:`use_checkout`), so that a script measures this checkout's code
+whether or not (or whichever) neardup is installed, with no path set-up of its own. Reading
+the shared corpus (its manifests, labelled pairs, pages) is :mod:`_corpus`'s.
 """
 
 from __future__ import annotations
@@ -21,22 +24,33 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: the file every script writes its section into
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
-#: the shared corpus of real pages (``NEARDUP_CORPUS``, else ``../shared/corpus`` beside the checkout)
-CORPUS = Path(os.environ.get("NEARDUP_CORPUS", REPO_ROOT.parent / "shared" / "corpus"))
+#: the shared corpus of real pages: ``NEARDUP_CORPUS``, else ``shared/corpus`` beside the checkout
+#: (``../shared/corpus``) or one level up (a checkout in a folder of worktrees)
+CORPUS = Path(os.environ.get("NEARDUP_CORPUS") or next(
+    (p for p in (REPO_ROOT.parent / "shared" / "corpus", REPO_ROOT.parents[1] / "shared" / "corpus") if p.is_dir()),
+    REPO_ROOT.parent / "shared" / "corpus"))
 
 
-def use_checkout() -> None:
-    """Import neardup from this checkout's ``src/`` when it is not installed."""
-    try:
-        import neardup  # noqa: F401
-    except ImportError:
-        sys.path.insert(0, str(REPO_ROOT / "src"))
+def use_checkout(src: str | os.PathLike[str] | None = None) -> Path:
+    """Put a checkout's ``src/`` first on ``sys.path``, so that ``import neardup`` (which must
+    come after) imports that code: ``src``, else ``NEARDUP_SRC`` (another checkout's src, e.g.
+    a branch to compare), else this checkout's. Importing this module calls it once; a folder
+    that is already first is not added again. Returns the folder."""
+    folder = Path(src or os.environ.get("NEARDUP_SRC") or REPO_ROOT / "src").resolve()
+    if sys.path[:1] != [str(folder)]:
+        sys.path.insert(0, str(folder))
+    return folder
 
 
-def logger(name: str) -> Callable[[str], None]:
-    """A ``log(msg)`` that prints ``[name] msg`` to stderr at once."""
+use_checkout()
+
+
+def logger(name: str | None = None, clock: bool = False) -> Callable[[str], None]:
+    """A ``log(msg)`` that prints ``[name] msg`` to stderr at once; with ``clock``, the local
+    time (``[name HH:MM:SS] msg``, ``[HH:MM:SS] msg`` without a name)."""
     def log(msg: str) -> None:
-        print(f"[{name}] {msg}", file=sys.stderr, flush=True)
+        tag = " ".join(filter(None, (name, time.strftime("%H:%M:%S") if clock else None)))
+        print(f"[{tag}] {msg}" if tag else msg, file=sys.stderr, flush=True)
     return log
 
 
@@ -61,15 +75,27 @@ def nproc() -> str:
     return _output(["nproc"], env).strip() or str(os.cpu_count())
 
 
-def memory_kib() -> int | None:
-    """MemTotal of /proc/meminfo, KiB."""
+def proc_kib(path: str | Path, field: str) -> int | None:
+    """The ``field`` of a /proc file that counts in kB (``MemTotal`` of /proc/meminfo, ``VmHWM``
+    of /proc/<pid>/status), KiB; None where it is absent."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def memory_kib() -> int | None:
+    """MemTotal of /proc/meminfo, KiB."""
+    return proc_kib("/proc/meminfo", "MemTotal")
+
+
+def rss_bytes() -> int:
+    """This process's resident set now (/proc/self/statm), bytes."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def versions(dists: Sequence[str], missing: str | None = "not installed") -> dict[str, str | None]:
@@ -83,11 +109,15 @@ def versions(dists: Sequence[str], missing: str | None = "not installed") -> dic
     return found
 
 
-def machine(dists: Sequence[str]) -> dict[str, Any]:
-    """CPU model and count, memory, Python, OS and the versions of ``dists``."""
+def machine(dists: Sequence[str] = (), missing: str | None = "not installed") -> dict[str, Any]:
+    """CPU model and count, memory, Python, OS, the versions of ``dists`` (``missing`` for those
+    not installed) and ``libraries``: the installed ones as one line (``a 1.2, b 3.4``)."""
     kib = memory_kib()
+    found = versions(dists, missing=None)
     return {"cpu": cpu_model(), "nproc": nproc(), "memory": "unknown" if kib is None else f"{kib / 2**20:.0f} GiB",
-            "python": platform.python_version(), "os": platform.platform(), "versions": versions(dists)}
+            "python": platform.python_version(), "os": platform.platform(),
+            "versions": {dist: missing if v is None else v for dist, v in found.items()},
+            "libraries": ", ".join(f"{dist} {v}" for dist, v in found.items() if v is not None)}
 
 
 def machine_line(*extra: str) -> str:
@@ -170,10 +200,3 @@ def py_shingles(text: str) -> list[str]:
     w = text.lower().split()
     return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)] or [" ".join(w)]
 
-
-def manifest_rows(folder: Path, limit: int | None = None) -> list[list[str]]:
-    """The rows of a corpus folder's ``manifest.tsv`` (file, url, ...), header left out; the first
-    ``limit`` when given."""
-    lines = (folder / "manifest.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    rows = [line.rstrip("\n").split("\t") for line in lines]
-    return rows[:limit] if limit else rows

@@ -1,6 +1,6 @@
 """Both candidate stages of the default settings in batch: 10^6 queries against S stored pages
-streamed from files under /tmp, the sketch bands (:func:`neardup.band_join.band_join_chunks`)
-and the SimHash tables at k = 3 (:func:`neardup.permuted_join.batch_join`), timed in the same
+streamed from files under /tmp, the sketch bands (:func:`neardup.index.joins.band_join_chunks`)
+and the SimHash tables at k = 3 (:func:`neardup.index.joins.batch_join`), timed in the same
 run, projected linearly to 10^9 stored. Writes its section of docs/benchmarks.md.
 
     .venv/bin/python benchmarks/band_join.py [--queries 1e6] [--stored 1e7,1e8] [--threads 2]
@@ -29,16 +29,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+from _common import DOC, commit, loadavg, logger, machine_line, replace_section, table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _common import DOC, commit, loadavg, machine_line, replace_section, table  # noqa: E402
-
-from neardup.band_join import QueryBands, band_join_chunks  # noqa: E402
-from neardup.bands import far_verify, keys_of, nibble_agreement, nibble_threshold, nibbles_of  # noqa: E402
-from neardup.permuted_join import batch_join  # noqa: E402
+from neardup.index.bands import far_verify, keys_of, nibble_agreement, nibble_threshold, nibbles_of
+from neardup.index.joins import QueryBands, band_join_chunks, batch_join
 
 T = TypeVar("T")
 
@@ -47,8 +41,7 @@ GEN = 1 << 20  # rows generated at a time
 TARGET_S = 20 * 60
 
 
-def log(msg: str) -> None:
-    print(f"[{datetime.now(UTC):%H:%M:%S}] {msg}", flush=True)
+log = logger(clock=True)
 
 
 def sketches(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -23,21 +23,16 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import DOC, REPO_ROOT, replace_section, table
 
-from _docs import replace_section, table  # noqa: E402
-
-from neardup.model import default_k  # noqa: E402
+from neardup.model import default_k
 
 START, END = "<!-- batch-scale:start -->", "<!-- batch-scale:end -->"
-DOC = ROOT / "docs" / "benchmarks.md"
 
 LIBRARY = """
 import json, sys, time
-from neardup.batch_io import read_fingerprint_arrays
-from neardup.batch_arrays import solve
+from neardup.batch.files import read_fingerprint_arrays
+from neardup.batch.arrays import solve
 t = time.perf_counter()
 fa = read_fingerprint_arrays([sys.argv[1]])
 read = time.perf_counter() - t
@@ -67,7 +62,7 @@ CLI = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.
 def run_waited(args: list[str]) -> dict:
     """Run a Python child with this checkout's src first: wall, CPU and peak RSS (its own
     rusage, from ``wait4``), load average at start and end, stdout."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "src"))
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"batch-scale-{os.getpid()}.out"

@@ -5,15 +5,15 @@ and the core-hours it adds to the linear cost of the Spark job per 10^9 fingerpr
     .venv/bin/python benchmarks/block_scan.py [--checks 2e9] [--no-write]
 
 Random pages put N / 65,536 groups in a 16-bit block (a sketch band; a pigeonhole SimHash
-block at k = 3): 1,526 at 10^8, 15,259 at 10^9. Since ``neardup.batch.bucket_cap`` such blocks
+block at k = 3): 1,526 at 10^8, 15,259 at 10^9. Since ``neardup.batch.blocks.bucket_cap`` such blocks
 are compared pairwise (not windowed), so each of the 12 kinds of block costs about
 N^2 / 131,072 pair checks. For each density this times, on one thread, about ``--checks``
 pair checks of random groups (their nibbles and SimHash values random, so the filters reject
 almost every pair, as on unrelated pages) through
 
-- Spark's reducer scan (``neardup.spark_blocks.pairs_of_blocks``: band rows with the nibble
+- Spark's reducer scan (``neardup.batch.spark.blocks.pairs_of_blocks``: band rows with the nibble
   filter, SimHash rows with the distance filter), and
-- the single-machine kernel (``neardup._batch_kernels.bucket_pairs_filtered``, what
+- the single-machine kernel (``neardup.batch._kernels.bucket_pairs_filtered``, what
   ``dedup_batch`` and ``neardup dedup --batch`` run),
 
 and projects ``12 N^2 / 131,072`` checks at the measured ns per check (band and SimHash
@@ -27,27 +27,18 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from _common import DOC, machine_line, replace_section, table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _common import machine_line  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
-
-from neardup import _batch_kernels as BK  # noqa: E402
-from neardup.bands import WORDS, far_verify, nibble_threshold  # noqa: E402
-from neardup.batch import KEY_SPACE, PIGEON_K, WINDOW, bucket_cap  # noqa: E402
-from neardup.detector import DEFAULT_VERIFY  # noqa: E402
-from neardup.spark_blocks import pairs_of_blocks  # noqa: E402
+from neardup.batch import _kernels as BK
+from neardup.batch.blocks import KEY_SPACE, PIGEON_K, WINDOW, bucket_cap
+from neardup.batch.spark.blocks import pairs_of_blocks
+from neardup.index.bands import WORDS, far_verify, nibble_threshold
+from neardup.model import DEFAULT_VERIFY
 
 START, END = "<!-- block-scan:start -->", "<!-- block-scan:end -->"
-DOC = ROOT / "docs" / "benchmarks.md"
 SIZES = (10**8, 10**9)
 BAND_KINDS, SIM_KINDS = 8, PIGEON_K + 1
 
@@ -137,8 +128,8 @@ def main() -> None:
     body = [START, "## The quadratic term at 10^8 and 10^9: dense blocks (issue 27)", "",
             f"`benchmarks/block_scan.py --checks {args.checks:.0e}` ({machine_line()}; one thread; load "
             f"{load[0]:.1f} at start, {end[0]:.1f} at the end). Random pages put N / 65,536 groups in a 16-bit "
-            "block; `neardup.batch.bucket_cap` keeps such blocks pairwise (windowing only a block far denser than "
-            "chance, a trap), so each of the 12 kinds of block (8 bands, 4 SimHash blocks) costs N^2 / 131,072 "
+            "block; `neardup.batch.blocks.bucket_cap` keeps such blocks pairwise (windowing only a block far denser "
+            "than chance, a trap), so each of the 12 kinds of block (8 bands, 4 SimHash blocks) costs N^2 / 131,072 "
             "pair checks. Timed here on random groups (the filters reject almost every pair), per pair check, in "
             "Spark's reducer scan (`spark_blocks.pairs_of_blocks`) and the single-machine kernel "
             "(`_batch_kernels.bucket_pairs_filtered`).", ""]

@@ -29,8 +29,6 @@ import gc
 import hashlib
 import json
 import math
-import os
-import platform
 import random
 import re
 import resource
@@ -42,17 +40,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import quality as Q
+from _common import CORPUS, loadavg, logger, machine, replace_section
+from _corpus import all_pairs_pages, build_hard_negatives, load_labelled_pairs, page_locations, read_tsv
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import quality as Q  # noqa: E402
-from _common import replace_section  # noqa: E402
-
-from neardup.bands import FAR_VERIFY, nibble_agreement, nibble_threshold, nibbles_of  # noqa: E402
-from neardup.extract import extract_main_content  # noqa: E402
-from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, fingerprint_text  # noqa: E402
-from neardup.matching import Side, far_match, match  # noqa: E402
-from neardup.model import default_k  # noqa: E402
+from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint, fingerprint_text
+from neardup.fingerprint.extract import extract_main_content
+from neardup.index.bands import FAR_VERIFY, nibble_agreement, nibble_threshold, nibbles_of
+from neardup.matching import Side, far_match, match
+from neardup.model import default_k
 
 VERIFY = 0.3
 SEED = 21
@@ -67,14 +63,12 @@ EDIT_KINDS = ("date", "sidebar", "para_add", "para_remove", "comments", "combine
 SIMHASH_K = tuple(range(3, 13))
 BINS = 60
 HEADER = 4
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = Q.DEFAULT_CORPUS if Q.DEFAULT_CORPUS.is_dir() else Path("/work/shared/corpus")
+DEFAULT_CORPUS = CORPUS
 CORPUS_ROOT = DEFAULT_CORPUS  # --corpus
 WORD = re.compile(r"\w+")
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = logger(clock=True)
 
 
 def held_out(host: str | None) -> bool:
@@ -99,9 +93,8 @@ class Corpus:
 
 def load_corpus(corpus: Path, cache: Path | None) -> Corpus:
     """Every all-pairs page, extracted by :data:`EXTRACTOR` and fingerprinted by the default config."""
-    locations = Q.page_locations(corpus)
-    pages = sorted(p for p, (source, _) in locations.items()
-                   if source in Q.ALL_PAIRS_SOURCES and (corpus / p).is_file())
+    locations = page_locations(corpus)
+    pages = all_pairs_pages(corpus, locations)
     ext = Q.extract_pages(corpus, pages, EXTRACTOR, cache, log, jobs=JOBS)
     fps = {p: fingerprint_text(ext.texts[p], DEFAULT_CONFIG) for p in pages}
     return Corpus(pages, ext.texts, ext.titles, {p: locations[p][1] for p in pages},
@@ -279,8 +272,8 @@ def bins_of(sides: list[Side]) -> np.ndarray:
 
 def band_keys(bins: np.ndarray, r: int, b: int) -> np.ndarray:
     """(n, b) band keys: bins [j*r, (j+1)*r) of band j (the first b*r bins), mixed to 32 bits
-    exactly as :mod:`neardup.bands` does."""
-    from neardup.bands import band_keys as lib_keys
+    exactly as :mod:`neardup.index.bands` does."""
+    from neardup.index.bands import band_keys as lib_keys
 
     return lib_keys(bins, r, b)
 
@@ -448,7 +441,7 @@ def gold_bit_shares(c: Corpus, keep: list[str]) -> dict[str, tuple[float, float,
         manifest = corpus / source / "manifest.tsv"
         if not manifest.is_file():
             continue
-        rows = {f"{source}/{r['file']}": r.get("gold") for r in Q.read_tsv(manifest) if r.get("file")}
+        rows = {f"{source}/{r['file']}": r.get("gold") for r in read_tsv(manifest) if r.get("file")}
         vals = []
         for page in keep:
             gold = rows.get(page) if c.sources[page] == source else None
@@ -465,8 +458,8 @@ def gold_bit_shares(c: Corpus, keep: list[str]) -> dict[str, tuple[float, float,
 
 
 def hard_negatives(c: Corpus, corpus: Path, opts: list[Option]) -> dict[str, Any]:
-    labelled = Q.load_labelled_pairs(corpus)
-    pairs, _ = Q.build_hard_negatives(corpus, labelled)
+    labelled = load_labelled_pairs(corpus)
+    pairs, _ = build_hard_negatives(corpus, labelled)
     pairs = [p for p in pairs if p.a in c.fps and p.b in c.fps]
     a = [Side.of(c.fps[p.a], None) for p in pairs]
     b = [Side.of(c.fps[p.b], None) for p in pairs]
@@ -570,7 +563,7 @@ def percentile_us(ns: list[int], q: float) -> float:
 
 
 def scale_simhash(n: int, k: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
-    from neardup.permuted import PermutedIndex
+    from neardup.index.permuted import PermutedIndex
 
     vals = rng.integers(0, 2**63, size=n, dtype=np.int64).view(np.uint64) ^ (
         rng.integers(0, 2, size=n, dtype=np.int64).astype(np.uint64) << np.uint64(63))
@@ -606,10 +599,10 @@ def scale_simhash(n: int, k: int, queries: int, rng: np.random.Generator) -> dic
 
 
 def scale_bands(n: int, r: int, b: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
-    """:class:`neardup.bands.BandIndex` (r = 2) over ``n`` random sketches: build (one level),
+    """:class:`neardup.index.bands.BandIndex` (r = 2) over ``n`` random sketches: build (one level),
     bytes, CPU per query; half the queries are a stored sketch with 40% of its bins changed
     (a sketch Jaccard of about 0.6), half unrelated."""
-    from neardup.bands import BandIndex
+    from neardup.index.bands import BandIndex
 
     if r != 2:
         raise ValueError("BandIndex has bands of 2 bins")
@@ -767,8 +760,9 @@ def render_markdown(res: dict[str, Any], scale: list[dict[str, Any]]) -> str:
              "--detector-from out/detector.json --md docs/quality.md", "```", "",
              "(the pair measurements take about 30 s of CPU from cached texts; the index timings about 1 minute; "
              "the Detector at 10^6 about 10 minutes).", "",
-             f"Machine: {m['cpus']} CPUs shared with other developers, Python {m['python']}, numpy {m['numpy']}, "
-             f"{m['platform']}; load average (1 min) {m['load']} at the start, {m.get('load_end', '?')} at the end. "
+             f"Machine: {m['nproc']} CPUs shared with other developers, Python {m['python']}, "
+             f"numpy {m['versions']['numpy']}, {m['os']}; load average (1 min) {m['load']} at the start, "
+             f"{m.get('load_end', '?')} at the end. "
              "CPU times are thread CPU time (`time.thread_time_ns`), so other load inflates them less than wall "
              "time.", "",
              *choice_lines(res, scale),
@@ -897,10 +891,10 @@ def choice_lines(res: dict[str, Any], scale: list[dict[str, Any]]) -> list[str]:
     dd = det.get((dk, True, 10**6), {})
     tune_ok, held_ok = (dec - hdec) / max(1, tot - htot) >= 0.99, hdec / max(1, htot) >= 0.99
     gap = 100.0 * ((d12 - hd12) / max(1, t12 - ht12) - (dec - hdec) / max(1, tot - htot))
-    out = [f"### Chosen: SimHash tables at k = {dk} plus sketch bands (`neardup.bands.BandIndex`)", "",
+    out = [f"### Chosen: SimHash tables at k = {dk} plus sketch bands (`neardup.index.bands.BandIndex`)", "",
            f"`{CHOSEN}` (bands of 2 bins, 16-bit keys, over bins 0..15) beside SimHash tables at k = {dk} "
            f"(`neardup.model.default_k`); a page only the bands bring is declared when its sketch estimate reaches "
-           f"{FAR_VERIFY} (`neardup.bands.FAR_VERIFY`, 20 of 60 bins), at any SimHash distance, and 0.7 for two "
+           f"{FAR_VERIFY} (`neardup.index.bands.FAR_VERIFY`, 20 of 60 bins), at any SimHash distance, and 0.7 for two "
            "pages of one host with different titles (`neardup.matching.far_match`); within k the rule is "
            "unchanged (verify 0.3). Why the bands: they are the only option that reaches 99% of the pairs the "
            f"sketch accepts (SimHash k = 12 brings {pct(*k12['tune'])}; more bands of 3 or 4 bins cost 5-8 bytes "
@@ -941,11 +935,6 @@ def choice_lines(res: dict[str, Any], scale: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
-def machine() -> dict[str, str]:
-    return {"python": platform.python_version(), "cpus": str(os.cpu_count()), "platform": platform.platform(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "numpy": np.__version__}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -968,7 +957,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     global EXTRACTOR, JOBS, CORPUS_ROOT
     EXTRACTOR, JOBS, CORPUS_ROOT = args.extractor or DEFAULT_CONFIG.extractor, args.jobs, args.corpus
-    result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "extractor": EXTRACTOR}
+    result: dict[str, Any] = {"machine": {**machine(("numpy",)), "load": loadavg()}, "command": " ".join(sys.argv),
+                              "extractor": EXTRACTOR}
     started = time.process_time()
     if not args.skip_pairs:
         c = load_corpus(args.corpus, args.cache)
@@ -1013,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         result["scale_machine"] = loaded.get("machine", {})
     result["scale"] = scale
     result["cpu_s"] = round(time.process_time() - started, 1)
-    result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    result["machine"]["load_end"] = loadavg()
     text = json.dumps(result, indent=1, default=str)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

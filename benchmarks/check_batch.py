@@ -20,18 +20,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _docs import replace_section, table  # noqa: E402
-from batch_scale import CLI, run_waited  # noqa: E402
+from _common import DOC, replace_section, table
+from batch_scale import CLI, run_waited
 
 START, END = "<!-- check-batch:start -->", "<!-- check-batch:end -->"
-DOC = ROOT / "docs" / "benchmarks.md"
 KINDS = ("tight", "far", "exact", "refetch", "new")
 
 
@@ -42,7 +36,7 @@ def query_file(path: Path, stored: Path, n: int, seed: int = 41) -> dict[str, in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from neardup.batch import _arrow_schema
+    from neardup.batch.files import _arrow_schema
 
     rng = np.random.default_rng(seed)
     pf = pq.ParquetFile(str(stored))
@@ -212,7 +206,7 @@ def write_docs(results: list[dict], args: argparse.Namespace) -> None:
             f"`benchmarks/check_batch.py --queries {args.queries:g} --stored {args.stored}` on {platform.machine()}, "
             f"{os.cpu_count()} CPUs shared with other developers (load average at start / end of each run). The "
             "archive: `benchmarks/spark.py`'s synthetic fingerprint Parquet (row groups of 65,536), streamed by "
-            "`neardup.batch_check.check_against`; the queries: fingerprint Parquet drawn from it (1% tight copies, "
+            "`neardup.batch.check.check_against`; the queries: fingerprint Parquet drawn from it (1% tight copies, "
             "1% far copies only the sketch bands find, 1% exact copies, 1% re-fetches of stored URLs with new "
             "content, the rest new; module docs). Default settings (k = 3, the sketch bands, verify 0.3). Each run "
             "is the whole command in a fresh process (Parquet in, JSONL of every query out; CPU and peak RSS from "

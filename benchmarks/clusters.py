@@ -33,14 +33,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import DOC, commit, machine_line, replace_section, table
 
-from _common import DOC, commit, machine_line, replace_section, table  # noqa: E402
-
-from neardup import Detector  # noqa: E402
-from neardup.fingerprint import Fingerprint  # noqa: E402
+from neardup import Detector
+from neardup.fingerprint.core import Fingerprint
 
 START, END = "<!-- clusters:start -->", "<!-- clusters:end -->"
 TRAP_HTML = ("<html><head><title>Events calendar</title>"

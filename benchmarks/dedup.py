@@ -26,12 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DOC, replace_section, table  # noqa: E402
+from _common import CORPUS, DOC, REPO_ROOT, replace_section, table
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "examples" / "sample"
-DRAGNET = ROOT.parent / "shared" / "corpus" / "dragnet" / "html"
+SAMPLE = REPO_ROOT / "examples" / "sample"
+DRAGNET = CORPUS / "dragnet" / "html"
 START, END = "<!-- dedup:start -->", "<!-- dedup:end -->"
 
 
@@ -60,9 +58,9 @@ def split(folder: Path, db: Path) -> tuple[float, float]:
     """CPU seconds of the two parts of a dedup in this process: (fingerprinting, the rest:
     reading the inputs, deciding, writing the store). The first is what the workers take
     over, the second stays in the main process."""
-    import neardup.parallel as par
+    import neardup.ingest.workers as par
     from neardup import Detector
-    from neardup.inputs import read_input
+    from neardup.ingest.inputs import read_input
 
     spent = [0.0]
     real = par.fingerprint_one

@@ -27,29 +27,20 @@ import argparse
 import contextlib
 import gzip
 import json
-import os
-import platform
 import re
-import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from multiprocessing import Pool
 from pathlib import Path
 from typing import Any, cast
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import CORPUS, DOC, loadavg, machine, replace_section, table
+from _corpus import read_page, read_tsv
 
-from _docs import replace_section, table  # noqa: E402
-
-DEFAULT_CORPUS = Path(os.environ.get("NEARDUP_CORPUS") or next(
-    (p for p in (ROOT.parent / "shared" / "corpus", ROOT.parents[1] / "shared" / "corpus") if p.is_dir()),
-    ROOT.parent / "shared" / "corpus"))
+DEFAULT_CORPUS = CORPUS
 METHODS = ("hybrid", "accurate", "fast", "trafilatura", "resiliparse", "readability")
 GOLD_SETS = ("scrapinghub-aeb", "cleaneval", "dragnet", "l3s-gn1", "readability", "cleanportaleval",
              "utomo-big9", "utomo-chaos")
@@ -69,12 +60,6 @@ class GoldPage:
     gold: str
     with_snippets: tuple[str, ...] = ()
     without_snippets: tuple[str, ...] = ()
-
-
-def _read_tsv(path: Path) -> list[dict[str, str]]:
-    import csv
-    with open(path, encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
 
 
 def _read_text(path: Path) -> str:
@@ -121,28 +106,28 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
     base = corpus / "scrapinghub-aeb"
     if (base / "manifest.tsv").exists():
         truth = json.loads((base / "ground-truth.json").read_text(encoding="utf-8"))
-        for row in _read_tsv(base / "manifest.tsv"):
+        for row in read_tsv(base / "manifest.tsv"):
             key = Path(row["file"]).name.removesuffix(".html.gz")
             add("scrapinghub-aeb", GoldPage("scrapinghub-aeb", key, base / row["file"], row["url"] or None,
                                             truth[key]["articleBody"]))
     for name, gold_of in (("cleaneval", _cleaneval_text), ("cleanportaleval", _cleaneval_text)):
         base = corpus / name
         if (base / "manifest.tsv").exists():
-            for row in _read_tsv(base / "manifest.tsv"):
+            for row in read_tsv(base / "manifest.tsv"):
                 if row["gold"] and room(name):
                     url = row.get("url") or row.get("url_from_html") or None
                     gold = gold_of(_read_text(base / row["gold"]))
                     add(name, GoldPage(name, row["file"], base / row["file"], url, gold))
     base = corpus / "dragnet"
     if (base / "manifest.tsv").exists():
-        for row in _read_tsv(base / "manifest.tsv"):
+        for row in read_tsv(base / "manifest.tsv"):
             if not room("dragnet"):
                 break
             gold = _read_text(base / row["gold"]).split(_DRAGNET_COMMENTS)[0]
             add("dragnet", GoldPage("dragnet", row["file"], base / row["file"], row["url_from_html"] or None, gold))
     base = corpus / "l3s-gn1"
     if (base / "manifest.tsv").exists():
-        for row in _read_tsv(base / "manifest.tsv"):
+        for row in read_tsv(base / "manifest.tsv"):
             if not room("l3s-gn1"):
                 break
             annotated = _read_text(base / row["annotated"])
@@ -151,7 +136,7 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
             add("l3s-gn1", GoldPage("l3s-gn1", row["file"], base / row["file"], row["url"] or None, gold))
     base = corpus / "readability"
     if (base / "manifest.tsv").exists():
-        for row in _read_tsv(base / "manifest.tsv"):
+        for row in read_tsv(base / "manifest.tsv"):
             if row["synthetic_or_tiny"] == "yes" or not room("readability"):
                 continue
             folder = base / row["dir"]
@@ -160,7 +145,7 @@ def load_gold_sets(corpus: Path, limit: int | None = None) -> dict[str, list[Gol
                                         row["url_from_html"] or None, gold))
     base = corpus / "utomo-news-extraction"
     if (base / "manifest.tsv").exists():
-        for row in _read_tsv(base / "manifest.tsv"):
+        for row in read_tsv(base / "manifest.tsv"):
             name = f"utomo-{row['set']}"
             if not room(name):
                 continue
@@ -216,7 +201,7 @@ def snippet_score(text: str, with_snippets: Sequence[str], without_snippets: Seq
 # --- the methods: raw page bytes -> text ---------------------------------------------------
 
 def _neardup(extractor: str) -> Callable[[bytes, str | None], tuple[str, str | None]]:
-    from neardup.extract import extract_main_content
+    from neardup.fingerprint.extract import extract_main_content
 
     def run(data: bytes, url: str | None) -> tuple[str, str | None]:
         page = extract_main_content(data, url, extractor=extractor)
@@ -269,8 +254,7 @@ def _init_worker(methods: Sequence[str]) -> None:
 
 def _run_page(job: tuple[int, GoldPage]) -> dict[str, Any]:
     index, page = job
-    with gzip.open(page.path, "rb") as fh:
-        data = fh.read()
+    data = read_page(page.path)
     names = list(_FUNCS)
     shift = index % len(names)
     result: dict[str, Any] = {"set": page.gold_set, "name": page.name, "bytes": len(data)}
@@ -335,22 +319,10 @@ def summarise(results: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
     return summary
 
 
-def machine_description() -> dict[str, str]:
-    """CPU count and model, load average, Python and library versions."""
-    def out(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
-        except OSError:
-            return ""
-    model = next((line.split(":", 1)[1].strip() for line in out(["lscpu"]).splitlines()
-                  if line.lower().startswith("model name")), "unknown")
-    versions = []
-    for dist in ("resiliparse", "trafilatura", "readability-lxml", "lxml"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions.append(f"{dist} {metadata.version(dist)}")
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {"nproc": out(["nproc"]).strip() or "unknown", "cpu": model, "load": load,
-            "python": platform.python_version(), "libraries": ", ".join(versions)}
+def machine_description() -> dict[str, Any]:
+    """:func:`_common.machine` (CPU count and model, Python, the libraries compared) with the
+    load average."""
+    return {**machine(("resiliparse", "trafilatura", "readability-lxml", "lxml")), "load": loadavg()}
 
 
 def report(summary: dict[str, Any], methods: Sequence[str], command: str, machine: dict[str, str],
@@ -412,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no gold set found under {args.corpus}", file=sys.stderr)
         return 2
     summary = summarise(results, methods)
-    load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_after = loadavg()
     worst = sorted(results, key=lambda r: -r["hybrid"]["cpu"])[:5] if "hybrid" in methods else []
     command = "python benchmarks/extraction.py " + " ".join(argv if argv is not None else sys.argv[1:])
     lines = report(summary, methods, command, machine, load_after, worst)
@@ -431,7 +403,7 @@ def write_docs(out: Path, lines: Sequence[str]) -> None:
     start, end = "<!-- extraction-benchmark:start -->", "<!-- extraction-benchmark:end -->"
     block = "\n".join([start, *lines, end])
     replace_section(out, start, end, block)
-    replace_section(ROOT / "docs" / "benchmarks.md", start, end,
+    replace_section(DOC, start, end,
                     "\n".join([start, "## Extraction: quality and CPU per page (benchmarks/extraction.py)", "",
                                "Details and method: docs/extraction.md.", "", *lines, end]))
 

@@ -6,7 +6,7 @@ on this machine:
 * **text -> fingerprint** on generated documents (a Zipf(1.1) vocabulary of 50,000 random
   lowercase words, 1,180 words / about 8 KB per document, a blank line every 60 words, fixed
   seed) and on the main texts of the 181 real pages of ``shared/corpus/scrapinghub-aeb``
-  (extracted once with :func:`neardup.extract.extract_main_content`, fast extractor; only
+  (extracted once with :func:`neardup.fingerprint.extract.extract_main_content`, fast extractor; only
   text -> fingerprint is timed). Variants: neardup ``fingerprint_text`` (default config, and
   the ``shingles`` 3 and ``chars`` 4 feature schemes; all include NFKC + casefold, whitespace
   normalisation, the SHA-256 digest and the SimHash), the ``simhash`` package (1e0ng,
@@ -37,51 +37,38 @@ sections are kept), and a JSON summary is the last line of stdout.
 
 from __future__ import annotations
 
+import argparse
+import gc
+import hashlib
+import json
 import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
+# single-threaded kernels, peers and BLAS: set before numpy and numba are imported
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import gzip  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import numpy as np
+from _common import CORPUS, DOC, logger, py_shingles, replace_section, table, timed, zipf_vocabulary
+from _common import machine as machine_of
+from _corpus import manifest_rows, read_page
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    CORPUS,
-    DOC,
-    logger,
-    manifest_rows,
-    py_shingles,
-    replace_section,
-    table,
-    timed,
-    use_checkout,
-    zipf_vocabulary,
-)
-from _common import machine as machine_of  # noqa: E402
+import neardup
+from neardup.fingerprint import _kernels as K
+from neardup.fingerprint.core import FingerprintConfig, fingerprint, fingerprint_text
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.features import FeatureConfig
+from neardup.fingerprint.normalize import folded_array
 
 DEFAULT_CORPUS = CORPUS
 START, END = "<!-- fingerprint:start -->", "<!-- fingerprint:end -->"
 SEED = 20240611
 WORDS_PER_DOC = 1180
-
-use_checkout()
-
-import neardup  # noqa: E402
-from neardup import _kernels as K  # noqa: E402
-from neardup.extract import extract_main_content  # noqa: E402
-from neardup.features import FeatureConfig  # noqa: E402
-from neardup.fingerprint import FingerprintConfig, fingerprint, fingerprint_text  # noqa: E402
-from neardup.normalize import folded_array  # noqa: E402
 
 try:
     from simhash import Simhash
@@ -145,7 +132,7 @@ def zipf_documents(n: int, words_per_doc: int = WORDS_PER_DOC, vocab: int = 50_0
 def corpus_pages(corpus: Path, limit: int | None) -> list[tuple[str, bytes]]:
     """(url, html bytes) of the scrapinghub-aeb pages (see its README and manifest.tsv)."""
     folder = corpus / "scrapinghub-aeb"
-    return [(row[1], gzip.decompress((folder / row[0]).read_bytes())) for row in manifest_rows(folder, limit)]
+    return [(row[1], read_page(folder / row[0])) for row in manifest_rows(folder, limit)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,7 +419,7 @@ def render(res: dict[str, Any]) -> str:
         nd_real, fold_real = find(real, "neardup fingerprint_text (default"), find(real, "part: NFKC")
         if nd_real and fold_real:
             lines += [f" On the real texts, Unicode normalisation (`unicodedata.normalize('NFKC')`, in "
-                      f"`neardup.normalize`) takes {100 * fold_real['cpu_s'] / nd_real['cpu_s']:.0f}% of "
+                      f"`neardup.fingerprint.normalize`) takes {100 * fold_real['cpu_s'] / nd_real['cpu_s']:.0f}% of "
                       f"`fingerprint_text`: CPython normalises a whole string as soon as one character is not "
                       f"NFKC (a no-break space is enough, in half of these texts)."]
         lines += [""]

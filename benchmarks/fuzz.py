@@ -18,7 +18,7 @@ is reproduced with ``--only NUMBER``. The mix:
 
 each through ``neardup.fingerprint``, ``Detector.add`` or ``Detector.check`` with one of the
 three extractors; 2% of the cases write a damaged input file (JSONL, ``.jsonl.gz``, WARC,
-``.warc.gz``, ``.html.gz``, gzip bombs) and read it with ``neardup.inputs.read_input``; 4%
+``.warc.gz``, ``.html.gz``, gzip bombs) and read it with ``neardup.ingest.inputs.read_input``; 4%
 send a hostile request to the HTTP API (in process, through the ASGI app).
 
 It counts untyped exceptions (anything that is not a :class:`neardup.NeardupError`), typed
@@ -46,12 +46,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
+# tests/test_hostile.py loads this file by its path, with benchmarks/ not on sys.path
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
+from _common import CORPUS, DOC, REPO_ROOT, replace_section, table
+from _corpus import read_page
+
 DOC_START, DOC_END = "<!-- fuzz:start -->", "<!-- fuzz:end -->"
 BOMBS_START, BOMBS_END = "<!-- fuzz-bombs:start -->", "<!-- fuzz-bombs:end -->"
-CORPUS = Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus"))
-SAMPLE = ROOT / "examples" / "sample" / "pages"
+SAMPLE = REPO_ROOT / "examples" / "sample" / "pages"
 
 CHARSETS = ["undefined", "punycode", "idna", "utf-7", "unicode_escape", "raw_unicode_escape", "base64", "rot13",
             "zlib", "hex", "uu", "quopri", "utf-16", "utf-32", "utf-16-be", "cp1252", "shift_jis", "iso-2022-jp",
@@ -116,7 +120,7 @@ def real_pages(limit: int = 400) -> list[bytes]:
             files = files[:: max(1, len(files) // limit)][:limit]
         else:
             files = sorted(SAMPLE.glob("*.html.gz"))
-        _pages = [gzip.decompress(f.read_bytes()) for f in files]
+        _pages = [read_page(f) for f in files]
     return _pages
 
 
@@ -352,7 +356,7 @@ class Runner:
                     if cause is not None and not isinstance(cause, self.neardup.NeardupError):
                         self.wrapped[f"{type(cause).__name__}: {str(cause)[:80]}"] += 1
             elif target == "inputs":
-                from neardup.inputs import read_input
+                from neardup.ingest.inputs import read_input
 
                 folder = Path(self._tmp.name) / str(i)
                 folder.mkdir()
@@ -486,9 +490,6 @@ def bomb_run(timeout: float = 10.0) -> dict[str, Any]:
 
 def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
     """The docs/benchmarks.md section for ``--bombs``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import table
-
     rows = [[r["bomb"], f"{r['bytes']:,}", r["extractor"], r["result"], r["cpu_s"], r["wall_s"]]
             for r in res["library"]]
     lines = [BOMBS_START, "## Attribute, tag and entity bombs (`benchmarks/fuzz.py --bombs`)", "",
@@ -506,9 +507,6 @@ def render_bombs(res: dict[str, Any], command: str, load: str) -> str:
 
 def render(res: dict[str, Any]) -> str:
     """The docs/benchmarks.md section for a run."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import table
-
     a, t = res["args"], res["tally"]
     command = f"python benchmarks/fuzz.py --n {a['n']} --seed {a['seed']} --jobs {a['jobs']} --docs"
     rows = [["cases", f"{t.get('cases', 0):,}"], ["clean verdicts / answers", f"{t.get('ok', 0):,}"],
@@ -564,8 +562,6 @@ def main() -> None:
         load += f", {os.getloadavg()[0]:.1f} at the end"
         print(json.dumps(res))
         if args.docs:
-            from _common import replace_section
-
             command = f"python benchmarks/fuzz.py --bombs --page-timeout {args.page_timeout:g} --docs"
             replace_section(DOC, BOMBS_START, BOMBS_END, render_bombs(res, command, load))
         sys.exit(1 if res["untyped"] else 0)
@@ -592,8 +588,6 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     if args.docs and args.only is None:
-        from _common import replace_section
-
         replace_section(DOC, DOC_START, DOC_END, render(res))
     sys.exit(1 if res["untyped"] or res["http_bad"] or res["slow"] else 0)
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gzip
 import json
 import os
 import random
@@ -54,12 +53,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-
-import httpx  # noqa: E402
-from _common import machine_line, replace_section, table  # noqa: E402
-from fuzz import http_case  # noqa: E402
+import httpx
+from _common import REPO_ROOT, logger, machine_line, proc_kib, replace_section, table
+from _corpus import read_page
+from fuzz import http_case
 
 DOC_START, DOC_END = "<!-- http-hostile:start -->", "<!-- http-hostile:end -->"
 STOCK_START, STOCK_END = "<!-- http-stock:start -->", "<!-- http-stock:end -->"
@@ -67,8 +64,7 @@ TOKEN = "s3cret-token"
 BODY_TIMEOUT = 5.0
 
 
-def log(msg: str) -> None:
-    print(f"[http-hostile] {msg}", file=sys.stderr, flush=True)
+log = logger("http-hostile")
 
 
 def free_port() -> int:
@@ -79,15 +75,13 @@ def free_port() -> int:
 
 def rss_peak_mb(pid: int) -> float:
     """The process's peak resident set (VmHWM), MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    kib = proc_kib(f"/proc/{pid}/status", "VmHWM")
+    return float("nan") if kib is None else kib / 1024
 
 
 def sample_pages() -> list[str]:
     folder = REPO_ROOT / "examples" / "sample" / "pages"
-    return [gzip.decompress(p.read_bytes()).decode("utf-8", "replace") for p in sorted(folder.glob("*.html.gz"))]
+    return [read_page(p).decode("utf-8", "replace") for p in sorted(folder.glob("*.html.gz"))]
 
 
 LAUNCH = ("import sys; from neardup import Detector; from neardup.service import create_app, serve; "
@@ -491,10 +485,6 @@ def render_stock(res: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    return machine_line()
-
-
 def render(res: dict[str, Any], command: str) -> str:
     """The docs/benchmarks.md section: the phases that ran."""
     lines = [DOC_START, "## HTTP under hostile load (`benchmarks/http_hostile.py`)", "",
@@ -584,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     phases = set(args.phases.split(","))
     command = "python benchmarks/http_hostile.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    res: dict[str, Any] = {"machine": machine(), "load_start": round(os.getloadavg()[0], 1),
+    res: dict[str, Any] = {"machine": machine_line(), "load_start": round(os.getloadavg()[0], 1),
                            "page_timeout": args.page_timeout}
     if phases == {"stock"}:
         res["stock_limit"] = 40.0

@@ -1,41 +1,34 @@
-"""Speed, memory and exactness of neardup's permuted-table Hamming index (k = 3, 64-bit).
+"""Speed, memory and exactness of neardup's permuted-table Hamming index at k = 3 (64-bit):
+the ``index`` section of docs/benchmarks.md.
 
 Random 64-bit fingerprints (``numpy.random.default_rng``, fixed seed) with planted
 neighbours of the queries at distances 0..3 and decoys at 4..5. Everything runs in one
 process, single-threaded, side by side with the peers:
 
-* **online** (per ``--n``): neardup :class:`~neardup.permuted.PermutedIndex` (build time,
+* **online** (per ``--n``): neardup :class:`~neardup.index.permuted.PermutedIndex` (build time,
   bytes per fingerprint from ``nbytes()`` and from the RSS delta, peak RSS during the build,
   single-query p50/p99 with ``search`` one query at a time, batch queries/s with
   ``search_arrays``, exactness against numpy brute force, save + memory-mapped open);
   numpy brute force (chunked, preallocated); ``faiss`` ``IndexBinaryMultiHash(64, 4, 16)``;
   the ``simhash`` package's ``SimhashIndex`` (N <= 10^6 only);
 * **inserts**: ``add`` one by one into an index of ``--inserts-base`` fingerprints;
-* **self-join** (``--selfjoin N``): :func:`~neardup.permuted_join.self_join` against
+* **self-join** (``--selfjoin N``): :func:`~neardup.index.joins.self_join` against
   ``simhash-pybind``'s ``find_all`` (run in a subprocess from its own venv, because both
   peers install a module named ``simhash``; see ``--pybind-python``);
 * **batch mode** (``--batch-stored S --batch-queries Q``): Manku's batch join of Q queries
   against S stored fingerprints streamed from a raw uint64 file under ``/tmp``
-  (``np.memmap``), with planted neighbours that must all be found. At k = 3 inside the main
-  report; with ``--batch-k`` (repeatable) at those k instead, with the layout
-  ``choose_batch_layout`` picks, numpy brute force over the file for ``--batch-verify`` queries,
-  brute-force and faiss projections, into its own block of the index section (``--merge``
-  keeps the rows of earlier ``--json-out`` files, e.g. a 10^8 run at k = 12 beside 10^9 at 7).
+  (``np.memmap``), with planted neighbours that must all be found, at k = 3
+  (``benchmarks/index_batch.py`` runs it at other k).
 
-* **radius sweep** (``--k``, repeatable): for each ``--n`` and each k, neardup with the layout
-  ``choose_layout(N, k)`` picks (tables, bytes/fp, p50/p99), numpy brute force and faiss
-  ``IndexBinaryMultiHash(64, 4, 16)`` with ``nflip = k // 4`` on the same data, planted
-  neighbours at every distance 0..k + 1; with ``--selfjoin N``, ``self_join`` at each k. Its
-  block of the index section is written separately (the k = 3 stages keep theirs).
+The radius sweep (k beyond 3) is ``benchmarks/index_radius.py`` and batch mode at other k
+``benchmarks/index_batch.py``: each writes its own block of the same section, which this
+report keeps when it rewrites the section.
 
 Usage::
 
     python benchmarks/index.py --quick                      # < 1 minute
-    python benchmarks/index.py --n 1e6 --n 1e7 --k 3 --k 7 --k 10 --selfjoin 1e6
     python benchmarks/index.py --n 1000000 --n 10000000 --selfjoin 1000000 \\
         --batch-stored 1000000000 --batch-queries 1000000
-    python benchmarks/index.py --batch-k 7 --batch-stored 1e9 --batch-queries 1e6 --json-out /tmp/b7.json
-    python benchmarks/index.py --batch-k 12 --batch-stored 1e8 --batch-queries 1e6 --merge /tmp/b7.json
 
 Progress goes to stderr, the results into the ``index`` section of ``docs/benchmarks.md``
 (between ``<!-- index:start -->`` and ``<!-- index:end -->``; ``--no-doc`` to skip; ``--quick``
@@ -45,39 +38,56 @@ Optional peers that are not installed are reported as skipped.
 
 from __future__ import annotations
 
+import argparse
+import functools
+import gc
+import json
 import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # single-threaded peers (faiss)
 
-import argparse  # noqa: E402
-import functools  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from importlib import metadata  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import numpy as np
+from _common import replace_section, rss_bytes
+from _index_common import (
+    DOC_END,
+    DOC_START,
+    K,
+    MemWatch,
+    NumpyBrute,
+    batch_options,
+    code_version,
+    command_line,
+    compare,
+    distinct_positions,
+    doc_path,
+    fixed_mmap_threshold,
+    flip_masks,
+    fmt,
+    harness_parser,
+    kept_blocks,
+    log,
+    machine,
+    measure,
+    parse,
+    percentiles,
+    query_options,
+    quick_batch,
+    random_u64,
+    run_options,
+    timed_calls,
+    warm_up,
+)
+from _index_peers import bench_faiss, bench_simhashindex, pybind_selfjoin
+from index_batch import bench_batch
 
-import numpy as np  # noqa: E402
-from _docs import replace_section, table  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-try:
-    import neardup  # noqa: F401
-except ImportError:  # running from a checkout without an installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
-
-from neardup.permuted import PermutedIndex  # noqa: E402
-from neardup.permuted_join import batch_join, self_join  # noqa: E402
-
-K = 3
-SEED = 20240607
-DOC_START, DOC_END = "<!-- index:start -->", "<!-- index:end -->"
+from neardup.index.joins import self_join
+from neardup.index.permuted import PermutedIndex
 
 # Peer figures measured earlier on this machine class (shared/reference/peer-benchmarks.md §2).
 PEERS = {
@@ -103,96 +113,12 @@ PEERS = {
     "selfjoin": {10**5: {"pybind": 0.05, "numpy4x16": 0.14}, 10**6: {"pybind": 1.47, "numpy4x16": 5.20}},
 }
 
+
 TARGETS = {"p99_1e7_us": 50.0, "p99_1e8_us": 100.0, "extra_bytes_per_fp": 32.0,
            "selfjoin_1e6_s": 1.0, "batch_1e6_vs_1e9_s": 600.0}
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# -- memory -------------------------------------------------------------------------------
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def mem_available() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def trim() -> None:
-    """Give freed heap memory back to the OS (glibc), so RSS deltas count only live memory."""
-    gc.collect()
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-class MemWatch:
-    """RSS before, after (delta) and peak (VmHWM, reset through /proc/self/clear_refs)."""
-
-    def __enter__(self) -> "MemWatch":
-        trim()
-        self.peak_ok = reset_peak()
-        self.before = rss()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        trim()
-        self.after = rss()
-        self.peak = peak_rss() if self.peak_ok else None
-
-    @property
-    def delta(self) -> int:
-        return self.after - self.before
-
-    @property
-    def peak_extra(self) -> int | None:
-        return None if self.peak is None else self.peak - self.before
-
-
-# -- data -----------------------------------------------------------------------------------
-def flip_masks(rng: np.random.Generator, dists: np.ndarray) -> np.ndarray:
-    """One uint64 mask per entry with exactly ``dists[i]`` distinct bits set."""
-    dists = np.asarray(dists, dtype=np.int64)
-    bits = np.argsort(rng.random((dists.shape[0], 64)), axis=1).astype(np.uint64)
-    sel = np.arange(64)[None, :] < dists[:, None]
-    words = np.where(sel, np.left_shift(np.uint64(1), bits), np.uint64(0))
-    out = np.bitwise_or.reduce(words, axis=1).astype(np.uint64)
-    assert np.array_equal(np.bitwise_count(out), dists)
-    return out
-
-
-def random_u64(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
-
-
+# -- online --------------------------------------------------------------------------------
 def online_dataset(n: int, q: int, seed: int) -> dict[str, Any]:
     """Stored values, queries, planted (query, position, distance) and decoys (4..5).
 
@@ -209,7 +135,7 @@ def online_dataset(n: int, q: int, seed: int) -> dict[str, Any]:
     total = p_q.shape[0] + d_q.shape[0]
     if total > n // 2:
         raise SystemExit(f"--n {n} is too small for {q} queries with planted neighbours")
-    pos = rng.permutation(n)[:total] if n <= 10**7 else _distinct_positions(rng, n, total)
+    pos = rng.permutation(n)[:total] if n <= 10**7 else distinct_positions(rng, n, total)
     masks = flip_masks(rng, np.concatenate([p_d, d_d]))
     stored[pos] = queries[np.concatenate([p_q, d_q])] ^ masks
     return {"stored": stored, "queries": queries,
@@ -217,126 +143,6 @@ def online_dataset(n: int, q: int, seed: int) -> dict[str, Any]:
             "decoys": (d_q, pos[p_q.shape[0]:], d_d)}
 
 
-def _distinct_positions(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
-    while True:
-        cand = np.unique(rng.integers(0, n, size=2 * count + 16))
-        if cand.shape[0] >= count:
-            return rng.permutation(cand)[:count]
-
-
-# -- brute force --------------------------------------------------------------------------
-class NumpyBrute:
-    """Chunked, preallocated numpy scan: xor, bitwise_count, compare, flatnonzero."""
-
-    def __init__(self, stored: np.ndarray, chunk: int = 1 << 16) -> None:
-        self.stored = stored
-        self.chunk = chunk
-        self.x = np.empty(chunk, dtype=np.uint64)
-        self.c = np.empty(chunk, dtype=np.uint8)
-        self.m = np.empty(chunk, dtype=bool)
-
-    def search(self, q: np.uint64, k: int) -> tuple[np.ndarray, np.ndarray]:
-        pos_parts, d_parts = [], []
-        n, ch = self.stored.shape[0], self.chunk
-        for a in range(0, n, ch):
-            b = min(n, a + ch)
-            m = b - a
-            np.bitwise_xor(self.stored[a:b], q, out=self.x[:m])
-            np.bitwise_count(self.x[:m], out=self.c[:m])
-            np.less_equal(self.c[:m], k, out=self.m[:m])
-            hit = np.flatnonzero(self.m[:m])
-            if hit.shape[0]:
-                pos_parts.append(hit + a)
-                d_parts.append(self.c[hit].astype(np.int64))
-        if not pos_parts:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.concatenate(pos_parts), np.concatenate(d_parts)
-
-
-def percentiles(lat_ns: list[int] | np.ndarray, cpu_ns: list[int] | np.ndarray | None = None) -> dict[str, float]:
-    """Wall-clock percentiles (and, if given, thread CPU time ones, which leave out the time
-    the process was descheduled: on a shared, oversubscribed machine that is most of p99)."""
-    us = np.asarray(lat_ns, dtype=np.float64) / 1e3
-    out = {"p50_us": float(np.percentile(us, 50)), "p99_us": float(np.percentile(us, 99)),
-           "mean_us": float(us.mean()), "qps": float(1e6 / us.mean())}
-    if cpu_ns is not None:
-        cu = np.asarray(cpu_ns, dtype=np.float64) / 1e3
-        out.update({"cpu_p50_us": float(np.percentile(cu, 50)), "cpu_p99_us": float(np.percentile(cu, 99))})
-    return out
-
-
-_CPU_BASELINE_NS: int | None = None
-
-
-def cpu_baseline() -> int:
-    """Median thread-CPU time of an empty timed call (the clock itself costs ~1 µs here)."""
-    global _CPU_BASELINE_NS
-    if _CPU_BASELINE_NS is None:
-        def nop(x: Any) -> None:
-            return None
-        _, cpu, _ = timed_calls(nop, [0] * 20_000, baseline=0)
-        _CPU_BASELINE_NS = int(np.median(cpu))
-    return _CPU_BASELINE_NS
-
-
-def timed_calls(fn: Any, args: list[Any], baseline: int | None = None) -> tuple[list[int], list[int], list[Any]]:
-    """Call ``fn(a)`` for every ``a``: wall ns (perf_counter) and thread CPU ns per call, results."""
-    base = cpu_baseline() if baseline is None else baseline
-    wall: list[int] = []
-    cpu: list[int] = []
-    res: list[Any] = []
-    pc, tt = time.perf_counter_ns, time.thread_time_ns
-    gc_was_on = gc.isenabled()
-    gc.disable()  # as timeit does: the retained results would otherwise bring collections into p99
-    try:
-        _timed_loop(fn, args, base, wall, cpu, res, pc, tt)
-    finally:
-        if gc_was_on:
-            gc.enable()
-    return wall, cpu, res
-
-
-def _timed_loop(fn: Any, args: list[Any], base: int, wall: list[int], cpu: list[int], res: list[Any],
-                pc: Any, tt: Any) -> None:
-    for a in args:
-        c0 = tt()
-        t0 = pc()
-        r = fn(a)
-        t1 = pc()
-        c1 = tt()
-        wall.append(t1 - t0)
-        cpu.append(max(0, c1 - c0 - base))
-        res.append(r)
-
-
-def measure(fn: Any, args: list[Any], passes: int) -> tuple[dict[str, Any], list[Any]]:
-    """``passes`` timed passes over ``args``: the median over passes of each percentile (the
-    machine is shared, a single pass can catch a burst of other work), results of the first."""
-    stats: list[dict[str, float]] = []
-    first: Any = None  # the first pass's results (a list: passes >= 1)
-    for _ in range(max(1, passes)):
-        wall, cpu, res = timed_calls(fn, args)
-        stats.append(percentiles(wall, cpu))
-        if first is None:
-            first = res
-        del res
-    out: dict[str, Any] = {k: float(np.median([st[k] for st in stats])) for k in stats[0]}
-    out["passes"] = len(stats)
-    out["p50_us_passes"] = [round(st["p50_us"], 2) for st in stats]
-    out["p99_us_passes"] = [round(st["p99_us"], 2) for st in stats]
-    return out, first
-
-
-def compare(found: list[set[tuple[int, int]]], truth: list[set[tuple[int, int]]]) -> dict[str, Any]:
-    """Recall and false positives of per-query (id, distance) sets against the truth."""
-    want = sum(len(t) for t in truth)
-    hit = sum(len(f & t) for f, t in zip(found, truth))
-    extra = sum(len(f - t) for f, t in zip(found, truth))
-    return {"queries": len(truth), "expected": want, "recall": (hit / want) if want else 1.0,
-            "false_positives": extra, "exact": hit == want and extra == 0}
-
-
-# -- online --------------------------------------------------------------------------------
 def bench_online(n: int, nq: int, n_truth: int, seed: int, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     log(f"online N={n:,}: generating data")
     data = online_dataset(n, nq, seed)
@@ -500,78 +306,6 @@ def latency_breakdown(idx: PermutedIndex, qlist: list[int]) -> dict[str, Any]:
         return {"skipped": f"{type(exc).__name__}: {exc}"}
 
 
-def bench_faiss(n: int, stored: np.ndarray, queries: np.ndarray, truth: list,
-                args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        import faiss
-    except ImportError:
-        return {"skipped": "faiss-cpu is not installed"}
-    need = n * 90
-    if need + 2 * 2**30 > mem_available():
-        return {"skipped": f"not enough memory (needs ~{need / 2**30:.1f} GiB)"}
-    faiss.omp_set_num_threads(1)
-    log(f"online N={n:,}: faiss build")
-    codes = stored.view(np.uint8).reshape(-1, 8)
-    qcodes = queries.view(np.uint8).reshape(-1, 8)
-    with MemWatch() as mw:
-        ix = faiss.IndexBinaryMultiHash(64, 4, 16)
-        ix.add(codes)
-    res: dict[str, Any] = {"build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
-                           "peak_extra_bytes_per_fp": None if mw.peak_extra is None else mw.peak_extra / n}
-    # binary range_search keeps distances < radius: radius k + 1 gives distance <= k
-    ix.range_search(qcodes[:1], K + 1)
-    rows = [qcodes[i:i + 1] for i in range(queries.shape[0])]
-    st, raw = measure(functools.partial(ix.range_search, thresh=K + 1), rows, args.passes)
-    found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
-    del raw
-    res.update(st)
-    res["single_queries"] = int(queries.shape[0])
-    times = []
-    for _ in range(3 if n <= 10**7 else 1):
-        t0 = time.perf_counter()
-        ix.range_search(qcodes, K + 1)
-        times.append(time.perf_counter() - t0)
-    res["batch_qps"] = queries.shape[0] / float(np.median(times))
-    res["exactness"] = compare(found, truth)
-    log(f"online N={n:,}: faiss p50 {res['p50_us']:.1f} µs, exact={res['exactness']['exact']}")
-    del ix
-    gc.collect()
-    return res
-
-
-def bench_simhashindex(n: int, stored: np.ndarray, queries: np.ndarray, truth: list) -> dict[str, Any]:
-    try:
-        from simhash import Simhash, SimhashIndex
-    except ImportError:
-        return {"skipped": "simhash is not installed"}
-    import logging
-    logging.getLogger("simhash").setLevel(logging.ERROR)
-    log(f"online N={n:,}: simhash.SimhashIndex build")
-    vals = stored.tolist()
-    with MemWatch() as mw:
-        objs = [(str(i), Simhash(v)) for i, v in enumerate(vals)]
-        ix = SimhashIndex(objs, f=64, k=K)
-        del objs
-    del vals
-    res: dict[str, Any] = {"build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
-                           "peak_extra_bytes_per_fp": None if mw.peak_extra is None else mw.peak_extra / n}
-    qs = [Simhash(v) for v in queries.tolist()]
-    lat, cpu, raw = timed_calls(ix.get_near_dups, qs)
-    found = []
-    for i, r in enumerate(raw[:len(truth)]):
-        pos = np.array([int(x) for x in r], dtype=np.int64)
-        d = np.bitwise_count(stored[pos] ^ queries[i]).astype(np.int64) if pos.shape[0] else pos
-        found.append(set(zip(pos.tolist(), d.tolist())))
-    res.update(percentiles(lat, cpu))
-    res["single_queries"] = len(qs)
-    res["batch_qps"] = None
-    res["exactness"] = compare(found, truth)
-    log(f"online N={n:,}: SimhashIndex p50 {res['p50_us']:.1f} µs, exact={res['exactness']['exact']}")
-    del ix, qs
-    gc.collect()
-    return res
-
-
 # -- inserts --------------------------------------------------------------------------------
 def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> dict[str, Any]:
     log(f"inserts: {inserts:,} one by one into {base:,}")
@@ -587,7 +321,7 @@ def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> d
     idx = PermutedIndex(k=K, expected_n=base + inserts)
     idx.add_many(np.arange(base, dtype=np.int64), values[:base])
     new = values[base:].tolist()
-    before = rss()
+    before = rss_bytes()
     t0 = time.perf_counter()
     slowest = 0
     for j, v in enumerate(new):
@@ -598,7 +332,7 @@ def bench_inserts(base: int, inserts: int, nq: int, seed: int, passes: int) -> d
     res: dict[str, Any] = {"base": base, "inserts": inserts, "total_s": total, "us_per_insert": total / inserts * 1e6,
                            "slowest_insert_ms": slowest / 1e6, "levels": idx.levels,
                            "delta": len(idx) - sum(idx.levels),
-                           "rss_delta_bytes_per_insert": (rss() - before) / inserts}
+                           "rss_delta_bytes_per_insert": (rss_bytes() - before) / inserts}
     qlist = queries.tolist()
     st, found = measure(lambda qv: idx.search(qv, K), qlist, passes)
     res.update({f"after_{k}": v for k, v in st.items()})
@@ -656,31 +390,6 @@ def bench_duplicates(seed: int, copies: tuple[int, ...] = (250, 500, 1000)) -> d
 
 
 # -- self-join -----------------------------------------------------------------------------
-PYBIND_SCRIPT = r"""
-import json, sys, time
-import numpy as np
-import simhash
-vals = np.load(sys.argv[1])
-blocks = int(sys.argv[3])
-hashes = vals.tolist()
-times, c_times = [], []
-for _ in range(int(sys.argv[4])):
-    t0 = time.perf_counter(); pairs = simhash.find_all(hashes, blocks, 3); times.append(time.perf_counter() - t0)
-s = set(hashes)
-for _ in range(int(sys.argv[4])):
-    t0 = time.perf_counter(); pairs2 = simhash.c_find_all(s, blocks, 3); c_times.append(time.perf_counter() - t0)
-assert pairs == pairs2
-arr = np.array([(min(a, b), max(a, b)) for a, b in pairs], dtype=np.uint64).reshape(-1, 2)
-np.save(sys.argv[2], arr)
-try:
-    from importlib import metadata
-    ver = metadata.version("simhash-pybind")
-except Exception:
-    ver = None
-print(json.dumps({"times": times, "c_times": c_times, "pairs": len(pairs), "version": ver}))
-"""
-
-
 def selfjoin_dataset(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Random values with n/100 planted pairs at distances 0..3 and n/1000 decoy pairs at 4..5."""
     rng = np.random.default_rng([seed, 17, n])
@@ -725,7 +434,6 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
         if y in sset:
             partners[y].add((x, dd))
     truth, found = [], []
-    p: Any  # the brute force's ids here, the simhash-pybind process below
     for i in sample.tolist():
         p, dd = brute.search(values[i], K)
         truth.append({(int(x), int(y)) for x, y in zip(p.tolist(), dd.tolist()) if x != i})
@@ -740,592 +448,11 @@ def bench_selfjoin(n: int, seed: int, pybind_python: str | None, tmp: Path, repe
     res["neardup_distinct_value_pairs"] = int(vpairs.shape[0])
     log(f"self-join N={n:,}: neardup {res['neardup_s']:.3f} s, {a.shape[0]} pairs, exact={ex['exact']}")
 
-    if pybind_python:
-        f_in, f_out = tmp / f"selfjoin-{n}.npy", tmp / f"selfjoin-{n}-pybind.npy"
-        np.save(f_in, values)
-        for blocks in (4,):
-            try:
-                p = subprocess.run([pybind_python, "-c", PYBIND_SCRIPT, str(f_in), str(f_out), str(blocks),
-                                    str(repeats)],
-                                   capture_output=True, text=True, timeout=3600)
-                info = json.loads(p.stdout.strip().splitlines()[-1])
-            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
-                res["pybind"] = {"skipped": f"simhash-pybind failed: {exc} {getattr(p, 'stderr', '')[-500:]}"}
-                break
-            theirs = np.load(f_out)
-            theirs = np.unique(theirs, axis=0) if theirs.shape[0] else theirs.reshape(0, 2)
-            res["pybind"] = {"blocks": blocks, "s": float(np.median(info["times"])), "s_all": info["times"],
-                             "c_find_all_s": float(np.median(info["c_times"])), "pairs": info["pairs"],
-                             "version": info["version"],
-                             "same_pairs": bool(theirs.shape == vpairs.shape and np.array_equal(theirs, vpairs))}
-            if not res["pybind"]["same_pairs"]:
-                mine = {tuple(r) for r in vpairs.tolist()}
-                other = {tuple(r) for r in theirs.tolist()}
-                res["pybind"]["only_neardup"] = len(mine - other)
-                res["pybind"]["only_pybind"] = len(other - mine)
-            log(f"self-join N={n:,}: simhash-pybind find_all {res['pybind']['s']:.3f} s, "
-                f"same pairs={res['pybind']['same_pairs']}")
-        for f in (f_in, f_out):
-            f.unlink(missing_ok=True)
-    else:
-        res["pybind"] = {"skipped": "no simhash-pybind interpreter (--pybind-python)"}
-    return res
-
-
-# -- batch mode -------------------------------------------------------------------------------
-def random_pairs_within(k: int) -> float:
-    """Probability that two uniform random 64-bit values are within distance k."""
-    import math
-    return sum(math.comb(64, i) for i in range(k + 1)) / 2.0**64
-
-
-def bench_batch(stored_n: int, nq: int, chunk: int, seed: int, path: Path, keep: bool, verify_queries: int,
-                ks: list[int] | None = None, faiss_seconds: float = 0.0) -> list[dict[str, Any]]:
-    """Q queries joined with S stored fingerprints streamed from a raw uint64 file, once per
-    k in ``ks`` (one file for all): per k, ``batch_join`` with the layout
-    ``choose_batch_layout`` picks; planted neighbours at every distance 0..max(ks) and decoys
-    at max(ks) + 1..+2 (for a smaller k, the planted ones beyond k are decoys too); numpy
-    brute force of ``verify_queries`` queries over the whole file (distances up to max(ks),
-    computed once); with ``faiss_seconds``, faiss ``IndexBinaryMultiHash`` built on the queries
-    and searched with a sample of the stored values, projected to all S."""
-    from neardup.permuted import choose_batch_layout
-    ks = sorted(set(ks or [K]))
-    kmax = max(ks)
-    rng = np.random.default_rng([seed, 33, stored_n, nq])
-    queries = random_u64(rng, nq)
-    n_chunks = -(-stored_n // chunk)
-    planted_n = min(nq // 10, 10_000)
-    decoy_n = planted_n // 5
-    pq = rng.choice(nq, planted_n + decoy_n, replace=False)
-    ppos = _distinct_positions(rng, stored_n, planted_n + decoy_n)
-    pdist = np.concatenate([np.arange(planted_n) % (kmax + 1), kmax + 1 + np.arange(decoy_n) % 2])
-    pval = queries[pq] ^ flip_masks(rng, pdist)
-    base: dict[str, Any] = {"stored": stored_n, "queries": nq, "chunk": chunk, "chunks": n_chunks,
-                            "planted": planted_n, "decoys": decoy_n, "kmax": kmax, "file": str(path)}
-    meta = path.with_suffix(".json")
-    key = {"stored": stored_n, "queries": nq, "chunk": chunk, "seed": seed, "kmax": kmax, "version": 2}
-    if path.exists() and meta.exists() and json.loads(meta.read_text()) == key and path.stat().st_size == 8 * stored_n:
-        base["generate_s"] = None
-        log(f"batch: reusing {path}")
-    else:
-        if 8 * stored_n + 2**30 > shutil.disk_usage(path.parent).free:
-            return [{"skipped": f"not enough disk under {path.parent} for {8 * stored_n / 2**30:.1f} GiB", "k": k,
-                     "stored": stored_n, "queries": nq} for k in ks]
-        log(f"batch: writing {stored_n:,} fingerprints to {path}")
-        meta.unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        with open(path, "wb") as f:
-            for c in range(n_chunks):
-                lo, hi = c * chunk, min(stored_n, (c + 1) * chunk)
-                block = random_u64(np.random.default_rng([seed, 34, c]), hi - lo)
-                sel = (ppos >= lo) & (ppos < hi)
-                block[ppos[sel] - lo] = pval[sel]
-                block.tofile(f)
-                del block
-        base["generate_s"] = time.perf_counter() - t0
-        meta.write_text(json.dumps(key))
-        log(f"batch: written in {base['generate_s']:.1f} s")
-    mm = np.memmap(path, dtype=np.uint64, mode="r")
-
-    def chunks(mm: np.memmap = mm) -> Any:
-        for c in range(n_chunks):
-            yield mm[c * chunk:min(stored_n, (c + 1) * chunk)]
-
-    # independent brute force over the whole stored file for a few queries (planted and random)
-    truth: list[tuple[np.ndarray, np.ndarray]] = []
-    sample = np.empty(0, dtype=np.int64)
-    brute_s: Any = None  # seconds, set with the truth
-    if verify_queries:
-        log(f"batch: numpy brute force of {verify_queries} queries over the stored file (k <= {kmax})")
-        vr = np.random.default_rng([seed, 35])
-        half = verify_queries // 2
-        sample = np.concatenate([pq[:half], vr.choice(nq, verify_queries - half, replace=False)])
-        found: list[list[np.ndarray]] = [[] for _ in sample]
-        x = np.empty(chunk, dtype=np.uint64)
-        cnt = np.empty(chunk, dtype=np.uint8)
-        t1 = time.perf_counter()
-        for c in range(n_chunks):
-            lo, hi = c * chunk, min(stored_n, (c + 1) * chunk)
-            block = np.asarray(mm[lo:hi])
-            m = hi - lo
-            for j, qv in enumerate(queries[sample]):
-                np.bitwise_xor(block, qv, out=x[:m])
-                np.bitwise_count(x[:m], out=cnt[:m])
-                hit: np.ndarray = np.flatnonzero(cnt[:m] <= kmax)
-                found[j].append(np.stack([hit + lo, cnt[hit].astype(np.int64)]))
-        brute_s = time.perf_counter() - t1
-        truth = [tuple(np.concatenate(f, axis=1)) for f in found]
-        log(f"batch: brute force {brute_s:.1f} s")
-
-    out = []
-    uniq_n = int(np.unique(queries).shape[0])
-    for k in ks:
-        layout = choose_batch_layout(uniq_n, k)
-        res: dict[str, Any] = {**base, "k": k, "layout": layout.describe(), "tables": len(layout.tables),
-                               "model_ns_per_stored": layout.batch_cost(uniq_n),
-                               "loadavg_start": os.getloadavg()}
-        log(f"batch k={k}: {nq:,} queries x {stored_n:,} stored, {n_chunks} chunks, layout {layout.describe()} "
-            f"(model {res['model_ns_per_stored']:,.0f} ns CPU per stored value)")
-        parts_q, parts_s, parts_d = [], [], []
-        gc.collect()
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        per_chunk = []
-        tc = t0
-        for qpos, spos, dist in batch_join(queries, chunks(), k, layout):
-            parts_q.append(qpos)
-            parts_s.append(spos)
-            parts_d.append(dist)
-            now = time.perf_counter()
-            per_chunk.append(now - tc)
-            tc = now
-            if len(per_chunk) % 5 == 0 or len(per_chunk) == 1:
-                log(f"batch k={k}: {len(per_chunk)}/{n_chunks} chunks, {now - t0:.1f} s "
-                    f"(load {os.getloadavg()[0]:.1f})")
-        total = time.perf_counter() - t0
-        res["cpu_s"] = time.process_time() - c0
-        res["loadavg_end"] = os.getloadavg()
-        res["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        qpos, spos, dist = (np.concatenate(p) if p else np.empty(0, np.int64) for p in (parts_q, parts_s, parts_d))
-        del parts_q, parts_s, parts_d
-        res.update({"total_s": total, "stored_per_s": stored_n / total, "pairs_per_s": stored_n * nq / total,
-                    "ns_per_stored": total / stored_n * 1e9, "cpu_ns_per_stored": res["cpu_s"] / stored_n * 1e9,
-                    "projected_1e9_s": total * 10**9 / stored_n,
-                    "slowest_chunk_s": max(per_chunk) if per_chunk else None, "matches": int(qpos.shape[0]),
-                    "expected_random_matches": nq * stored_n * random_pairs_within(k)})
-        # exactness, vectorised (at k = 12 random pairs within k number millions)
-        keys = qpos.astype(np.int64) * stored_n + spos.astype(np.int64)
-        ukeys = np.unique(keys)
-        pkeys = pq.astype(np.int64) * stored_n + ppos.astype(np.int64)
-        hit = np.isin(pkeys, ukeys)
-        inside = pdist <= k
-        ex: dict[str, Any] = {
-            "planted_found": float(hit[inside].mean()), "decoys_reported": int(hit[~inside].sum()),
-            "distances_correct": bool(np.all(np.bitwise_count(queries[qpos] ^ np.asarray(mm[spos])) == dist)
-                                      and np.all(dist <= k)),
-            "repeats": int(keys.shape[0] - ukeys.shape[0]),
-            "unplanted_matches": int(ukeys.shape[0] - np.isin(ukeys, pkeys).sum())}
-        del keys, ukeys
-        if truth:
-            equal = True
-            pairs = 0
-            for qv, (tpos, tdist) in zip(sample.tolist(), truth):
-                want = np.sort(tpos[tdist <= k])
-                sel = qpos == qv
-                got = np.sort(spos[sel])
-                pairs += int(want.shape[0])
-                equal = equal and np.array_equal(got, want)
-            ex.update({"brute_force_queries": int(sample.shape[0]), "brute_force_pairs": pairs,
-                       "brute_force_s": brute_s, "brute_force_equal": bool(equal),
-                       # the numpy scan's cost does not depend on k: all Q queries, projected
-                       "brute_force_projected_s": brute_s / sample.shape[0] * nq})
-            res["x_brute_force"] = ex["brute_force_projected_s"] / total
-        ex["exact"] = bool(ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0 and ex["distances_correct"]
-                           and not ex["repeats"] and ex.get("brute_force_equal", True))
-        res["exactness"] = ex
-        log(f"batch k={k}: {total:.1f} s, {stored_n / total:,.0f} stored/s, {qpos.shape[0]:,} matches, "
-            f"exact={ex['exact']}" + (f", {res['x_brute_force']:.0f}x faster than numpy brute force" if truth else ""))
-        if faiss_seconds:
-            res["faiss"] = batch_faiss(queries, mm, k, qpos, spos, faiss_seconds, seed)
-            if "seconds_per_stored" in res["faiss"]:
-                res["faiss"]["projected_s"] = res["faiss"]["seconds_per_stored"] * stored_n
-                res["x_faiss"] = res["faiss"]["projected_s"] / total
-        del qpos, spos, dist
-        gc.collect()
-        out.append(res)
-    del mm
-    if not keep:
-        path.unlink(missing_ok=True)
-        meta.unlink(missing_ok=True)
-    return out
-
-
-def batch_faiss(queries: np.ndarray, mm: np.ndarray, k: int, qpos: np.ndarray, spos: np.ndarray,
-                budget: float, seed: int) -> dict[str, Any]:
-    """faiss ``IndexBinaryMultiHash(64, 4, 16)`` built on the queries (it has no batch join: the
-    stored values are its queries), ``nflip = k // 4``, ``range_search`` of a random sample of
-    stored values, one thread, as many as fit ``budget`` seconds (at least 10); the per-stored
-    cost projected to the whole stored set, its answers checked against ``batch_join``'s."""
-    try:
-        import faiss
-    except ImportError:
-        return {"skipped": "faiss-cpu is not installed"}
-    faiss.omp_set_num_threads(1)
-    t0 = time.perf_counter()
-    ix = faiss.IndexBinaryMultiHash(64, 4, 16)
-    ix.add(np.ascontiguousarray(queries).view(np.uint8).reshape(-1, 8))
-    ix.nflip = k // 4
-    build = time.perf_counter() - t0
-    rng = np.random.default_rng([seed, 36, k])
-    pos = np.sort(_distinct_positions(rng, mm.shape[0], 100_000))
-    codes = np.ascontiguousarray(np.asarray(mm[pos])).view(np.uint8).reshape(-1, 8)
-    t0 = time.perf_counter()
-    ix.range_search(codes[:10], k + 1)
-    one = (time.perf_counter() - t0) / 10
-    n = int(min(pos.shape[0], max(10, budget / max(one, 1e-9))))
-    t0 = time.perf_counter()
-    lims, _, ids = ix.range_search(codes[:n], k + 1)
-    secs = time.perf_counter() - t0
-    got = {(int(ids[j]), int(pos[i])) for i in range(n) for j in range(lims[i], lims[i + 1])}
-    sel = np.isin(spos, pos[:n])
-    ours = set(zip(qpos[sel].tolist(), spos[sel].tolist()))
-    res = {"build_s": build, "sample": n, "seconds": secs, "seconds_per_stored": secs / n,
-           "same_pairs": got == ours, "pairs": len(got), "nflip": k // 4}
-    log(f"batch k={k}: faiss {secs / n * 1e6:,.0f} µs per stored value ({n} sampled), same pairs {got == ours}")
-    del ix
+    res["pybind"] = pybind_selfjoin(pybind_python, values, vpairs, tmp, repeats)
     return res
 
 
 # -- report ---------------------------------------------------------------------------------
-# -- radius sweep (--k) ---------------------------------------------------------------------
-RADIUS_START, RADIUS_END = "<!-- index-radius:start -->", "<!-- index-radius:end -->"
-RADIUS_TARGETS = {"k7_p99_1e7_us": 100.0, "k7_p99_1e8_us": 1000.0, "extra_bytes_per_fp": 40.0,
-                  "k10_p99_1e7_us": 1000.0, "k3_p99_1e7_us": 12.1, "selfjoin_k7_1e6_s": 3.0}
-
-
-def radius_dataset(n: int, q: int, kmax: int, seed: int) -> dict[str, Any]:
-    """Random stored values; every query gets a planted neighbour at distance
-    ``i % (kmax + 2)`` (every distance 0..kmax + 1): for a given k, those within k must be
-    found and the others (k + 1 and beyond) must not be reported."""
-    rng = np.random.default_rng([seed, n, q, kmax])
-    stored = random_u64(rng, n)
-    queries = random_u64(rng, q)
-    qi = np.arange(q)
-    pos = rng.permutation(n)[:q] if n <= 10**7 else _distinct_positions(rng, n, q)
-    dists = qi % (kmax + 2)
-    stored[pos] = queries ^ flip_masks(rng, dists)
-    return {"stored": stored, "queries": queries, "planted": (qi, pos, dists)}
-
-
-def bench_radius(n: int, ks: list[int], nq: int, n_truth: int, seed: int,
-                 args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Rows (N, k) for every k on one data set: neardup with the layout ``choose_layout``
-    picks (built per k), numpy brute force (timed once, at the largest k: its cost does not
-    depend on k) and faiss ``IndexBinaryMultiHash(64, 4, 16)`` (built once) searched with
-    ``nflip = k // 4`` (exact by the same pigeonhole)."""
-    from neardup.permuted import choose_layout
-    kmax = max(ks)
-    log(f"radius N={n:,}: data")
-    data = radius_dataset(n, nq, kmax, seed)
-    stored, queries = data["stored"], data["queries"]
-    qlist = queries.tolist()
-    p_q, p_pos, p_d = data["planted"]
-    brute = NumpyBrute(stored)
-    brute.search(queries[0], kmax)
-    lat, cpu, raw = timed_calls(lambda qv: brute.search(qv, kmax), list(queries[:n_truth]))
-    brute_row = {**percentiles(lat, cpu), "bytes_per_fp": 0.0, "tables": None, "exact": True, "single_queries": n_truth}
-    log(f"radius N={n:,}: brute p50 {brute_row['p50_us']:.0f} µs")
-    truth_all = [list(zip(p.tolist(), d.tolist())) for p, d in raw]
-    rows = []
-    for k in ks:
-        truth = [{(i, d) for i, d in t if d <= k} for t in truth_all]
-        row: dict[str, Any] = {"n": n, "k": k, "queries": nq, "truth_queries": n_truth,
-                               "methods": {"numpy brute force": brute_row}}
-        layout = choose_layout(n, k)
-        log(f"radius N={n:,} k={k}: neardup build ({layout.describe()})")
-        with MemWatch() as mw:
-            idx = PermutedIndex(k=k, layout=layout)
-            idx.add_many(np.arange(n, dtype=np.int64), stored)
-        idx.search(qlist[0], k)
-        st, single = measure(functools.partial(idx.search, k=k), qlist, args.passes)
-        ex = compare([set(single[i]) for i in range(n_truth)], truth)
-        got = {(i, m) for i, res in enumerate(single) for m, _ in res}
-        inside = p_d <= k
-        ex["planted_found"] = (sum((int(a), int(b)) in got for a, b in zip(p_q[inside], p_pos[inside]))
-                               / int(inside.sum()))
-        ex["decoys_reported"] = sum((int(a), int(b)) in got for a, b in zip(p_q[~inside], p_pos[~inside]))
-        ex["exact"] = bool(ex["exact"] and ex["planted_found"] == 1.0 and ex["decoys_reported"] == 0)
-        d = layout.directory_bits(n)
-        pm, pc = layout.probe_masks(d)
-        row["methods"]["neardup PermutedIndex"] = nd = {
-            **st, "build_s": mw.seconds, "bytes_per_fp": idx.nbytes() / n, "rss_bytes_per_fp": mw.delta / n,
-            "tables": len(layout.tables), "layout": layout.describe(), "layout_dict": layout.to_dict(),
-            "probes": int(pc.sum()), "key_bits": d, "entries_per_query": float(pc.sum()) * n / 2 ** d,
-            "exact": ex["exact"], "exactness": ex, "single_queries": nq}
-        log(f"radius N={n:,} k={k}: neardup {nd['bytes_per_fp']:.1f} B/fp p50 {nd['p50_us']:.1f} "
-            f"p99 {nd['p99_us']:.1f} µs (CPU {nd['cpu_p50_us']:.1f} / {nd['cpu_p99_us']:.1f}) exact={ex['exact']}")
-        del idx, single
-        gc.collect()
-        rows.append(row)
-    if not args.no_faiss:
-        for row, res in zip(rows, radius_faiss(n, ks, stored, queries, truth_all, args)):
-            row["methods"]["faiss IndexBinaryMultiHash"] = res
-    return rows
-
-
-def radius_faiss(n: int, ks: list[int], stored: np.ndarray, queries: np.ndarray, truth_all: list,
-                 args: argparse.Namespace) -> list[dict[str, Any]]:
-    try:
-        import faiss
-    except ImportError:
-        return [{"skipped": "faiss-cpu is not installed"}] * len(ks)
-    if n * 90 + 2 * 2**30 > mem_available():
-        return [{"skipped": "not enough memory"}] * len(ks)
-    faiss.omp_set_num_threads(1)
-    codes = stored.view(np.uint8).reshape(-1, 8)
-    qcodes = queries.view(np.uint8).reshape(-1, 8)
-    log(f"radius N={n:,}: faiss build")
-    with MemWatch() as mw:
-        ix = faiss.IndexBinaryMultiHash(64, 4, 16)
-        ix.add(codes)
-    out = []
-    for k in ks:
-        ix.nflip = k // 4  # 4 substrings of 16 bits: one is within k // 4 of the query's
-        truth = [{(i, d) for i, d in t if d <= k} for t in truth_all]
-        # binary range_search keeps distances < radius: radius k + 1 gives distance <= k
-        nq = queries.shape[0] if n <= 10**6 else min(queries.shape[0], max(len(truth), args.faiss_queries))
-        t0 = time.perf_counter()
-        ix.range_search(qcodes[:5], k + 1)
-        one = (time.perf_counter() - t0) / 5
-        if args.faiss_seconds and one * nq > args.faiss_seconds:  # slow at large k and N: a time budget
-            nq = max(min(nq, 10), int(args.faiss_seconds / max(one, 1e-9)))
-        rows = [qcodes[i:i + 1] for i in range(nq)]
-        truth = truth[:nq]
-        lat, cpu, raw = timed_calls(functools.partial(ix.range_search, thresh=k + 1), rows)
-        found = [set(zip(ids.tolist(), np.asarray(D, dtype=np.int64).tolist())) for _, D, ids in raw[:len(truth)]]
-        res = {**percentiles(lat, cpu), "build_s": mw.seconds, "bytes_per_fp": None, "rss_bytes_per_fp": mw.delta / n,
-               "tables": 4, "layout": f"4x16 nflip={k // 4}", "single_queries": nq}
-        ex = compare(found, truth)
-        res["exact"], res["exactness"] = ex["exact"], ex
-        log(f"radius N={n:,} k={k}: faiss p50 {res['p50_us']:.0f} p99 {res['p99_us']:.0f} µs exact={ex['exact']}")
-        out.append(res)
-        del raw
-    del ix
-    gc.collect()
-    return out
-
-
-def bench_radius_selfjoin(n: int, k: int, seed: int, repeats: int) -> dict[str, Any]:
-    """self_join of n values with 10,000 planted pairs at every distance 0..k and 1,000 decoy
-    pairs at k + 1, with the layout ``choose_join_layout`` picks."""
-    from neardup.permuted import choose_join_layout
-    rng = np.random.default_rng([seed, n, k, 7])
-    values = random_u64(rng, n)
-    planted = min(10_000, n // 3)  # 10,000 (fewer at small n)
-    pairs = planted + planted // 10
-    pos = rng.permutation(n)[:2 * pairs]
-    a, b = pos[:pairs], pos[pairs:]
-    dists = np.concatenate([np.arange(planted) % (k + 1), np.full(pairs - planted, k + 1)])
-    values[b] = values[a] ^ flip_masks(rng, dists)
-    layout = choose_join_layout(n, k)
-    self_join(values[:1000], k, layout=layout)
-    times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        ja, jb, jd = self_join(values, k, layout=layout)
-        times.append(time.perf_counter() - t0)
-    got = set(zip(ja.tolist(), jb.tolist()))
-    want = {(min(x, y), max(x, y)) for x, y in zip(a[:planted].tolist(), b[:planted].tolist())}
-    decoys = {(min(x, y), max(x, y)) for x, y in zip(a[planted:].tolist(), b[planted:].tolist())}
-    ok = bool(np.all(np.bitwise_count(values[ja] ^ values[jb]) == jd)) and bool(np.all(jd <= k))
-    res = {"n": n, "k": k, "layout": layout.describe(), "seconds": float(np.median(times)), "repeats": times,
-           "pairs": int(ja.shape[0]), "planted_found": len(want & got) / len(want), "decoys": len(decoys & got),
-           "distances_correct": ok}
-    res["exact"] = res["planted_found"] == 1.0 and res["decoys"] == 0 and ok
-    log(f"radius self-join N={n:,} k={k}: {layout.describe()} {res['seconds']:.2f} s, exact={res['exact']}")
-    return res
-
-
-def render_radius(results: dict[str, Any]) -> str:
-    """The radius sweep's block of the index section."""
-    lines = [RADIUS_START, f"### Radius sweep: k = {', '.join(str(k) for k in results['ks'])} (`--k`)", ""]
-    m = results["machine"]
-    lines.append(f"`{results['command']}` on {results['date']}, src at {results.get('code') or 'n/a'}; "
-                 f"{m.get('cpu')}, {m.get('nproc')} cores, {m.get('ram_gib')} GiB RAM, Python {m.get('python')}; "
-                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}; "
-                 f"load average {fmt_load(m.get('loadavg_start'))} at start, "
-                 f"{fmt_load(results.get('loadavg_end'))} at end. Everything in process, single-threaded "
-                 f"(faiss pinned to 1 OpenMP thread).")
-    lines += ["", "Data: uniform random 64-bit fingerprints, one data set per N; every query has a "
-              "planted neighbour at "
-              "distance `i % (kmax + 2)` (every distance 0..kmax + 1): at each k those within k must be found and "
-              "the others must not be reported. "
-              "Exact = all planted found, no decoy, and the same (id, distance) sets as numpy brute force on the "
-              "first queries (brute force, being the reference, is timed on those only). neardup: `PermutedIndex` "
-              "with the layout `choose_layout(N, k)` picks (40-byte budget), `search` one query at a time, median "
-              "of the passes (faiss: one pass, on the first `--faiss-queries` queries above N = 10^6, fewer (at "
-              "least 10) where they would take over `--faiss-seconds`; its query count is in its row); "
-              "bytes/fp = `nbytes() / N` (tables, uint32 ids, directories; the fingerprint itself "
-              "is 8 of them). faiss: `IndexBinaryMultiHash(64, 4, 16)` with `nflip = k // 4` (exact by the same "
-              "pigeonhole), `range_search` one query at a time; memory as RSS growth. p50/p99 are wall clock; "
-              "CPU = the thread's CPU time (leaves out the time the process was descheduled by the other work "
-              "on these 2 cores).", ""]
-    rows = []
-    for r in results["radius"]:
-        nd = r["methods"].get("neardup PermutedIndex", {})
-        for name, res in r["methods"].items():
-            if "skipped" in res:
-                rows.append([f"{r['n']:,}", r["k"], name, "skipped", "", "", "", "", "", "", "", res["skipped"]])
-                continue
-            bpf = res.get("bytes_per_fp")
-            mem = fmt(bpf) if bpf is not None else (f"{fmt(res['rss_bytes_per_fp'])} (RSS)"
-                                                    if res.get("rss_bytes_per_fp") is not None else "n/a")
-            if res.get("single_queries") and res["single_queries"] != r["queries"]:
-                name = f"{name} ({res['single_queries']:,} q)"
-            rows.append([f"{r['n']:,}", r["k"], name, res.get("layout") or "scan", res.get("tables") or "n/a", mem,
-                         fmt(res["p50_us"]), fmt(res["p99_us"]),
-                         f"{fmt(res.get('cpu_p50_us'))} / {fmt(res.get('cpu_p99_us'))}",
-                         f"{res['p50_us'] / nd['p50_us']:.1f}" if nd.get("p50_us") else "n/a",
-                         f"{res['p99_us'] / nd['p99_us']:.1f}" if nd.get("p99_us") else "n/a",
-                         "yes" if res.get("exact") else "NO"])
-    lines += table(["N", "k", "method", "layout", "tables", "bytes/fp", "p50 µs", "p99 µs", "CPU p50 / p99 µs",
-                    "p50 × neardup", "p99 × neardup", "exact"], rows, text_columns=(2, 3, 11))
-    nd_rows = [(r["n"], r["k"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"]
-               if "neardup PermutedIndex" in r["methods"]]
-    if nd_rows:
-        lines += ["", "neardup per row: " + "; ".join(
-            f"N = {n:,}, k = {k}: {x['probes']} buckets probed on {x['key_bits']}-bit keys "
-            f"(~{x['entries_per_query']:,.0f} "
-            f"entries read), build {x['build_s']:.1f} s, RSS Δ {x['rss_bytes_per_fp']:.1f} B/fp"
-            for n, k, x in nd_rows) + "."]
-    if results.get("radius_selfjoin"):
-        lines += ["", "Self-join (`self_join`, layout from `choose_join_layout`; 10,000 planted pairs at every "
-                  "distance 0..k, 1,000 decoys at k + 1; median of the repeats):", ""]
-        lines += table(["N", "k", "layout", "seconds", "pairs", "planted found", "decoys", "exact"],
-                       [[f"{j['n']:,}", j["k"], j["layout"], f"{j['seconds']:.2f}", f"{j['pairs']:,}",
-                         f"{j['planted_found']:.3f}", j["decoys"], "yes" if j["exact"] else "NO"]
-                        for j in results["radius_selfjoin"]], text_columns=(2, 7))
-    by = {(r["n"], r["k"]): r["methods"]["neardup PermutedIndex"] for r in results["radius"]
-          if "neardup PermutedIndex" in r["methods"]}
-    cost = [f"N = {n:,}: p50 {by[n, 12]['p50_us']:,.0f} µs / p99 {by[n, 12]['p99_us']:,.0f} µs "
-            f"(CPU p99 {by[n, 12]['cpu_p99_us']:,.0f} µs), "
-            f"{by[n, 12]['p50_us'] / by[n, 7]['p50_us']:.1f}x the k = 7 p50"
-            for n in sorted({n for n, _ in by}) if (n, 12) in by and (n, 7) in by]
-    if cost:
-        sj = {j["k"]: j for j in results.get("radius_selfjoin") or []}
-        lines += ["", "What the default k = 12 costs (fingerprints verified by the sketch; README, \"Picking k\"), "
-                  "one query at a time: " + "; ".join(cost)
-                  + (f"; self-join of {sj[12]['n']:,}: {sj[12]['seconds']:.1f} s "
-                     f"({sj[12]['seconds'] / sj[7]['seconds']:.1f}x "
-                     "k = 7)" if 12 in sj and 7 in sj else "") + "."]
-    lines += ["", "Targets (issue 10):", ""]
-    lines += table(["target", "measured", "met"],
-                   [[t["target"], t["measured"], t["met"]] for t in radius_targets(results)],
-                   text_columns=(0, 1, 2))
-    lines.append(RADIUS_END)
-    return "\n".join(lines)
-
-
-def fmt_load(v: Any) -> str:
-    return "/".join(f"{x:.1f}" for x in v) if v else "n/a"
-
-
-def radius_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    def nd(n: int, k: int) -> dict[str, Any] | None:
-        for r in results["radius"]:
-            if r["n"] == n and r["k"] == k:
-                return r["methods"].get("neardup PermutedIndex")
-        return None
-
-    out = []
-    for label, n, k, limit in (("k = 7: p99 ≤ 100 µs at N = 10^7", 10**7, 7, RADIUS_TARGETS["k7_p99_1e7_us"]),
-                               ("k = 7: p99 ≤ 1 ms at N = 10^8", 10**8, 7, RADIUS_TARGETS["k7_p99_1e8_us"]),
-                               ("k = 10: p99 ≤ 1 ms at N = 10^7", 10**7, 10, RADIUS_TARGETS["k10_p99_1e7_us"]),
-                               ("k = 3: p99 no slower than before (12.1 µs at N = 10^7)", 10**7, 3,
-                                RADIUS_TARGETS["k3_p99_1e7_us"])):
-        x = nd(n, k)
-        if x is None:
-            out.append({"target": label, "measured": "not run", "met": "n/a"})
-        else:
-            out.append({"target": label,
-                        "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
-                        "met": "yes" if x["p99_us"] <= limit
-                        else ("CPU time only" if x["cpu_p99_us"] <= limit else "no")})
-    for n in (10**6, 10**7, 10**8):  # the default k (spec version 2): no target in issue 10, reported
-        x = nd(n, 12)
-        if x is not None:
-            out.append({"target": f"k = 12 (the default k; no target): p99 at N = 10^{len(str(n)) - 1}",
-                        "measured": f"{fmt(x['p99_us'])} µs (p50 {fmt(x['p50_us'])}; CPU p99 {fmt(x['cpu_p99_us'])})",
-                        "met": "n/a"})
-    k7 = [(r["n"], r["methods"]["neardup PermutedIndex"]) for r in results["radius"]
-          if r["k"] == 7 and "neardup PermutedIndex" in r["methods"]]
-    if k7:
-        worst = max(x["bytes_per_fp"] - 8 for _, x in k7)
-        out.append({"target": "k = 7: ≤ 40 bytes per fingerprint beyond the fingerprint",
-                    "measured": ", ".join(f"{x['bytes_per_fp'] - 8:.1f} at {n:,}" for n, x in k7),
-                    "met": "yes" if worst <= RADIUS_TARGETS["extra_bytes_per_fp"] else "no"})
-    sj = [j for j in results.get("radius_selfjoin") or [] if j["k"] == 7 and j["n"] == 10**6]
-    out.append({"target": "self-join of 10^6 at k = 7 ≤ 3 s",
-                "measured": f"{sj[0]['seconds']:.2f} s" if sj else "not run",
-                "met": ("yes" if sj[0]["seconds"] <= RADIUS_TARGETS["selfjoin_k7_1e6_s"] else "no") if sj else "n/a"})
-    return out
-
-
-def write_block(doc: Path, block: str, start: str | None = None, end: str | None = None,
-                before: str | None = None) -> None:
-    """Put a block (the radius sweep's, the batch-k one's) inside the index section (before
-    ``before`` when that marker is there, else before the section's end), replacing an earlier
-    one; the rest of the file stays byte for byte."""
-    start, end = start or RADIUS_START, end or RADIUS_END
-    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    if start not in text:
-        if DOC_END not in text:
-            replace_section(doc, DOC_START, DOC_END, f"{DOC_START}\n## Hamming index\n{DOC_END}")
-            text = doc.read_text(encoding="utf-8")
-        at = before if before and before in text else DOC_END
-        text = text.replace(at, f"{start}\n{end}\n{at}", 1)
-        tmp = doc.with_name(f".{doc.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, doc)
-    replace_section(doc, start, end, block)
-
-
-def write_radius_block(doc: Path, block: str) -> None:
-    write_block(doc, block, RADIUS_START, RADIUS_END)
-
-
-def existing_block(doc: Path, start: str, end: str) -> str:
-    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    if start in text and end in text:
-        return start + text.split(start, 1)[1].split(end, 1)[0] + end
-    return ""
-
-
-def existing_radius_block(doc: Path) -> str:
-    """The blocks of the index section that other modes write (batch at other k, radius
-    sweep), kept when the main report is rewritten."""
-    blocks = [existing_block(doc, BATCH_START, BATCH_END), existing_block(doc, RADIUS_START, RADIUS_END)]
-    return "\n\n".join(b for b in blocks if b)
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or ""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    with open("/proc/meminfo") as f:
-        total = int(f.readline().split()[1]) * 1024
-
-    def ver(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {"cpu": model, "nproc": os.cpu_count(), "ram_gib": round(total / 2**30, 1),
-            "python": platform.python_version(), "os": platform.platform(),
-            "versions": {p: ver(p) for p in ("neardup", "numpy", "numba", "faiss-cpu", "simhash")},
-            "loadavg_start": os.getloadavg()}
-
-
-def fmt(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "**NO**"
-    if isinstance(v, float):
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.{digits}f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
 def ratio(a: float | None, b: float | None) -> str:
     if not a or not b:
         return "n/a"
@@ -1661,18 +788,6 @@ def stages(results: dict[str, Any]) -> list[str]:
     return out + [k for k in ("duplicates", "inserts", "selfjoin", "batch") if results.get(k)]
 
 
-def code_version() -> str | None:
-    """Last commit touching src/ (and whether src/ has uncommitted changes)."""
-    try:
-        rev = subprocess.run(["git", "log", "-1", "--format=%h", "--", "src"], cwd=REPO_ROOT,
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-        return (rev + (" + uncommitted changes" if dirty else "")) if rev else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def merge(results: dict[str, Any], old: dict[str, Any]) -> None:
     """Take from an earlier run's results the stages this run did not do."""
     have = {o["n"] for o in results["online"]}
@@ -1755,140 +870,57 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
-def warm_up() -> None:
-    """Load the cached numba kernels (and compile any missing) before timing anything."""
-    rng = np.random.default_rng(0)
-    v = random_u64(rng, 20_000)
-    idx = PermutedIndex(k=K, expected_n=20_000)
-    idx.add_many(np.arange(20_000), v)
-    idx.search(int(v[0]), K)
-    idx.search_arrays(v[:100], K)
-    idx.add(10**9, int(v[1]))
-    idx.search(int(v[1]), K)
-    idx.search(int(v[1]), K + 2)
-    self_join(v, K)
-    list(batch_join(v[:1000], [v[:5000], v[5000:]], K))
-    # the memory-mapped (read-only) array specialisations: a reopened index, a memmap'd stored set
-    with tempfile.TemporaryDirectory(prefix="neardup-warm-", dir="/tmp") as td:
-        idx.save(Path(td) / "idx")
-        again = PermutedIndex.open(Path(td) / "idx", mmap=True)
-        again.search(int(v[0]), K)
-        again.search_arrays(v[:100], K)
-        f = Path(td) / "stored.u64"
-        v.tofile(f)
-        mm = np.memmap(f, dtype=np.uint64, mode="r")
-        list(batch_join(v[:1000], [mm[:5000], mm[5000:]], K))
-        del mm, again
+def write_report(doc: Path, results: dict[str, Any]) -> None:
+    """The index section of ``doc``: this report, then the blocks the other index harnesses
+    wrote there (kept)."""
+    kept = kept_blocks(doc)
+    body = render(results).rstrip() + ("\n\n" + kept if kept else "")
+    replace_section(doc, DOC_START, DOC_END, f"{DOC_START}\n{body}\n{DOC_END}")
+    log(f"wrote the index section of {doc}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        # A fixed mmap threshold: glibc otherwise raises it after the first large free (up to
-        # 32 MiB), keeps later temporaries in the heap and the RSS figures of small indexes
-        # come out wrong. Re-exec once with it set (it is read at process start).
-        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(1 << 17)
-        os.execv(sys.executable, [sys.executable, *sys.argv])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=float, action="append", help="online index size (repeatable)")
-    ap.add_argument("--k", type=int, action="append", default=None,
-                    help="radius sweep (repeatable): for each --n and each k, neardup (choose_layout), brute force "
-                         "and faiss MultiHash, plus --selfjoin at each k; writes its own block of the index section")
-    ap.add_argument("--faiss-queries", type=int, default=2000,
-                    help="radius sweep: faiss queries above N = 10^6 (default 2,000; it is slow at large k)")
-    ap.add_argument("--faiss-seconds", type=float, default=120.0,
-                    help="radius sweep: fewer faiss queries (at least 10) where they would take longer than this "
-                         "per (N, k) (default 120; 0: no limit)")
-    ap.add_argument("--queries", type=int, default=10_000, help="queries per online size (default 10,000)")
-    ap.add_argument("--truth-queries", type=int, default=None,
-                    help="queries checked against brute force (default 1,000 up to N=10^6, else 200)")
-    ap.add_argument("--selfjoin", type=float, default=None, help="self-join size (e.g. 1e6)")
-    ap.add_argument("--selfjoin-repeats", type=int, default=3)
-    ap.add_argument("--batch-stored", type=float, default=None, help="batch mode: stored fingerprints (e.g. 1e9)")
-    ap.add_argument("--batch-k", type=int, action="append", default=None,
-                    help="batch mode at these k (repeatable; one stored file for all): batch_join with the layout "
-                         "choose_batch_layout picks, brute force and faiss projections; writes its own block of the "
-                         "index section (without it, the batch stage runs at k = 3 inside the main report)")
-    ap.add_argument("--batch-faiss-seconds", type=float, default=60.0,
-                    help="--batch-k: faiss sample searched for about this long per k (0: skip faiss)")
-    ap.add_argument("--batch-queries", type=float, default=1e6, help="batch mode: queries (default 10^6)")
-    ap.add_argument("--batch-chunk", type=float, default=5e7, help="batch mode: stored chunk (default 5*10^7)")
-    ap.add_argument("--batch-file", type=Path, default=None,
-                    help="raw uint64 file for the stored set (default under /tmp)")
-    ap.add_argument("--batch-verify", type=int, default=8, help="queries brute-forced over the whole stored set")
-    ap.add_argument("--keep-stored", action="store_true", help="keep the stored file (reused when parameters match)")
+    fixed_mmap_threshold(argv)
+    ap = harness_parser(__doc__)
+    query_options(ap, "10^6; --quick 10^5", "1,000 up to N=10^6, else 200")
     ap.add_argument("--inserts", type=float, default=None, help="one-by-one inserts (default 10^5; 0 to skip)")
     ap.add_argument("--inserts-base", type=float, default=None, help="index size before the inserts (default 10^6)")
     ap.add_argument("--no-online", action="store_true", help="skip the online index sizes")
-    ap.add_argument("--merge", type=Path, action="append", default=[],
-                    help="results JSON (--json-out) of an earlier run: its stages that this run does not "
-                         "repeat go into the report too (for running the heavy stages separately)")
-    ap.add_argument("--no-faiss", action="store_true")
     ap.add_argument("--no-duplicates", action="store_true", help="skip the duplicate-fingerprint check")
     ap.add_argument("--no-simhashindex", action="store_true")
     ap.add_argument("--simhashindex-max", type=float, default=1e6)
     ap.add_argument("--pybind-python", default=None,
                     help="python of a venv with simhash-pybind (default /tmp/pybind-venv/bin/python if present)")
-    ap.add_argument("--quick", action="store_true", help="small sizes, < 1 minute")
-    ap.add_argument("--doc", type=Path, default=None, help="markdown file to update (default docs/benchmarks.md)")
-    ap.add_argument("--no-doc", action="store_true")
-    ap.add_argument("--json-out", type=Path, default=None, help="also write the full results as JSON")
-    ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--passes", type=int, default=3,
-                    help="timed passes over the queries for neardup and faiss (median of the percentiles)")
-    ap.add_argument("--render", type=Path, default=None,
-                    help="only rewrite the doc section from a results JSON (--json-out) and print its summary")
-    args = ap.parse_args(argv)
-    if args.render:
-        results: dict[str, Any] = json.loads(args.render.read_text())
-        doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
-        if "radius" in results or "batches" in results:  # a --k or --batch-k run: its block
-            where: tuple[str, str, str | None]
-            if "radius" in results:
-                results["targets"] = radius_targets(results)
-                block, where = render_radius(results), (RADIUS_START, RADIUS_END, None)
-            else:
-                block, where = render_batch(results), (BATCH_START, BATCH_END, RADIUS_START)
-            if doc:
-                write_block(Path(doc), block, *where)
-                log(f"wrote a block of the index section of {doc}")
-            else:
-                print(block)
-            return 0
+    batch_options(ap, "e.g. 1e9; the batch stage at k = 3", "stages")
+    run_options(ap, "only rewrite the doc section from a results JSON (--json-out) and print its summary")
+    args, earlier = parse(ap, argv)
+    if earlier is not None:
+        results: dict[str, Any] = earlier
+        if "radius" in results or "batches" in results:
+            raise SystemExit(f"{args.render}: the results of a radius sweep or of batch mode at other k; "
+                             "benchmarks/index_radius.py --render or benchmarks/index_batch.py --render "
+                             "rewrites their block")
         results["targets"] = targets(results)
-        doc = None if args.no_doc else (args.doc or REPO_ROOT / "docs" / "benchmarks.md")
+        doc = doc_path(args, render=True)
         if doc:
-            radius = existing_radius_block(Path(doc))
-            body = render(results).rstrip() + ("\n\n" + radius if radius else "")
-            replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{body}\n{DOC_END}")
-            log(f"wrote the index section of {doc}")
+            write_report(doc, results)
         print(json.dumps(summary(results)))
         return 0
 
     ns = [] if args.no_online else [int(x) for x in (args.n or ([10**5] if args.quick else [10**6]))]
     if args.quick:
         args.selfjoin = args.selfjoin if args.selfjoin is not None else 1e5
-        args.batch_stored = args.batch_stored if args.batch_stored is not None else 1e7
-        args.batch_queries = 1e5 if args.batch_queries == 1e6 else args.batch_queries
-        args.batch_chunk = 2e6 if args.batch_chunk == 5e7 else args.batch_chunk
+        quick_batch(args)
         args.inserts = args.inserts if args.inserts is not None else 1e4
         args.inserts_base = args.inserts_base if args.inserts_base is not None else 1e5
-        args.batch_verify = min(args.batch_verify, 4)
     inserts = int(args.inserts if args.inserts is not None else 1e5)
     inserts_base = int(args.inserts_base if args.inserts_base is not None else 1e6)
     args.simhashindex_max = int(args.simhashindex_max)
     pybind = args.pybind_python
     if pybind is None and Path("/tmp/pybind-venv/bin/python").exists():
         pybind = "/tmp/pybind-venv/bin/python"
-    doc = (None if args.no_doc or (args.quick and args.doc is None)
-           else (args.doc or REPO_ROOT / "docs" / "benchmarks.md"))
-
-    cmd = "python benchmarks/index.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    if args.k:
-        return main_radius(args, cmd.strip(), doc)
-    if args.batch_k:
-        return main_batch(args, cmd.strip(), doc)
-    results = {"command": cmd.strip(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    doc = doc_path(args)
+    results = {"command": command_line("index.py", argv), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                "machine": machine(), "online": []}
     log(f"machine: {results['machine']['cpu']}, load {results['machine']['loadavg_start']}")
     t_all = time.perf_counter()
@@ -1931,166 +963,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1, default=str))
     if doc:
-        radius = existing_radius_block(Path(doc))
-        body = render(results).rstrip() + ("\n\n" + radius if radius else "")
-        replace_section(Path(doc), DOC_START, DOC_END, f"{DOC_START}\n{body}\n{DOC_END}")
-        log(f"wrote the index section of {doc}")
+        write_report(doc, results)
     else:
         print(render(results), file=sys.stderr)
     log(f"done in {results['wall_s']:.1f} s")
     print(json.dumps(summary(results)))
-    return 0
-
-
-BATCH_START, BATCH_END = "<!-- index-batch:start -->", "<!-- index-batch:end -->"
-
-
-def render_batch(results: dict[str, Any]) -> str:
-    """The --batch-k block of the index section."""
-    L = [BATCH_START,
-         f"### Batch mode at k = {', '.join(str(k) for k in sorted({b['k'] for b in results['batches']}))} "
-         "(`--batch-k`)", "", "Produced by:", ""]
-    for run in results["runs"]:
-        m = run["machine"]
-        L.append(f"* `{run['command']}` on {run['date']}, src at {run.get('code') or 'n/a'}: "
-                 f"{', '.join(run['rows'])}; {m.get('cpu')}, {m.get('nproc')} cores, {m.get('ram_gib')} GiB RAM, "
-                 f"Python {m.get('python')}; "
-                 f"{', '.join(f'{p} {v}' for p, v in (m.get('versions') or {}).items() if v)}")
-    L += ["", "Manku's batch mode (`batch_join`): tables on the distinct queries with the layout "
-          "`choose_batch_layout(Q, k)` picks (its cost model, `Layout.batch_cost`, counts per stored value the "
-          "permute-and-sort passes, the probed query buckets and the query entries compared; the model column is "
-          "its estimate of CPU ns per stored value), the stored set streamed once from a raw uint64 file under "
-          "/tmp (`np.memmap`, read through the page cache; generating it is not timed), blocks of 2^20 on 2 "
-          "threads. The 2 cores are shared with other agents' work: the load average (1 minute) at the start "
-          "and end of each row is in the table, and wall-clock seconds stretch with it; CPU ns per stored value "
-          "is the steadier figure. Data: uniform random fingerprints; planted neighbours at every distance "
-          "0..max k of the file and decoys at max k + 1..+2 (at a smaller k, planted ones beyond k count as "
-          "decoys). Exact = every planted neighbour within k found, no decoy, no pair twice, every distance "
-          "recomputed, and the same stored positions as numpy brute force over the whole file for the checked "
-          "queries (half of them with a planted neighbour). Random pairs within k are real matches: at k = 12, "
-          "Q × S × P(d ≤ 12) is about 1.8·10^-7 of all pairs. Brute force × and faiss × are projected: numpy's "
-          "scan (`bitwise_count(stored ^ q) <= k`, one thread) timed on the checked queries and scaled to all Q; "
-          "faiss `IndexBinaryMultiHash(64, 4, 16)` (nflip = k // 4) built on the queries and searched with a "
-          "random sample of stored values (one thread, about `--batch-faiss-seconds`; its pairs compared with "
-          "`batch_join`'s on that sample), scaled to all S. Rows with fewer than 10^9 stored also give the time "
-          "projected to 10^9 (the join is linear in the stored count); every row also gives the CPU time per stored "
-          "value × 10^9 / threads: the wall clock on cores not shared with other work.", ""]
-    rows = []
-    for b in results["batches"]:
-        if "skipped" in b:
-            rows.append([f"{b['queries']:,}", f"{b['stored']:,}", b["k"], "skipped: " + b["skipped"]] + [""] * 12)
-            continue
-        ex, fs = b["exactness"], b.get("faiss") or {}
-        rows.append([f"{b['queries']:,}", f"{b['stored']:,}", b["k"], b["layout"], f"{b['model_ns_per_stored']:,.0f}",
-                     f"{b['total_s']:,.0f}", f"{b['ns_per_stored']:,.0f}", f"{b['cpu_ns_per_stored']:,.0f}",
-                     (f"{b['projected_1e9_s'] / 60:,.1f} min" if b["stored"] != 10**9
-                      else f"{b['total_s'] / 60:.1f} min (measured)")
-                     + f"; {b['cpu_ns_per_stored'] / b['threads'] * 10**9 / 1e9 / 60:,.1f} min on "
-                       f"{b['threads']} unshared cores",
-                     f"{b['loadavg_start'][0]:.1f} / {b['loadavg_end'][0]:.1f}",
-                     f"{b['matches']:,} ({b['expected_random_matches']:,.0f})",
-                     f"{ex['planted_found']:.3f} / {ex['decoys_reported']}",
-                     (f"{ex['brute_force_queries']} q, {ex['brute_force_pairs']:,} pairs: "
-                      f"{fmt(ex['brute_force_equal'])}"
-                      if "brute_force_equal" in ex else "n/a"),
-                     f"{b['x_brute_force']:,.0f}" if b.get("x_brute_force") else "n/a",
-                     (f"{b['x_faiss']:,.0f} ({fs['sample']:,} sampled, same pairs {fmt(fs['same_pairs'])})"
-                      if b.get("x_faiss") else fs.get("skipped", "n/a")),
-                     "yes" if ex["exact"] else "NO"])
-    L += table(["Q", "S", "k", "layout", "model ns/stored", "total s", "wall ns/stored", "CPU ns/stored",
-                "time at 10^9 stored", "load start / end", "matches (random pairs expected)", "planted found / decoys",
-                "brute-force check", "× brute force", "× faiss", "exact"], rows,
-               text_columns=(3, 8, 9, 10, 11, 12, 14, 15))
-    target = [b for b in results["batches"] if "skipped" not in b and b["k"] == 7 and b["queries"] >= 10**6
-              and b["stored"] >= 10**9]
-    L += ["", "Target (issue 10): 10^6 queries against 10^9 stored at k = 7 in ≤ 30 minutes: "
-          + (f"{target[0]['total_s'] / 60:.1f} min of wall clock "
-             f"({'met' if target[0]['total_s'] <= 1800 else 'missed'}; "
-             f"load average {target[0]['loadavg_start'][0]:.1f} at start, {target[0]['loadavg_end'][0]:.1f} at end), "
-             f"{target[0]['cpu_s'] / 60:.1f} min of CPU time on {target[0]['threads']} threads, i.e. "
-             f"{target[0]['cpu_s'] / target[0]['threads'] / 60:.1f} min of wall clock on {target[0]['threads']} cores "
-             "not shared with other work ("
-             + ("met" if target[0]['cpu_s'] / target[0]['threads'] <= 1800 else "missed") + ")."
-             if target else "not run.")]
-    L.append(BATCH_END)
-    return "\n".join(L)
-
-
-def main_batch(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
-    """Batch mode only, at every --batch-k, into its own block (rows of --merge JSONs kept)."""
-    if args.quick:
-        args.batch_stored = args.batch_stored or 1e7
-    s, q, c = int(args.batch_stored or 1e9), int(args.batch_queries), int(args.batch_chunk)
-    path = args.batch_file or Path(f"/tmp/neardup-bench-stored-{s}-{args.seed}.u64")
-    run: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
-                           "code": code_version()}
-    log(f"batch: k {sorted(set(args.batch_k))}, {q:,} x {s:,}; load {run['machine']['loadavg_start']}")
-    warm_up()
-    rows = bench_batch(s, q, c, args.seed, path, args.keep_stored, args.batch_verify, args.batch_k,
-                       args.batch_faiss_seconds)
-    run["rows"] = [f"k = {b['k']}, {b['queries']:,} × {b['stored']:,}" for b in rows]
-    results: dict[str, Any] = {"batches": rows, "runs": [run]}
-    for mp in args.merge:
-        old = json.loads(mp.read_text())
-        have = {(b["queries"], b["stored"], b["k"]) for b in results["batches"]}
-        taken = [b for b in old.get("batches", []) if (b["queries"], b["stored"], b["k"]) not in have]
-        results["batches"] += taken
-        labels = {f"k = {b['k']}, {b['queries']:,} × {b['stored']:,}" for b in taken}
-        for r in old.get("runs", []):
-            kept = [x for x in r.get("rows", []) if x in labels]
-            if kept:
-                results["runs"].append({**r, "rows": kept})
-    results["batches"].sort(key=lambda b: (b["k"], b["stored"], b["queries"]))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=1, default=str))
-    block = render_batch(results)
-    if doc:
-        write_block(Path(doc), block, BATCH_START, BATCH_END, before=RADIUS_START)
-        log(f"wrote the batch block of the index section of {doc}")
-    else:
-        print(block, file=sys.stderr)
-    print(json.dumps({"batch": [{x: b.get(x) for x in ("k", "queries", "stored", "layout", "total_s",
-                                                        "cpu_ns_per_stored",
-                                                        "projected_1e9_s", "matches", "x_brute_force", "x_faiss")}
-                                | {"exact": b.get("exactness", {}).get("exact")} for b in rows]}, default=str))
-    return 0
-
-
-def main_radius(args: argparse.Namespace, cmd: str, doc: Path | None) -> int:
-    ns = [int(x) for x in (args.n or ([10**5] if args.quick else [10**6, 10**7]))]
-    ks = sorted(set(args.k))
-    results: dict[str, Any] = {"command": cmd, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
-                               "ks": ks, "radius": [], "radius_selfjoin": [], "code": code_version()}
-    log(f"radius sweep: N {ns}, k {ks}; machine {results['machine']['cpu']}, "
-        f"load {results['machine']['loadavg_start']}")
-    t_all = time.perf_counter()
-    warm_up()
-    for n in ns:
-        nt = args.truth_queries or (min(500, args.queries) if n <= 10**6 else min(100, args.queries))
-        results["radius"] += bench_radius(n, ks, args.queries, nt, args.seed, args)
-        gc.collect()
-    if args.selfjoin:
-        for k in ks:
-            results["radius_selfjoin"].append(bench_radius_selfjoin(int(args.selfjoin), k, args.seed,
-                                                                    args.selfjoin_repeats))
-            gc.collect()
-    results["loadavg_end"] = os.getloadavg()
-    results["wall_s"] = time.perf_counter() - t_all
-    results["targets"] = radius_targets(results)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=1, default=str))
-    block = render_radius(results)
-    if doc:
-        write_radius_block(Path(doc), block)
-        log(f"wrote the radius block of the index section of {doc}")
-    else:
-        print(block, file=sys.stderr)
-    log(f"done in {results['wall_s']:.1f} s")
-    print(json.dumps({"targets": results["targets"], "rows": [
-        {"n": r["n"], "k": r["k"], **{m: {x: v.get(x) for x in ("layout", "tables", "bytes_per_fp", "p50_us", "p99_us",
-                                                             "cpu_p99_us", "exact")}
-                                      for m, v in r["methods"].items()}} for r in results["radius"]],
-        "selfjoin": results["radius_selfjoin"]}, default=str))
     return 0
 
 

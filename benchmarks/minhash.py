@@ -6,7 +6,7 @@ Everything runs in one invocation, single-threaded (``RAYON_NUM_THREADS=1``,
 * **signatures** on generated documents of about 8 KB (lowercase words of a Zipf-distributed
   vocabulary separated by single spaces, fixed seed, so that ``str.split`` and neardup's
   tokenizer see the same tokens) and on real article texts of ``shared/corpus/scrapinghub-aeb``
-  (extracted once with :func:`neardup.extract.extract_main_content`; only text -> signature is
+  (extracted once with :func:`neardup.fingerprint.extract.extract_main_content`; only text -> signature is
   timed). Every library signs the set of word 3-shingles with 128 permutations.
   ``neardup minhash_text`` includes Unicode normalisation (NFKC + casefold), tokenisation, 3-word
   shingling and feature hashing (all compiled); the peers get their shingles from Python
@@ -16,7 +16,7 @@ Everything runs in one invocation, single-threaded (``RAYON_NUM_THREADS=1``,
   variant runs ``--reps`` times per chunk interleaved with the others, and keeps its fastest run.
 * **LSH** at ``--n`` stored pages (10^6 by default): random sets of 64 distinct 64-bit features
   with planted near copies (2% of the stored sets, and half of the queries: 0 to 6 of the 64
-  features replaced); neardup :class:`~neardup.minhash.MinHashLSH` (bulk ``add_many`` in batches
+  features replaced); neardup :class:`~neardup.index.lsh.MinHashLSH` (bulk ``add_many`` in batches
   of 10,000, then ``add`` one at a time), datasketch ``MinHashLSH`` (``insert`` of LeanMinHash
   objects holding the same signatures, same 14 bands x 9 rows) and rensa ``RMinHashLSH``
   (``insert_matrix`` of its own signatures of the same sets, 16 bands of 8 rows: it needs
@@ -40,46 +40,34 @@ and ``<!-- minhash:end -->`` (``--no-doc`` to skip), and a JSON summary is the l
 
 from __future__ import annotations
 
+import argparse
+import gc
+import json
+import multiprocessing
 import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+# single-threaded kernels and peers: set before numpy, numba and rensa are imported
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # rensa's bulk paths
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import gzip  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import numpy as np
+from _common import CORPUS, DOC, logger, py_shingles, replace_section, rss_bytes, table, timed, zipf_vocabulary
+from _common import machine as machine_of
+from _corpus import manifest_rows, read_page
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    CORPUS,
-    DOC,
-    logger,
-    manifest_rows,
-    py_shingles,
-    replace_section,
-    table,
-    timed,
-    use_checkout,
-    zipf_vocabulary,
-)
-from _common import machine as machine_of  # noqa: E402
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.features import extract_features
+from neardup.fingerprint.minhash import MinHashConfig, minhash_features, minhash_text
+from neardup.index.lsh import MinHashLSH
 
 DEFAULT_CORPUS = CORPUS
 START, END = "<!-- minhash:start -->", "<!-- minhash:end -->"
-
-use_checkout()
-
-from neardup.extract import extract_main_content  # noqa: E402
-from neardup.features import extract_features  # noqa: E402
-from neardup.minhash import MinHashConfig, MinHashLSH, minhash_features, minhash_text  # noqa: E402
 
 try:
     import datasketch
@@ -118,11 +106,6 @@ def machine() -> dict[str, Any]:
     return machine_of(("neardup", "numpy", "numba", "datasketch", "rensa", "xxhash"))
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 # --------------------------------------------------------------------------------------------
 # Documents
 # --------------------------------------------------------------------------------------------
@@ -147,7 +130,7 @@ def real_texts(corpus: Path, limit: int | None) -> tuple[list[str], float]:
     started = time.perf_counter()
     texts = []
     for row in rows:
-        page = extract_main_content(gzip.decompress((folder / row[0]).read_bytes()), row[1], extractor="accurate")
+        page = extract_main_content(read_page(folder / row[0]), row[1], extractor="accurate")
         if page.text.strip():
             texts.append(page.text)
     return texts, time.perf_counter() - started

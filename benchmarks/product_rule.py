@@ -1,7 +1,7 @@
 """Same-content pairs under the product's whole rule, per extractor.
 
 ``benchmarks/quality.py`` measures the SimHash candidates (``distance <= k``, then the sketch);
-the Detector also takes candidates from the sketch bands (``neardup.bands``: any distance,
+the Detector also takes candidates from the sketch bands (``neardup.index.bands``: any distance,
 declared at ``max(verify, FAR_VERIFY)``). This script decides every labelled same-content
 pair of ``near-dup-pairs/pairs.tsv`` and every hard negative listed there (different-content,
 shared-boilerplate-only) the way the Detector does, for each extractor, and writes the table
@@ -13,16 +13,15 @@ into docs/quality.md between its markers.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 from collections.abc import Callable
 from pathlib import Path
 
 from _common import CORPUS, REPO_ROOT, loadavg, machine_line, replace_section, table
+from _corpus import read_page, read_tsv
 
 from neardup import FingerprintConfig, fingerprint
-from neardup.bands import FAR_VERIFY
-from neardup.fingerprint import Fingerprint
+from neardup.fingerprint.core import Fingerprint
+from neardup.index.bands import FAR_VERIFY
 from neardup.matching import Side, pair_rule
 from neardup.model import DEFAULT_VERIFY, default_k
 from neardup.sketch import similarity
@@ -50,7 +49,7 @@ def _fingerprinter(corpus: Path, config: FingerprintConfig) -> Callable[[str, st
 
     def fp(path: str, url: str) -> Fingerprint:
         if path not in fps:
-            fps[path] = fingerprint(gzip.open(corpus / path).read(), url=url, config=config)
+            fps[path] = fingerprint(read_page(corpus / path), url=url, config=config)
         return fps[path]
     return fp
 
@@ -70,8 +69,8 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
-    with open(args.corpus / "near-dup-pairs" / "pairs.tsv", encoding="utf-8", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["label"] in ("same-content", *NEGATIVE)]
+    rows = [r for r in read_tsv(args.corpus / "near-dup-pairs" / "pairs.tsv")
+            if r["label"] in ("same-content", *NEGATIVE)]
     same = [r for r in rows if r["label"] == "same-content"]
     negatives = [r for r in rows if r["label"] in NEGATIVE]
     out = []

@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import sys
 import time
@@ -46,27 +45,35 @@ from importlib import metadata
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import numpy as np
-from _common import CORPUS, REPO_ROOT, cpu_model, logger, nproc, use_checkout, versions
+from _common import CORPUS, REPO_ROOT, logger, machine
+from _corpus import (
+    ALL_PAIRS_SOURCES,
+    DRAGNET_MIN_HOST_PAGES,
+    HARD_SOURCES,
+    NEGATIVE_LABELS,
+    Pair,
+    PairSets,
+    all_pairs_pages,
+    load_pairs,
+    page_locations,
+    read_page,
+)
+
+from neardup import FeatureConfig, Fingerprint, FingerprintConfig
+from neardup.errors import NeardupError
+from neardup.fingerprint.core import fingerprint_text
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.minhash import MinHashConfig
+from neardup.matching import Side, match, repeated_boilerplate
+from neardup.model import DEFAULT_THRESHOLD as LIBRARY_T  # (method "minhash")
+from neardup.model import DEFAULT_VERIFY as DETECTOR_VERIFY
+from neardup.model import default_k
+from neardup.sketch import similarity
+from neardup.tune.sweep import within_margin  # the one-step margin, shared with neardup tune
 
 DEFAULT_CORPUS = CORPUS
-
-use_checkout()
-
-from neardup import FeatureConfig, Fingerprint, FingerprintConfig  # noqa: E402
-from neardup.detector import DEFAULT_THRESHOLD as LIBRARY_T  # noqa: E402  (method "minhash")
-from neardup.detector import DEFAULT_VERIFY as DETECTOR_VERIFY  # noqa: E402
-from neardup.errors import NeardupError  # noqa: E402
-from neardup.extract import extract_main_content  # noqa: E402
-from neardup.fingerprint import fingerprint_text  # noqa: E402
-from neardup.matching import Side, match, repeated_boilerplate  # noqa: E402
-from neardup.minhash import MinHashConfig  # noqa: E402
-from neardup.model import default_k  # noqa: E402
-from neardup.sketch import similarity  # noqa: E402
-from neardup.tune import within_margin  # noqa: E402  (the one-step margin, shared with neardup tune)
-from neardup.urls import host_of  # noqa: E402
 
 DETECTOR_K = default_k(bands=False)  # this harness measures the SimHash candidates alone (method "both" too)
 
@@ -78,17 +85,7 @@ DEFAULT_MIN_TOKENS = 10
 FPR_TARGET = 0.001
 RECALL_TARGET = 0.98
 
-POSITIVE_LABELS = ("same-content", "near-duplicate")
-NEGATIVE_LABELS = ("shared-boilerplate-only", "different-content")
-DUPLICATE_LABELS = ("same-content", "near-duplicate", "partial-overlap")
-HARD_SOURCES = ("cleanportaleval", "utomo-big9", "dragnet")
-DRAGNET_MIN_HOST_PAGES = 5
 QUICK_PAGES_PER_SITE = 8
-#: the corpus folders whose every page enters the all-pairs measurement (cross-site pairs)
-ALL_PAIRS_SOURCES = ("dragnet", "trafilatura", "cleaneval", "l3s-gn1", "scrapinghub-aeb", "cleanportaleval",
-                     "utomo-news-extraction")
-#: every folder with a manifest: page -> URL / host for the repeated-boilerplate guard
-MANIFEST_SOURCES = ALL_PAIRS_SOURCES + ("postlight-fixtures", "readability")
 #: texts whose word 5-shingle Jaccard similarity is below this are *different*, at or above
 #: SAME_JACCARD the *same* (the middle is reported apart)
 DIFFERENT_JACCARD = 0.2
@@ -104,152 +101,6 @@ KEPT_SECTIONS = ((CANDIDATES_BEGIN, CANDIDATES_END), ("<!-- structure.py: begin 
 PROJECTED_TARGET = 0.01  # false matches per check at 10^9 stored pages
 VERIFY_VALUES = (0.1, 0.2, 0.3)
 IDF_DOC_LENS = (300, 1000, 3000)
-
-# Duplicates named in the dataset READMEs that a same-URL test cannot see (dragnet/README.md:
-# "R491/R492 the same Reuters story under two URLs"); they are not negatives.
-KNOWN_DUPLICATES = frozenset({frozenset({"dragnet/html/R491.html.gz", "dragnet/html/R492.html.gz"})})
-
-
-# --------------------------------------------------------------------------------------------
-# Data
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Pair:
-    """Two pages (paths relative to the corpus root) and what the pair is.
-
-    label: the pairs.tsv label, or ``hard-negative``; source: ``pairs.tsv`` or the hard-negative
-    collection (``cleanportaleval``, ``utomo-big9``, ``dragnet``); group: the site or host."""
-
-    pair_id: str
-    a: str
-    b: str
-    label: str
-    source: str
-    group: str = ""
-    note: str = ""
-
-
-@dataclass
-class PairSets:
-    """The labelled pairs and the hard negatives, plus how the negatives were filtered."""
-
-    labelled: list[Pair]
-    hard: list[Pair]
-    excluded: dict[str, int] = field(default_factory=dict)
-
-    def count(self, label: str) -> int:
-        """How many labelled pairs carry ``label``."""
-        return sum(p.label == label for p in self.labelled)
-
-    def pages(self) -> list[str]:
-        """Every page path used by any pair, sorted."""
-        return sorted({p for pair in self.labelled + self.hard for p in (pair.a, pair.b)})
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    """Rows of a tab-separated file with a header line."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        header = fh.readline().rstrip("\n").split("\t")
-        return [dict(zip(header, line.rstrip("\n").split("\t"), strict=True)) for line in fh if line.strip()]
-
-
-def load_labelled_pairs(corpus: Path) -> list[Pair]:
-    """All pairs of ``near-dup-pairs/pairs.tsv``."""
-    rows = read_tsv(corpus / "near-dup-pairs" / "pairs.tsv")
-    return [
-        Pair(r["pair_id"], r["a"], r["b"], r["label"], "pairs.tsv", r["evidence"], r.get("note", ""))
-        for r in rows
-    ]
-
-
-def normalise_url(url: str) -> str:
-    """URL identity for the same-URL test: no scheme, no ``www.``, no fragment or trailing slash."""
-    parts = urlsplit(url.strip().lower())
-    host = parts.netloc.removeprefix("www.")
-    path = parts.path.rstrip("/")
-    return f"{host}{path}?{parts.query}" if parts.query else f"{host}{path}"
-
-
-def site_groups(corpus: Path) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """Hard-negative collections: source -> site -> [(page path, URL)]."""
-    groups: dict[str, dict[str, list[tuple[str, str]]]] = {s: defaultdict(list) for s in HARD_SOURCES}
-    for r in read_tsv(corpus / "cleanportaleval" / "manifest.tsv"):
-        site = r["site_group"].split("_")[0]  # washingtonpost.com_blog1 + _blog2: one site
-        groups["cleanportaleval"][site].append((f"cleanportaleval/{r['file']}", r.get("url_from_html", "")))
-    for r in read_tsv(corpus / "utomo-news-extraction" / "manifest.tsv"):
-        if r["set"] == "big9":
-            groups["utomo-big9"][r["site"]].append((f"utomo-news-extraction/{r['file']}", r.get("url_from_html", "")))
-    dragnet: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for r in read_tsv(corpus / "dragnet" / "manifest.tsv"):
-        if r["host"]:
-            dragnet[r["host"]].append((f"dragnet/{r['file']}", r.get("url_from_html", "")))
-    groups["dragnet"] = {h: pages for h, pages in dragnet.items() if len(pages) >= DRAGNET_MIN_HOST_PAGES}
-    return groups
-
-
-def page_locations(corpus: Path) -> dict[str, tuple[str, str | None]]:
-    """Every manifest page of the corpus: path -> (source folder, host or None). The host is
-    the URL's (as the product sees it), else the manifest's site or host column."""
-    out: dict[str, tuple[str, str | None]] = {}
-    for source in MANIFEST_SOURCES:
-        manifest = corpus / source / "manifest.tsv"
-        if not manifest.is_file():
-            continue
-        for r in read_tsv(manifest):
-            file = r.get("file") or (f"{r['dir']}/source.html.gz" if r.get("dir") else "")
-            url = r.get("url") or r.get("url_from_html") or ""
-            host = host_of(url) if url else ""
-            out[f"{source}/{file}"] = (source, host or r.get("host") or r.get("site") or r.get("site_group") or None)
-    return out
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a page's original (decompressed) bytes."""
-    with gzip.open(path) as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
-
-
-def build_hard_negatives(corpus: Path, labelled: Sequence[Pair],
-                         pages_per_site: int | None = None) -> tuple[list[Pair], dict[str, int]]:
-    """Every pair of different pages within one site, minus pairs that are really duplicates.
-
-    Removed: pairs that pairs.tsv labels same-content / near-duplicate / partial-overlap,
-    byte-identical files, pages naming the same URL, and :data:`KNOWN_DUPLICATES`.
-    ``pages_per_site`` keeps only the first pages of each site (for ``--quick``)."""
-    duplicates = {frozenset((p.a, p.b)) for p in labelled if p.label in DUPLICATE_LABELS}
-    digests: dict[str, str] = {}
-    excluded = {"pairs.tsv duplicate": 0, "byte-identical": 0, "same URL": 0, "README duplicate": 0}
-    pairs: list[Pair] = []
-    for source, sites in site_groups(corpus).items():
-        for site, pages in sorted(sites.items()):
-            pages = sorted(pages)[:pages_per_site]
-            for (a, url_a), (b, url_b) in combinations(pages, 2):
-                key = frozenset((a, b))
-                if key in duplicates:
-                    excluded["pairs.tsv duplicate"] += 1
-                    continue
-                for p in (a, b):
-                    if p not in digests:
-                        digests[p] = file_digest(corpus / p)
-                if digests[a] == digests[b]:
-                    excluded["byte-identical"] += 1
-                    continue
-                if url_a and url_b and normalise_url(url_a) == normalise_url(url_b):
-                    excluded["same URL"] += 1
-                    continue
-                if key in KNOWN_DUPLICATES:
-                    excluded["README duplicate"] += 1
-                    continue
-                pairs.append(Pair(f"{source}:{site}:{len(pairs)}", a, b, "hard-negative", source, site))
-    return pairs, excluded
-
-
-def load_pairs(corpus: Path, quick: bool) -> PairSets:
-    """The labelled pairs and the hard negatives (the first few pages of each site if quick)."""
-    labelled = load_labelled_pairs(corpus)
-    hard, excluded = build_hard_negatives(corpus, labelled, QUICK_PAGES_PER_SITE if quick else None)
-    return PairSets(labelled, hard, excluded)
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,7 +158,7 @@ def v1_schemes() -> list[Scheme]:
 
 def cache_key(extractor: str) -> str:
     """Identifies the extraction code and library versions, so a disk cache never goes stale."""
-    import neardup.extract as extract_module
+    from neardup.fingerprint import extract as extract_module
 
     h = hashlib.sha256(Path(extract_module.__file__).read_bytes())
     for dist in ("resiliparse", "trafilatura"):
@@ -335,8 +186,7 @@ class Extraction:
 def _extract_one(job: tuple[Path, str, str]) -> tuple[str, str, str | None, str | None, float]:
     """(page, text, title, error, seconds) of one page (a worker process's unit of work)."""
     corpus, page, extractor = job
-    with gzip.open(corpus / page) as fh:
-        data = fh.read()
+    data = read_page(corpus / page)
     started = time.perf_counter()
     try:
         extracted = extract_main_content(data, extractor=extractor)
@@ -799,13 +649,6 @@ def choose_min_tokens(sweep: Sequence[Evaluation], k: int, fpr_limit: float) -> 
 # Report
 # --------------------------------------------------------------------------------------------
 
-def machine_description() -> dict[str, str]:
-    """CPU count and model (lscpu), Python and library versions."""
-    found = versions(("resiliparse", "trafilatura", "numba", "numpy"), missing=None)
-    return {"nproc": nproc(), "cpu": cpu_model(), "python": platform.python_version(), "os": platform.platform(),
-            "libraries": ", ".join(f"{dist} {v}" for dist, v in found.items() if v is not None)}
-
-
 def pct(x: float, digits: int = 1) -> str:
     """A rate as a percentage ('n/a' for NaN)."""
     return "n/a" if x != x else f"{100 * x:.{digits}f}%"
@@ -1201,7 +1044,7 @@ def recommendation_section(result: RunResult) -> list[str]:
 def render_report(result: RunResult) -> str:
     """docs/quality.md."""
     d, k = result.default.evaluation, result.default.k
-    machine = machine_description()
+    this_machine = machine(("resiliparse", "trafilatura", "numba", "numpy"))
     extraction_cost = ", ".join(
         f"`{x.extractor}` {1000 * x.seconds / max(len(x.texts), 1):.1f} ms/page"
         + (" (from cache)" if x.cached else "") + (f", {len(x.errors)} pages rejected" if x.errors else "")
@@ -1240,8 +1083,8 @@ def render_report(result: RunResult) -> str:
         f"`--quick` is a smoke test (fast extractor, 3 schemes, {QUICK_PAGES_PER_SITE} pages per site, no "
         "report unless `--out`); `--cache DIR` keeps extracted texts between runs.",
         "",
-        f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), Python {machine['python']}, "
-        f"{machine['libraries']}; {machine['os']}. Whole run {result.seconds:.0f} s on a shared machine; "
+        f"Machine: {this_machine['nproc']} CPUs ({this_machine['cpu']}), Python {this_machine['python']}, "
+        f"{this_machine['libraries']}; {this_machine['os']}. Whole run {result.seconds:.0f} s on a shared machine; "
         f"extraction {extraction_cost}.",
         "",
         *recommendation_section(result),
@@ -1429,7 +1272,7 @@ def score_jaccard(pairs: Sequence[Pair], sigs: PageFingerprints) -> JaccardScore
     ia = np.array([sigs.index[p.a] for p in pairs], dtype=np.int64)
     ib = np.array([sigs.index[p.b] for p in pairs], dtype=np.int64)
     est = np.empty(len(pairs))
-    for start in range(0, len(pairs), 4096):  # agreement share, as neardup.minhash.jaccard
+    for start in range(0, len(pairs), 4096):  # agreement share, as neardup.fingerprint.minhash.jaccard
         a, b = ia[start:start + 4096], ib[start:start + 4096]
         est[start:start + 4096] = (sigs.signatures[a] == sigs.signatures[b]).sum(axis=1) / sigs.signatures.shape[1]
     return JaccardScores(
@@ -1777,13 +1620,12 @@ def run(corpus: Path, quick: bool, cache_dir: Path | None, command: str, jobs: i
     """Load the pairs, extract, fingerprint and score every configuration, measure all pairs
     of the corpus, choose the default."""
     started = time.perf_counter()
-    sets = load_pairs(corpus, quick)
+    sets = load_pairs(corpus, QUICK_PAGES_PER_SITE if quick else None)
     masks = Masks.of(sets)
     locations = page_locations(corpus)
     hosts = {p: host for p, (_, host) in locations.items()}
     pair_pages = sets.pages()
-    corpus_pages = pair_pages if quick else sorted(
-        p for p, (source, _) in locations.items() if source in ALL_PAIRS_SOURCES and (corpus / p).is_file())
+    corpus_pages = pair_pages if quick else all_pairs_pages(corpus, locations)
     pages = sorted(set(pair_pages) | set(corpus_pages))
     log(f"{len(sets.labelled)} labelled pairs, {len(sets.hard)} hard negatives, {len(pair_pages)} pages in "
         f"pairs, {len(corpus_pages)} pages for all pairs; removed from the negatives: {sets.excluded}")

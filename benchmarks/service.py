@@ -47,8 +47,6 @@ JSON summary is the last line of stdout.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import hashlib
 import itertools
 import json
@@ -74,24 +72,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DOC, cpu_model, loadavg, memory_kib, replace_section, versions
+from _common import CORPUS as SHARED_CORPUS
+from _common import DOC, REPO_ROOT, cpu_model, loadavg, logger, memory_kib, replace_section, versions
+from _corpus import read_page, read_tsv
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-try:
-    import neardup
-except ImportError:  # running from a checkout without an installed package
-    sys.path.insert(0, str(REPO_ROOT / "src"))
-    import neardup
-from neardup.detector import Detector  # noqa: E402 (after the sys.path fallback above)
-from neardup.extract import decode, extract_main_content  # noqa: E402
-from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint  # noqa: E402
+import neardup
+from neardup.detector.core import Detector
+from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint
+from neardup.fingerprint.extract import decode, extract_main_content
 
-CORPUS = Path(os.environ.get("NEARDUP_CORPUS", REPO_ROOT.parent / "shared" / "corpus")) / "scrapinghub-aeb"
+CORPUS = SHARED_CORPUS / "scrapinghub-aeb"
 START, END = "<!-- service:start -->", "<!-- service:end -->"
 CLK = os.sysconf("SC_CLK_TCK")
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = logger(clock=True)
 
 
 # -- machine ------------------------------------------------------------------------------
@@ -225,11 +219,9 @@ class RealPage:
 def load_corpus(limit: int | None) -> list[tuple[str, str]]:
     if not (CORPUS / "manifest.tsv").is_file():
         raise SystemExit(f"corpus not found at {CORPUS} (set NEARDUP_CORPUS)")
-    with open(CORPUS / "manifest.tsv", encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh, delimiter="\t"))
     pages = []
-    for row in rows[:limit]:
-        raw = gzip.decompress((CORPUS / row["file"]).read_bytes())
+    for row in read_tsv(CORPUS / "manifest.tsv")[:limit]:
+        raw = read_page(CORPUS / row["file"])
         text, _ = decode(raw, None)
         pages.append((row["url"], text))
     return pages
@@ -673,7 +665,7 @@ class PageChecks:
 
 # -- the extractor alone -----------------------------------------------------------------------------
 def _extract_worker(pages: list[str], passes: int, what: str, start: Any, out: Any) -> None:
-    from neardup.fingerprint import fingerprint
+    from neardup.fingerprint.core import fingerprint
 
     fn = (lambda h: extract_main_content(h, extractor="accurate")) if what == "extract" else \
         (lambda h: fingerprint(h, config=DEFAULT_CONFIG))

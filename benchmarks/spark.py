@@ -1,5 +1,5 @@
-"""The batch job on one machine (neardup.batch.dedup_batch) against the same job in Spark
-local[2] (neardup.spark) on real corpus pages: wall time and pages per second, with the
+"""The batch job on one machine (neardup.batch.dedup.dedup_batch) against the same job in Spark
+local[2] (neardup.batch.spark.job) on real corpus pages: wall time and pages per second, with the
 answers checked equal. Writes its section of docs/benchmarks.md.
 
     .venv/bin/python benchmarks/spark.py [--pages 600] [--master local[2]]
@@ -7,7 +7,7 @@ answers checked equal. Writes its section of docs/benchmarks.md.
     .venv/bin/python benchmarks/spark.py --synthetic 1e5,1e6 [--trap 100000] [--master local[2]]
 
 ``--synthetic``: precomputed fingerprints (Parquet, the columns of
-``neardup.batch.PARQUET_COLUMNS``) of N random pages, 1% of them with a planted near copy
+``neardup.batch.files.PARQUET_COLUMNS``) of N random pages, 1% of them with a planted near copy
 (8 SimHash bits and 20 of 60 sketch bins changed: a sketch estimate near 0.6, found by the
 bands) and 0.2% with an exact-SimHash-ish copy (2 bits, 5 bins), plus a crawler trap of
 ``--trap`` distinct near copies of one page (bins 0..15 equal: one block of 10^5 rows in
@@ -20,8 +20,6 @@ its own section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import json
 import os
 import platform
@@ -32,23 +30,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import CORPUS, DOC, REPO_ROOT, replace_section, table
+from _corpus import read_page, read_tsv
 
-from _docs import replace_section, table  # noqa: E402
-
-from neardup.batch import dedup_batch  # noqa: E402
-from neardup.detector import Page  # noqa: E402
+from neardup.batch.dedup import dedup_batch
+from neardup.model import Page
 
 START, END = "<!-- spark:start -->", "<!-- spark:end -->"
 SCALE_START, SCALE_END = "<!-- spark-scale:start -->", "<!-- spark-scale:end -->"
-DOC = ROOT / "docs" / "benchmarks.md"
 #: rows a Parquet row group of the synthetic file holds: Spark splits a Parquet file by row
 #: groups, so 2^16 (about 16 MB) gives the scan one task a group (at 10^6, 16 tasks); 2^18 rows a
 #: group left 12 of the 16 scan tasks empty and the other 4 fifty times the median
 ROW_GROUP = 1 << 16
-CORPUS = Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 
 def load_pages(n: int) -> list[Page]:
@@ -57,14 +50,13 @@ def load_pages(n: int) -> list[Page]:
     for folder, url_col, host_col in (("postlight-fixtures", "url_from_html", "fixture_domain"),
                                       ("dragnet", "url_from_html", "host")):
         root = CORPUS / folder
-        with open(root / "manifest.tsv", encoding="utf-8", newline="") as fh:
-            for row in csv.DictReader(fh, delimiter="\t"):
-                if len(out) >= n:
-                    return out
-                url = row.get(url_col) or f"https://{row.get(host_col) or 'unknown.example'}/{row['file']}"
-                # as text, the way the JSONL file hands them to Spark (both sides then decode alike)
-                html = gzip.decompress((root / row["file"]).read_bytes()).decode("utf-8", "replace")
-                out.append(Page(url, html))
+        for row in read_tsv(root / "manifest.tsv"):
+            if len(out) >= n:
+                return out
+            url = row.get(url_col) or f"https://{row.get(host_col) or 'unknown.example'}/{row['file']}"
+            # as text, the way the JSONL file hands them to Spark (both sides then decode alike)
+            html = read_page(root / row["file"]).decode("utf-8", "replace")
+            out.append(Page(url, html))
     return out
 
 
@@ -74,7 +66,7 @@ def synthetic_file(path: Path, n: int, trap: int, seed: int = 27) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from neardup.batch import _arrow_schema
+    from neardup.batch.files import _arrow_schema
 
     rng = np.random.default_rng(seed)
     base = n - trap
@@ -158,8 +150,8 @@ def run_synthetic(args: argparse.Namespace) -> None:
 
     from pyspark.sql import SparkSession
 
-    from neardup.batch import read_fingerprints
-    from neardup.spark import DRIVER_MEMORY, dedup, fingerprints
+    from neardup.batch.files import read_fingerprints
+    from neardup.batch.spark.job import DRIVER_MEMORY, dedup, fingerprints
 
     sizes = [int(float(x)) for x in args.synthetic.split(",")]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -223,7 +215,7 @@ def compare_with_cli(src: Path, spark_out: Path, cli_out: Path) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "src"))
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'neardup'; from neardup.cli import main; main()",
                     "dedup", "--batch", str(src), "--out", str(cli_out),
@@ -313,7 +305,7 @@ def main() -> None:
         results[f"batch jobs={jobs}"] = res
         rows.append((f"dedup_batch, {jobs} process{'es' if jobs > 1 else ''}", dt))
         print(f"batch jobs={jobs}: {dt:.1f} s, {n / dt:.1f} pages/s", flush=True)
-    from neardup.spark import dedup, fingerprints, session
+    from neardup.batch.spark.job import dedup, fingerprints, session
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "pages.jsonl"
@@ -354,9 +346,9 @@ def main() -> None:
     body = [START, "## Batch job: one machine vs Spark local[2]", "",
             f"`benchmarks/spark.py --pages {args.pages}` ({when}; {platform.python_version()}, {os.cpu_count()} CPUs "
             f"shared with other jobs, load {load:.1f} at start): {n} real corpus pages (Postlight recaptures, "
-            f"then Dragnet), {summary['clusters']} clusters. The same job, `neardup.batch.dedup_batch` in one "
-            f"process (and fingerprints in 2), against `neardup.spark` in `{args.master}` (JSONL in, Parquet out, "
-            "fingerprints written then read back). Spark's answer equals the batch job's: "
+            f"then Dragnet), {summary['clusters']} clusters. The same job, `neardup.batch.dedup.dedup_batch` in one "
+            f"process (and fingerprints in 2), against `neardup.batch.spark.job` in `{args.master}` (JSONL in, Parquet "
+            "out, fingerprints written then read back). Spark's answer equals the batch job's: "
             f"**{'yes' if equal else 'NO'}**.", ""]
     body += table(["run", "seconds", "pages/s"], [[name, f"{dt:.1f}", f"{n / dt:.1f}"] for name, dt in rows])
     body += ["", f"Starting the Spark session took {t_start:.1f} s more. At this size Spark's fixed costs (a JVM, "

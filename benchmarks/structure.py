@@ -8,7 +8,7 @@ rest of the file stays as it is):
 * distances: Big9 (within one site and year, across years of one site, across sites),
   CleanPortalEval (within a site, across sites), postlight-fixtures (one host within a
   capture era, one host across eras (2016-2021 against 2022), different hosts);
-* templates: how :func:`neardup.templates.templates` groups pages at each threshold (pure
+* templates: how :func:`neardup.crawl.templates.templates` groups pages at each threshold (pure
   groups, templates per site-year, CleanPortalEval sites on one template);
 * redesigns: each Big9 site's 40 pages in time order (shuffled within a year), each site-year
   alone, postlight hosts in capture order;
@@ -22,14 +22,11 @@ Run: ``PYTHONPATH=src python benchmarks/structure.py [--corpus ../shared/corpus]
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import itertools
 import os
 import platform
 import random
 import statistics
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -37,44 +34,32 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# _common puts NEARDUP_SRC first on sys.path when it is set: another checkout's src (e.g. the
+# extractor branch, for its "hybrid" extractor); else this checkout's
+from _common import CORPUS, logger, replace_section, table
+from _corpus import load_pairs, page_locations, read_page, read_tsv
 from resiliparse.parse.html import HTMLTree
 
-ROOT = Path(__file__).resolve().parents[1]
-# NEARDUP_SRC: another checkout's src (e.g. the extractor branch, for its "hybrid" extractor)
-sys.path.insert(0, os.environ.get("NEARDUP_SRC", str(ROOT / "src")))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from _docs import replace_section, table  # noqa: E402
-
-from neardup import fingerprint  # noqa: E402
-from neardup.extract import EXTRACTORS, decode  # noqa: E402
-from neardup.fingerprint import FingerprintConfig  # noqa: E402
-from neardup.structure import structure_distance, structure_of, structure_simhash  # noqa: E402
-from neardup.templates import (  # noqa: E402
+from neardup import fingerprint
+from neardup.crawl.templates import (
     MAX_CHANCE,
     MIN_PAGES,
     REDESIGN_WINDOW,
     TEMPLATE_DISTANCE,
-    Page,
+    TemplatePage,
     redesigns,
     templates,
 )
+from neardup.fingerprint.core import FingerprintConfig
+from neardup.fingerprint.extract import EXTRACTORS, decode
+from neardup.fingerprint.structure import structure_distance, structure_of, structure_simhash
 
 BEGIN = "<!-- structure.py: begin -->"
 END = "<!-- structure.py: end -->"
 BIG9 = "utomo-news-extraction"
 SEEDS = (1, 2, 3, 4, 5)
 THRESHOLDS = (6, 8, 10, 12, 14, 16, 18, 20)
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
-
-
-def load(path: Path) -> bytes:
-    with gzip.open(path) as fh:
-        return fh.read()
 
 
 def tree_of(data: bytes) -> HTMLTree:
@@ -119,7 +104,7 @@ def cost(corpus: Path, pages: list[str], log: Callable[[str], None]) -> dict[str
     ratios: dict[str, list[float]] = defaultdict(list)
     per_page: dict[str, list[float]] = defaultdict(list)
     for n, page in enumerate(pages, 1):
-        data = load(corpus / page)
+        data = read_page(corpus / page)
         t0 = time.process_time()
         tree = tree_of(data)
         t1 = time.process_time()
@@ -152,7 +137,7 @@ def cost(corpus: Path, pages: list[str], log: Callable[[str], None]) -> dict[str
 
 def structures(corpus: Path, rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        r["structure"] = structure_simhash(tree_of(load(corpus / r["file"])))
+        r["structure"] = structure_simhash(tree_of(read_page(corpus / r["file"])))
 
 
 def pair_distances(rows: list[dict[str, Any]], kind: Callable[[dict[str, Any], dict[str, Any]], str | None]
@@ -185,8 +170,8 @@ def postlight_kind(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "one host, one era" if era(a["date"]) == era(b["date"]) else "one host, across eras"
 
 
-def as_pages(rows: list[dict[str, Any]], times: Sequence[float]) -> list[Page]:
-    return [Page(t, r["structure"]) for r, t in zip(rows, times, strict=True)]
+def as_pages(rows: list[dict[str, Any]], times: Sequence[float]) -> list[TemplatePage]:
+    return [TemplatePage(t, r["structure"]) for r, t in zip(rows, times, strict=True)]
 
 
 def template_sweep(b9: list[dict[str, Any]], cpe: list[dict[str, Any]]) -> list[list[Any]]:
@@ -196,7 +181,7 @@ def template_sweep(b9: list[dict[str, Any]], cpe: list[dict[str, Any]]) -> list[
     rows = []
     ordered = sorted(b9, key=lambda r: (r["year"], r["file"]))
     for t in THRESHOLDS:
-        from neardup.templates import assign
+        from neardup.crawl.templates import assign
 
         _, ids, state = assign(as_pages(ordered, [float(i) for i in range(len(ordered))]), t)
         members: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -265,8 +250,8 @@ def big9_redesigns(b9: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def observed(rows: list[dict[str, Any]], times: Sequence[float]) -> list[dict[str, Any]]:
-    """The redesign events :class:`neardup.templates.HostStructure` reports at add time."""
-    from neardup.templates import HostStructure
+    """The redesign events :class:`neardup.crawl.templates.HostStructure` reports at add time."""
+    from neardup.crawl.templates import HostStructure
 
     state = HostStructure()
     return [e for r, t in zip(rows, times, strict=True) if (e := state.observe(t, r["structure"]).redesign)]
@@ -311,17 +296,17 @@ def postlight_redesigns(pl: list[dict[str, Any]]) -> list[list[Any]]:
 # --------------------------------------------------------------------------------------------
 
 def ensemble(corpus: Path, cache: Path | None, log: Callable[[str], None]) -> dict[str, Any]:
-    import quality  # benchmarks/quality.py: the same pairs, hosts and extraction
+    import quality  # benchmarks/quality.py: the same extraction and fingerprints
 
     from neardup.matching import GUARD_MAX_LENGTH, repeated_boilerplate
 
-    sets = quality.load_pairs(corpus, quick=False)
+    sets = load_pairs(corpus)
     pages = sets.pages()
-    hosts = {p: h for p, (_, h) in quality.page_locations(corpus).items()}
+    hosts = {p: h for p, (_, h) in page_locations(corpus).items()}
     extraction = quality.extract_pages(corpus, pages, "accurate", cache, log, jobs=1)
     config = FingerprintConfig()
     fps = quality.fingerprint_pages(extraction.texts, config, extraction.titles, hosts)
-    struct = {p: structure_simhash(tree_of(load(corpus / p))) for p in pages}
+    struct = {p: structure_simhash(tree_of(read_page(corpus / p))) for p in pages}
     groups: dict[str, list[int]] = defaultdict(list)
     guarded: dict[str, list[int]] = defaultdict(list)
     for pair in sets.labelled + sets.hard:
@@ -334,7 +319,7 @@ def ensemble(corpus: Path, cache: Path | None, log: Callable[[str], None]) -> di
         if repeated_boilerplate(a, b):
             guarded[label].append(d)
     # soft-404 flags on real pages: every host's pages through HostStructure.observe, in path order
-    from neardup.templates import HostStructure
+    from neardup.crawl.templates import HostStructure
 
     by_host: dict[str, list[str]] = defaultdict(list)
     for p in pages:
@@ -362,10 +347,10 @@ def ensemble(corpus: Path, cache: Path | None, log: Callable[[str], None]) -> di
 def render(result: dict[str, Any]) -> str:
     c = result["cost"]
     lines = [BEGIN, "", "## Structure fingerprints", "",
-             "Generated by `benchmarks/structure.py` (issue 23): `neardup.structure.structure_simhash` "
+             "Generated by `benchmarks/structure.py` (issue 23): `neardup.fingerprint.structure.structure_simhash` "
              "(a 64-bit SimHash of the DOM: every element's label (tag, class tokens and id, digits removed), "
              "its root-to-node label paths of 1-4 elements and its sibling step, as a set with weight "
-             "1 + log2(count)) and `neardup.templates` (templates, redesigns, soft-404s).", "",
+             "1 + log2(count)) and `neardup.crawl.templates` (templates, redesigns, soft-404s).", "",
              "```", "PYTHONPATH=src python benchmarks/structure.py --corpus ../shared/corpus --out docs/quality.md",
              "# the texts of the ensemble kept between runs, the numbers kept for --from-json",
              "# (NEARDUP_SRC=other/src measures another checkout's code):",
@@ -435,10 +420,10 @@ def render(result: dict[str, Any]) -> str:
     lines += table(["threshold", "Big9 templates", "templates with pages of > 1 site", "site-years on 1 template",
                     "site-years on <= 2", "CPE sites on 1 template", "CPE largest template share (mean)"],
                    result["sweep"])
-    lines += ["", f"Chosen: **{TEMPLATE_DISTANCE} bits** (`neardup.templates.TEMPLATE_DISTANCE`): the largest "
+    lines += ["", f"Chosen: **{TEMPLATE_DISTANCE} bits** (`neardup.crawl.templates.TEMPLATE_DISTANCE`): the largest "
               "threshold at which no template holds pages of two sites.", "",
               "### Redesigns", "",
-              "Rule (`neardup.templates.redesigns`, module docs): at page i, the most frequent template of the "
+              "Rule (`neardup.crawl.templates.redesigns`, module docs): at page i, the most frequent template of the "
               f"{REDESIGN_WINDOW} pages from i on (a full window: the new structure persists, as the add-time "
               f"state sees it) is new (at most one page in the {REDESIGN_WINDOW} before, at most 20% of all pages "
               "before: no return to an old template) and holds >= 20% of them; the old templates (those of the "
@@ -519,7 +504,7 @@ def render(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", type=Path,
-                    default=Path(os.environ.get("NEARDUP_CORPUS", ROOT.parent / "shared" / "corpus")))
+                    default=CORPUS)
     ap.add_argument("--cost-only", action="store_true", help="print the cost table only")
     ap.add_argument("--out", type=Path, default=None, help="write the section into this file (docs/quality.md)")
     ap.add_argument("--cache", type=Path, default=None, help="keep extracted texts here (ensemble)")
@@ -538,9 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             replace_section(args.out, BEGIN, END, report)
         return 0
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
+    log = logger("structure")
     cpu0 = time.process_time()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     b9, cpe, pl = big9(corpus), cleanportaleval(corpus), postlight(corpus)

@@ -17,21 +17,19 @@ courlan's ``normalize_url`` and ``url_normalize`` are timed warm for reference.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import platform
 import random
 import re
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from _common import CORPUS, REPO_ROOT
+from _corpus import read_tsv
 
-from neardup.errors import URLError  # noqa: E402
-from neardup.urls import _host, normalize_url  # noqa: E402
+from neardup.errors import URLError
+from neardup.urls import _host, normalize_url
 
 _URL = re.compile(r"https?://[^\s\"'<>)\]\\]+")
 
@@ -108,9 +106,7 @@ def corpus_urls(corpus: Path | None) -> list[str]:
             if path.is_file() and path.suffix in (".tsv", ".json", ".txt", ".md") and path.stat().st_size < 5 << 20:
                 text = path.read_text(encoding="utf-8", errors="replace")
                 found.update(u.rstrip(".,;:") for u in _URL.findall(text))
-    sample = ROOT / "examples" / "sample" / "urls.tsv"
-    with sample.open(encoding="utf-8") as f:
-        found.update(row["url"] for row in csv.DictReader(f, delimiter="\t"))
+    found.update(row["url"] for row in read_tsv(REPO_ROOT / "examples" / "sample" / "urls.tsv"))
     return sorted(found)
 
 
@@ -149,7 +145,7 @@ def learner_cost(real: list[str], rng: random.Random) -> dict[str, object]:
     """Microseconds per observed page of a RuleLearner fed the keys of the real URLs (each its
     own cluster) and, for 2,000 of them, the same page on the ``www.``-toggled host, with a
     ``match`` of the http:// form every third page (the learned rules' count too)."""
-    from neardup.urlrules import RuleLearner
+    from neardup.crawl.urlrules import RuleLearner
 
     keys = [normalize_url(u) for u in real]
     obs = [(k, i) for i, k in enumerate(keys)]
@@ -181,8 +177,7 @@ def main() -> None:
     if args.table:
         print(table())
         return
-    corpus = args.corpus or next((p for p in (ROOT.parent / "shared" / "corpus", ROOT.parents[1] / "shared" / "corpus")
-                                  if p.is_dir()), None)
+    corpus = args.corpus or CORPUS
     real = corpus_urls(corpus)
     rng = random.Random(args.seed)
     if args.learner:

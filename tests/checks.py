@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from neardup.store import SQLiteStore, SQLStore
-from neardup.storeapi import Store
+from neardup.store.base import Store
+from neardup.store.sql import SQLStore
+from neardup.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from neardup import store as store_mod
+from neardup.store import sqlite as store_mod
 
 
 def write_legacy_store(path: Path, schema: int, config: dict[str, Any], fp: Any, url: str, host: str) -> None:

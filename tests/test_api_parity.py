@@ -1,4 +1,4 @@
-"""Detector and Client cannot drift: both implement neardup.api.DetectorAPI with the same
+"""Detector and Client cannot drift: both implement neardup.detector.api.DetectorAPI with the same
 parameters (names, kinds, defaults, annotations) and return annotations, and every public
 method of either is in the protocol or declared here as one side's own, with the reason."""
 
@@ -11,8 +11,11 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from neardup import Client, Detector  # noqa: E402
-from neardup.api import DetectorAPI  # noqa: E402
+from neardup import (
+    Client,  # noqa: E402
+    Detector,  # noqa: E402
+)
+from neardup.detector.api import DetectorAPI  # noqa: E402
 
 OPERATIONS = sorted(name for name, value in vars(DetectorAPI).items() if not name.startswith("_") and callable(value))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neardup.band_join import QueryBands, band_join, band_join_chunks
-from neardup.bands import BandIndex, brute_force, far_verify
 from neardup.errors import ConfigError
+from neardup.index.bands import BandIndex, brute_force, far_verify
+from neardup.index.joins import QueryBands, band_join, band_join_chunks
 
 
 def _sketches(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The sketch-band candidate index (neardup.bands): exact against a brute-force scan of its
+"""The sketch-band candidate index (neardup.index.bands): exact against a brute-force scan of its
 rule, never losing a page the sketch accepts through a shared band, deletes, levels, saved
 and reopened memory-mapped; kept by the index mirror; used by the Detector."""
 
@@ -11,7 +11,10 @@ import pytest
 from checks import present
 
 from neardup import Detector
-from neardup.bands import (
+from neardup.detector.mirror import IndexMirror
+from neardup.errors import ConfigError, StoreError
+from neardup.fingerprint.core import fingerprint_text
+from neardup.index.bands import (
     BINS,
     FAR_VERIFY,
     BandIndex,
@@ -24,11 +27,8 @@ from neardup.bands import (
     nibbles_of,
     sketch_bins,
 )
-from neardup.errors import ConfigError, StoreError
-from neardup.fingerprint import fingerprint_text
-from neardup.mirror import IndexMirror
 from neardup.sketch import similarity
-from neardup.store import SQLiteStore
+from neardup.store.sqlite import SQLiteStore
 
 
 def sketches(n: int, seed: int = 0, copies: int = 0, change: int = 24) -> list[bytes]:
@@ -78,7 +78,7 @@ def test_search_is_exact_against_brute_force(delta_limit):
 
 
 def test_small_levels_key_on_fewer_bits_and_stay_exact(monkeypatch):
-    import neardup.bands as bands
+    import neardup.index.bands as bands
 
     monkeypatch.setattr(bands, "_FULL_DIRECTORY", 64)  # levels over 64 pages get the full 16-bit directory
     data = sketches(400, seed=3, copies=200)

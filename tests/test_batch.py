@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from checks import present
 
-from neardup.batch import BatchRecord, UnionFind, choose_canonical, dedup_batch, node_id, pair_edges
+from neardup.batch.dedup import dedup_batch
+from neardup.batch.graph import BatchRecord, UnionFind, choose_canonical, node_id, pair_edges
 from neardup.canonical import policy_from_spec
-from neardup.detector import DEFAULT_K, Detector, Page
+from neardup.detector.core import Detector
+from neardup.detector.settings import DetectorSettings
 from neardup.errors import ConfigError
-from neardup.fingerprint import FingerprintConfig
-from neardup.minhash import MinHashConfig
-from neardup.settings import DetectorSettings
+from neardup.fingerprint.core import FingerprintConfig
+from neardup.fingerprint.minhash import MinHashConfig
+from neardup.model import DEFAULT_K, Page
 
 WORDS = [f"word{i}" for i in range(400)]
 
@@ -209,7 +211,7 @@ def test_agrees_with_the_online_detector_on_corpus_pages(corpus) -> None:
 
 
 def test_precomputed_records_give_the_same_answer(sample_pages) -> None:
-    from neardup.fingerprint import fingerprint
+    from neardup.fingerprint.core import fingerprint
     pages = sample_list(sample_pages)
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in pages]
     assert answer(dedup_batch(records)) == answer(dedup_batch(pages))
@@ -303,7 +305,7 @@ def trap_records(copies: int, seed: int = 5) -> list[BatchRecord]:
 
 
 def test_giant_bucket_is_windowed_and_keeps_the_answer() -> None:
-    from neardup.batch import bucket_pairs
+    from neardup.batch.blocks import bucket_pairs
 
     recs = trap_records(1500)
     full = dedup_batch(recs, max_bucket=10**6)  # every pair of the trap's blocks
@@ -319,8 +321,8 @@ def test_giant_bucket_is_windowed_and_keeps_the_answer() -> None:
 
 def test_parquet_round_trip(sample_pages, tmp_path) -> None:
     pytest.importorskip("pyarrow")
-    from neardup.batch import read_fingerprints, write_fingerprints
-    from neardup.fingerprint import fingerprint
+    from neardup.batch.files import read_fingerprints, write_fingerprints
+    from neardup.fingerprint.core import fingerprint
 
     pages = sample_list(sample_pages)
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url), first_seen=1.5e9 + i,
@@ -343,7 +345,7 @@ def test_density_alone_never_windows_a_block() -> None:
     planted pairs sharing only band 0 are found (a cap of 256 finds a few)."""
     import numpy as np
 
-    from neardup.batch import MAX_BUCKET, bucket_cap
+    from neardup.batch.blocks import MAX_BUCKET, bucket_cap
 
     n, planted = 200_000, 126
     rng = np.random.default_rng(2)

@@ -1,4 +1,4 @@
-"""neardup.batch_arrays: the batch job on columns gives the record path's answer, verdict for
+"""neardup.batch.arrays: the batch job on columns gives the record path's answer, verdict for
 verdict, pair for pair (the sample, corpus pages, synthetic fingerprint files with planted
 near copies, exact copies, empty pages and a trap), and dedup --batch writes the same bytes."""
 
@@ -14,16 +14,18 @@ import pytest
 from click.testing import CliRunner
 from test_batch import answer, corpus_pages, sample_list
 
-from neardup.batch import BatchRecord, dedup_batch, empty_node_id, node_id, records_from_pages, write_fingerprints
-from neardup.cli_dedup_batch import write_records
+from neardup.batch.dedup import dedup_batch, records_from_pages
+from neardup.batch.files import write_fingerprints
+from neardup.batch.graph import BatchRecord, empty_node_id, node_id
+from neardup.cli.batch import write_records
 from neardup.model import DEFAULT_K
 from neardup.urls import host_of
 
 pytest.importorskip("pyarrow")
 
-from neardup._batch_kernels import blake2b63  # noqa: E402
-from neardup.batch_arrays import FingerprintArrays, host_codes, node_ids, solve, to_result  # noqa: E402
-from neardup.batch_io import read_fingerprint_arrays, write_verdicts  # noqa: E402
+from neardup.batch._kernels import blake2b63  # noqa: E402
+from neardup.batch.arrays import FingerprintArrays, host_codes, node_ids, solve, to_result  # noqa: E402
+from neardup.batch.files import read_fingerprint_arrays, write_verdicts  # noqa: E402
 
 FIELDS = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 POLICIES = (None, "shortest-url", "https,first-seen", "priority,shortest-url", "rel-canonical,shortest-url")
@@ -70,7 +72,7 @@ def test_hosts_and_node_ids_equal_the_record_functions() -> None:
 
 
 def test_threaded_self_join_gives_the_same_pairs() -> None:
-    from neardup.permuted_join import self_join
+    from neardup.index.joins import self_join
 
     rng = np.random.default_rng(1)
     values = rng.integers(0, 2**63, 80_000, dtype=np.uint64) * np.uint64(2)
@@ -83,7 +85,7 @@ def test_threaded_self_join_gives_the_same_pairs() -> None:
 # -- the whole job -------------------------------------------------------------------------
 
 def test_equal_on_the_sample(sample_pages) -> None:
-    from neardup.fingerprint import fingerprint
+    from neardup.fingerprint.core import fingerprint
 
     pages = sample_list(sample_pages)
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url), first_seen=float(i % 3),
@@ -161,7 +163,7 @@ def synthetic(seed: int, n: int = 1500, trap: int = 400) -> list[BatchRecord]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_equal_on_synthetic_parquet(tmp_path, seed: int) -> None:
-    from neardup.batch import read_fingerprints
+    from neardup.batch.files import read_fingerprints
 
     path = str(tmp_path / "fps.parquet")
     write_fingerprints(synthetic(seed), path, row_group=500)
@@ -182,7 +184,7 @@ def test_equal_on_synthetic_parquet(tmp_path, seed: int) -> None:
 
 
 def test_decisions_in_processes_give_the_same_pairs(monkeypatch) -> None:
-    from neardup import batch_candidates
+    from neardup.batch import candidates as batch_candidates
 
     records = synthetic(4, n=800, trap=200)
     want = dedup_batch(records, engine="records")
@@ -203,7 +205,7 @@ def rows_as_before(result, fmt: str) -> bytes:
 def test_cli_writes_the_same_bytes(tmp_path) -> None:
     import pyarrow.parquet as pq
 
-    from neardup.cli import main
+    from neardup.cli.main import main
 
     records = synthetic(5, n=400, trap=100)
     odd = ['https://q.example/a,"b"', "https://é.example/ü\\x", "https://r.example/\x01", "https://s.example/a\nb"]

@@ -1,4 +1,4 @@
-"""neardup.batch_check and ``neardup check-batch``: a crawl segment checked against fingerprint
+"""neardup.batch.check and ``neardup check-batch``: a crawl segment checked against fingerprint
 Parquet files streamed in chunks equals the match rule applied to every (query, stored) pair."""
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_batch import body, corpus_pages, sample_list
 
-from neardup.batch import BatchRecord, records_from_pages, write_fingerprints
-from neardup.batch_arrays import FingerprintArrays, records_table
-from neardup.batch_check import CheckVerdict, check_against
-from neardup.batch_versions import capture_key, url_key
-from neardup.cli import main
+from neardup.batch.arrays import FingerprintArrays, records_table
+from neardup.batch.check import CheckVerdict, check_against
+from neardup.batch.dedup import records_from_pages
+from neardup.batch.files import write_fingerprints
+from neardup.batch.graph import BatchRecord, url_group_key
+from neardup.batch.versions import capture_key
+from neardup.cli.main import main
 from neardup.errors import ConfigError, InputError
 from neardup.matching import pair_rule
 from neardup.model import Page, default_k
@@ -32,9 +34,9 @@ def brute_force(queries: list[BatchRecord], stored: list[BatchRecord], k: int, v
     best is exact first, then the smallest distance, then the first stored; the URL's latest
     stored row (batch_versions' capture order, then stored order) gives the version."""
     out = []
-    skeys = [url_key(s.url) for s in stored]
+    skeys = [url_group_key(s.url) for s in stored]
     for q in queries:
-        key = url_key(q.url)
+        key = url_group_key(q.url)
         own = [(capture_key(s), j) for j, s in enumerate(stored) if skeys[j] == key]
         version = None
         if own:
@@ -264,7 +266,7 @@ def test_stored_url_identities_match_normalize_url() -> None:
     same (stored row, query) pairs as normalize_url on every row."""
     import pyarrow as pa
 
-    from neardup.batch_check import _UrlIndex
+    from neardup.batch.check import _UrlIndex
 
     queries = ["https://a.example/x", "https://xn--bcher-kva.example/", "http://b.example/p?id=7",
                "https://a.example/x", "not a url", "file:///tmp/a.html", "https://[::1]/v", "https://c.example/a/b"]
@@ -273,26 +275,27 @@ def test_stored_url_identities_match_normalize_url() -> None:
               "http://b.example/p?id=7&utm_source=z", "http://b.example/p?id=8", "not a url", "file:///tmp/a.html",
               "https://[::1]/v", "https://[::1]:443/v", "https://c.example/a/../a/b", "https://d.example/x",
               "https://a.example/y", "https://c.example/a/b/", "ftp://a.example/x", "https://a.example/x?"]
-    index = _UrlIndex([url_key(u) for u in queries])
+    index = _UrlIndex([url_group_key(u) for u in queries])
     got = sorted(index.rows(pa.array(stored)))
-    want = sorted((r, q) for r, s in enumerate(stored) for q, u in enumerate(queries) if url_key(s) == url_key(u))
+    want = sorted((r, q) for r, s in enumerate(stored) for q, u in enumerate(queries)
+                  if url_group_key(s) == url_group_key(u))
     assert got == want
     assert len({r for r, _ in want}) >= 12
 
 
 def test_plain_urls_are_their_own_keys(sample_pages) -> None:
-    from neardup.batch_versions import url_keys
+    from neardup.batch.versions import url_keys
 
     urls = [p.url for p in sample_pages.values()] + ["https://a.example/x", "https://a.example/a/./b",
                                                      "https://a.example", "https://a.example/%7e", "HTTP://a.example/"]
-    assert url_keys(pa.array(urls)).to_pylist() == [url_key(u) for u in urls]
+    assert url_keys(pa.array(urls)).to_pylist() == [url_group_key(u) for u in urls]
 
 
 @given(st.lists(st.text("abcxyz09-", min_size=1, max_size=8), min_size=1, max_size=3),
        st.text("aZ09-._~:/[]@!$&'()*+,;=", max_size=30), st.sampled_from(["http", "https", "ftp"]))
 def test_a_plain_url_is_its_own_key(labels, path, scheme) -> None:
     """What batch_versions.own_keys lets through, normalize_url leaves as it is (or refuses)."""
-    from neardup.batch_versions import own_keys
+    from neardup.batch.versions import own_keys
     from neardup.errors import URLError
     from neardup.urls import normalize_url
 
@@ -309,7 +312,7 @@ def test_own_url_version_follows_the_capture_order_in_any_stored_order(tmp_path)
     """The latest stored row of a query's URL is the last in batch_versions' capture order
     (fetch time, then the row's own fields on a tie), whatever order the file holds them in:
     the version dedup_batch gives the query as the URL's next capture."""
-    from neardup.batch import dedup_batch
+    from neardup.batch.dedup import dedup_batch
 
     url = "https://a.example/p"
     rows = [BatchRecord(url, "d1", 1, first_seen=5.0, length=4000),

@@ -1,4 +1,4 @@
-"""Re-fetches in the batch job (neardup.batch_versions): the captures of one URL are versions
+"""Re-fetches in the batch job (neardup.batch.versions): the captures of one URL are versions
 of it, as in the online Detector, on every path (both engines of dedup_batch, dedup --batch
 on Parquet; Spark in test_spark.py)."""
 
@@ -16,16 +16,19 @@ import pytest
 from click.testing import CliRunner
 from test_batch import sample_list
 
-from neardup.batch import BatchRecord, dedup_batch, records_from_pages, write_fingerprints
-from neardup.batch_versions import capture_key, own_keys, split_records, url_key, versions
-from neardup.detector import Detector, Page
+from neardup.batch.dedup import dedup_batch, records_from_pages
+from neardup.batch.files import write_fingerprints
+from neardup.batch.graph import BatchRecord, url_group_key
+from neardup.batch.versions import capture_key, own_keys, split_records, versions
+from neardup.detector.core import Detector
 from neardup.errors import URLError
+from neardup.model import Page
 from neardup.urls import normalize_url
 
 pytest.importorskip("pyarrow")
 
-from neardup.batch_arrays import FingerprintArrays  # noqa: E402
-from neardup.batch_versions import split_arrays, url_keys  # noqa: E402
+from neardup.batch.arrays import FingerprintArrays  # noqa: E402
+from neardup.batch.versions import split_arrays, url_keys  # noqa: E402
 
 ROW = ("url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance", "version")
 
@@ -60,16 +63,16 @@ def check_rule(records: list[BatchRecord], result) -> None:
     decision: dict[str, tuple] = {}
     for r, v in zip(records, result.verdicts):
         assert (v.url, v.digest, v.simhash) == (r.url, r.digest, r.simhash)
-        assert v.match is None or url_key(v.match) != url_key(v.url)
-        assert url_key(v.canonical) != url_key(v.url) or v.status in ("new", "empty")
-        assert decision.setdefault(url_key(r.url), (v.status, v.cluster, v.canonical, v.match, v.distance)) == \
+        assert v.match is None or url_group_key(v.match) != url_group_key(v.url)
+        assert url_group_key(v.canonical) != url_group_key(v.url) or v.status in ("new", "empty")
+        assert decision.setdefault(url_group_key(r.url), (v.status, v.cluster, v.canonical, v.match, v.distance)) == \
             (v.status, v.cluster, v.canonical, v.match, v.distance)
     assert sorted(p for ps in result.clusters.values() for p in ps) == list(range(len(records)))
 
 
 def test_recaptures_are_versions_of_their_url(corpus_records) -> None:
     records = corpus_records
-    keys = [url_key(r.url) for r in records]
+    keys = [url_group_key(r.url) for r in records]
     assert len(set(keys)) == 200 - 38  # 33 URLs captured 2+ times: 71 captures
     res = dedup_batch(records, engine="records")
     check_rule(records, res)
@@ -105,7 +108,7 @@ def test_versions_equal_the_detectors(corpus, corpus_records) -> None:
 
 
 def test_parquet_cli_gives_the_same_rows(corpus_records, tmp_path) -> None:
-    from neardup.cli import main
+    from neardup.cli.main import main
 
     records = corpus_records
     path = str(tmp_path / "fps.parquet")
@@ -148,7 +151,7 @@ def test_urls_that_do_not_normalise_are_keyed_as_given() -> None:
     recs = [BatchRecord("not a url", "d1", 1, first_seen=1.0), BatchRecord("not a url", "d2", 2, first_seen=2.0),
             BatchRecord("not a url ", "d1", 1, first_seen=3.0), BatchRecord("HTTP://A.example/x", "d1", 1),
             BatchRecord("http://a.example/x#top", "d1", 1, first_seen=5.0)]
-    assert [url_key(r.url) for r in recs] == ["not a url", "not a url", "not a url ", "http://a.example/x",
+    assert [url_group_key(r.url) for r in recs] == ["not a url", "not a url", "not a url ", "http://a.example/x",
                                               "http://a.example/x"]
     for engine in ("arrays", "records"):
         res = dedup_batch(recs, engine=engine)
@@ -178,7 +181,7 @@ def test_clean_urls_are_their_own_key(corpus) -> None:
     for u, c in zip(every, clean):
         if c:
             assert normalize_url(u) == u
-    assert url_keys(arr).to_pylist() == [url_key(u) for u in every]
+    assert url_keys(arr).to_pylist() == [url_group_key(u) for u in every]
 
 
 def synthetic_captures(seed: int, nan: bool = True) -> list[BatchRecord]:

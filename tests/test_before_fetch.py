@@ -11,7 +11,7 @@ import pytest
 from checks import present
 
 from neardup import Detector
-from neardup.detector import FetchDecision
+from neardup.model import FetchDecision
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 

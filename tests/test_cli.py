@@ -18,9 +18,10 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup import __version__
-from neardup.bands import FAR_VERIFY
-from neardup.cli import VERDICT_FIELDS, main
-from neardup.detector import DEFAULT_K
+from neardup.cli.main import main
+from neardup.cli.pages import VERDICT_FIELDS
+from neardup.index.bands import FAR_VERIFY
+from neardup.model import DEFAULT_K
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 PAGES = SAMPLE / "pages"
@@ -588,17 +589,17 @@ def test_dedup_non_warc_among_inputs_is_counted(tmp_path):
 
 
 def test_unexpected_error_in_one_page_does_not_stop_dedup(tmp_path, monkeypatch):
-    import neardup.detector
-    import neardup.parallel
+    import neardup.detector.core
+    import neardup.ingest.workers
 
-    real = neardup.parallel.fingerprint
+    real = neardup.ingest.workers.fingerprint
 
     def buggy(content, url=None, headers=None, config=None):
         if url and "bug" in url:
             raise RuntimeError("simulated bug\nsecond line")
         return real(content, url, headers, config)
 
-    monkeypatch.setattr(neardup.parallel, "fingerprint", buggy)  # in this process: --jobs 1
+    monkeypatch.setattr(neardup.ingest.workers, "fingerprint", buggy)  # in this process: --jobs 1
     src = tmp_path / "in.jsonl"
     teas = _teas()
     src.write_text("\n".join(json.dumps({"url": u, "html": teas}) for u in
@@ -611,12 +612,12 @@ def test_unexpected_error_in_one_page_does_not_stop_dedup(tmp_path, monkeypatch)
 
 
 def test_unexpected_error_is_one_line(tmp_path, monkeypatch):
-    import neardup.detector
+    import neardup.detector.core
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(neardup.detector.Detector, "check", broken)
+    monkeypatch.setattr(neardup.detector.core.Detector, "check", broken)
     r = run("check", "--db", tmp_path / "s.db", "https://x.example/", page_file("newyorker-teas-2019"))
     assert "unexpected RuntimeError: simulated bug" in assert_one_line_error(r, 1)
 
@@ -733,7 +734,7 @@ def test_dedup_warc_counts_records_that_are_not_pages(tmp_path):
 
 def test_compile_notice(tmp_path, monkeypatch, capsys):
     """A cold numba cache prints one line on stderr before compiling, once per process."""
-    from neardup import _kernels
+    from neardup.fingerprint import _kernels
 
     class Cold:
         overloads: dict = {}
@@ -752,7 +753,7 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
     (tmp_path / "missing.nbi").write_bytes(b"")
     _kernels.compile_notice(Cold())  # cached on disk: nothing to say
     assert capsys.readouterr().err == ""
-    from neardup.parallel import warm_up
+    from neardup.ingest.workers import warm_up
 
     warm_up()
     assert not _kernels._cache_is_cold(_kernels._simhash_tokens_tf)  # compiled (or loaded) in this process

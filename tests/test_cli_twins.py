@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import neardup.cli
+import neardup.cli.common
+import neardup.cli.main
 from neardup import Detector
-from neardup.batch import dedup_batch
-from neardup.cli import main
-from neardup.inputs import read_input
+from neardup.batch.dedup import dedup_batch
+from neardup.cli.main import main
+from neardup.ingest.inputs import read_input
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 TEXT = " ".join(f"word{i}" for i in range(400))
@@ -127,7 +128,7 @@ def test_missing_store_exit_3_and_not_created(tmp_path, command):
 def test_unreachable_postgres_is_a_store_error(monkeypatch, command):
     """Never an empty in-memory store instead, never 'does not exist' without connecting,
     and one line (psycopg_pool's connection warnings silenced)."""
-    monkeypatch.setattr(neardup.cli, "STORE_TIMEOUT", 1.0)
+    monkeypatch.setattr(neardup.cli.common, "STORE_TIMEOUT", 1.0)
     r = CliRunner().invoke(main, [*command, "--db", "postgresql://127.0.0.1:1/crawl"], input="<p>some words</p>")
     msg = one_line_error(r, 3)
     assert "cannot connect to PostgreSQL" in msg

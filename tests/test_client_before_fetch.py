@@ -11,7 +11,10 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from neardup import Client, Detector  # noqa: E402
+from neardup import (
+    Client,  # noqa: E402
+    Detector,  # noqa: E402
+)
 
 TEXT = " ".join(f"word{i}" for i in range(400))
 

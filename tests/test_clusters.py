@@ -21,7 +21,8 @@ import pytest
 from checks import present, sql_store
 
 from neardup import Detector
-from neardup.canonical import RANKS, link_key, policy_from_spec
+from neardup.canonical import RANKS, policy_from_spec
+from neardup.urls import comparable_link
 
 RULES = [name for name in RANKS if name != "first-seen"]
 #: every chain: each ordered selection of the rules, first-seen last (65 chains)
@@ -68,7 +69,7 @@ def _expected(det: Detector) -> None:
         row = present(det.store.cluster_row(cid))
         chosen = policy.choose([dataclasses.replace(_as_member(m)) for m in members])
         assert (row.canonical_id, row.size) == (chosen.id, len(members)), (cid, policy.spec)
-        links = Counter(k for k in (link_key(m.canonical_link) for m in members) if k is not None)
+        links = Counter(k for k in (comparable_link(m.canonical_link) for m in members) if k is not None)
         stored = dict(sql_store(det.store)._exec("SELECT link, n FROM cluster_links WHERE cluster_id=?",
                                                  (cid,)).fetchall())
         assert {str(k): int(n) for k, n in stored.items()} == dict(links)
@@ -199,7 +200,7 @@ def test_schema_3_store_migrates(tmp_path, contents):
     import json
     import sqlite3
 
-    from neardup import store as store_mod
+    from neardup.store import sqlite as store_mod
 
     fp = contents[0]
     path = tmp_path / "old.db"

@@ -16,18 +16,9 @@ import pytest
 from checks import present, sqlite_store
 
 import neardup
-from neardup import (
-    ConfigError,
-    Detector,
-    FeatureConfig,
-    FingerprintConfig,
-    Page,
-    SpecMismatchError,
-    hamming,
-)
-from neardup.detector import DEFAULT_K_BY_VERSION
-from neardup.model import SIMHASH_ONLY_K_BY_VERSION
-from neardup.settings import DetectorSettings
+from neardup import ConfigError, Detector, FeatureConfig, FingerprintConfig, Page, SpecMismatchError, hamming
+from neardup.detector.settings import DetectorSettings
+from neardup.model import DEFAULT_K_BY_VERSION, SIMHASH_ONLY_K_BY_VERSION
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 

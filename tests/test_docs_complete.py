@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup.cli import main
+from neardup.cli.main import main
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 

@@ -26,7 +26,7 @@ def test_documented_names_are_exported():
 def test_char_table_classifies_code_points():
     """features.char_table: the frozen class of every code point below 0x30000 (0 separator,
     1 word character, 2 a token of its own)."""
-    from neardup.features import char_table
+    from neardup.fingerprint.features import char_table
 
     table = char_table()
     assert table.dtype == np.uint8 and table.shape == (0x30000,)

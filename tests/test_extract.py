@@ -1,4 +1,4 @@
-"""Decoding, main-content extraction, metadata and input checks (neardup.extract)."""
+"""Decoding, main-content extraction, metadata and input checks (neardup.fingerprint.extract)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from checks import present
 
 import neardup
 from neardup import FingerprintConfig, InputError, fingerprint
-from neardup.extract import EXTRACTORS, extract_main_content
-from neardup.normalize import normalize_text
+from neardup.fingerprint.extract import EXTRACTORS, extract_main_content
+from neardup.fingerprint.normalize import normalize_text
 
 WORD = re.compile(r"\w+")
 ARTICLE = "cnbc-cybersecurity-2019"
@@ -604,7 +604,7 @@ def cnbc_article(sample_pages) -> tuple[bytes, str]:
 
 @pytest.mark.parametrize("text", ["hello <P", "<P", "a <pizza> and <pre", "x < p > y", "1 <a b"])
 def test_text_with_a_stray_angle_bracket_is_plain_text(text):
-    from neardup.extract import looks_like_html
+    from neardup.fingerprint.extract import looks_like_html
 
     assert not looks_like_html(text)
     ext = extract_main_content(text)
@@ -615,7 +615,7 @@ def test_text_with_a_stray_angle_bracket_is_plain_text(text):
 @pytest.mark.parametrize("text", ["<p>x</p>", "<P CLASS=a>x", "<br/>", "<!doctype html><title>t</title>",
                                   "hi <a href='/x'>there</a>"])
 def test_complete_tags_are_html(text):
-    from neardup.extract import looks_like_html
+    from neardup.fingerprint.extract import looks_like_html
 
     assert looks_like_html(text) and looks_like_html(text.encode())
 

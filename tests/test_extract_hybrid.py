@@ -1,5 +1,5 @@
-"""The ``hybrid`` extractor (neardup.extract_fast) and the guards before any parser
-(neardup.guards): quality on real pages, the trafilatura fallback, and CPU on hostile pages."""
+"""The ``hybrid`` extractor (neardup.fingerprint.extract_fast) and the guards before any parser
+(neardup.fingerprint.guards): quality on real pages, the trafilatura fallback, and CPU on hostile pages."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from checks import present
 
 from neardup import FingerprintConfig, fingerprint
-from neardup.extract import EXTRACTORS, extract_main_content
-from neardup.extract_fast import Block, looks_wrong, parse_blocks, select_main_blocks
-from neardup.guards import MAX_ATTRS_PER_ELEMENT, MAX_ENTITIES, guard_markup, text_only
+from neardup.fingerprint.extract import EXTRACTORS, extract_main_content
+from neardup.fingerprint.extract_fast import Block, looks_wrong, parse_blocks, select_main_blocks
+from neardup.fingerprint.guards import MAX_ATTRS_PER_ELEMENT, MAX_ENTITIES, guard_markup, text_only
 
 WORD = re.compile(r"\w+")
 CPU_LIMIT_S = 2.0  # no page of at most 16 MiB may cost more (issue 22 and 25)
@@ -109,7 +109,7 @@ def test_sample_pages_keep_their_article(sample_pages):
 
 
 def test_empty_selection_falls_back_to_trafilatura(sample_pages, monkeypatch):
-    import neardup.extract as ex
+    from neardup.fingerprint import extract as ex
 
     monkeypatch.setattr(ex, "select_main_blocks", lambda blocks: [])
     page = sample_pages[ARTICLE]

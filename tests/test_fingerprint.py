@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 import neardup
 from neardup import ConfigError, FeatureConfig, Fingerprint, FingerprintConfig, fingerprint, hamming
-from neardup import _kernels as K
-from neardup.extract import extract_main_content, looks_like_html
-from neardup.fingerprint import DEFAULT_CONFIG, SPEC_VERSION, fingerprint_text
+from neardup.fingerprint import _kernels as K
+from neardup.fingerprint.core import DEFAULT_CONFIG, SPEC_VERSION, fingerprint_text
+from neardup.fingerprint.extract import extract_main_content, looks_like_html
+from neardup.fingerprint.normalize import normalize_text
 from neardup.model import default_k
-from neardup.normalize import normalize_text
 from neardup.sketch import similarity
 
 SETTINGS = settings(max_examples=100, deadline=None)

@@ -8,10 +8,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from neardup import Detector, tune
-from neardup.cli import main
+from neardup import Detector
+from neardup.cli.main import main
+from neardup.detector.settings import DetectorSettings
 from neardup.errors import StoreError
-from neardup.settings import DetectorSettings
+from neardup.tune import sweep as tune
 
 BASE = " ".join(f"word{i}" for i in range(400))
 

@@ -11,7 +11,7 @@ from checks import present
 import neardup
 from neardup import FingerprintConfig
 from neardup.errors import NeardupError, URLError
-from neardup.extract import EXTRACTORS
+from neardup.fingerprint.extract import EXTRACTORS
 from neardup.urls import validate_url
 
 
@@ -52,7 +52,7 @@ def test_bogus_charset_header_through_detector(sample_pages, charset):
 
 
 def test_untyped_extractor_failure_becomes_input_error(monkeypatch):
-    import neardup.extract as ex
+    from neardup.fingerprint import extract as ex
 
     def boom(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
@@ -67,7 +67,7 @@ def test_formatting_element_soup_does_not_multiply_elements(sample_pages):
     """Found by benchmarks/fuzz.py (seed 1, case 212): thousands of distinct unclosed <b>
     before many paragraphs made Lexbor re-open every one of them per paragraph (55 KB of
     HTML became 6 million elements: 2.4 GB). Such formatting tags are dropped before parsing."""
-    from neardup.extract import extract_main_content
+    from neardup.fingerprint.extract import extract_main_content
 
     soup = "".join(f"<b a={i}>" for i in range(3000)) + "<p>x</p>" * 2000
     html = sample_pages["cnbc-cybersecurity-2019"].content.decode("utf-8", "replace")

@@ -16,15 +16,14 @@ from legacy_store import write_legacy_store
 
 import neardup
 from neardup import ConfigError, Detector, FeatureConfig, FingerprintConfig, fingerprint
-from neardup import store as store_mod
-from neardup.detector import DEFAULT_K_BY_VERSION
-from neardup.extract import extract_main_content
-from neardup.features import extract_features
-from neardup.fingerprint import fingerprint_text
-from neardup.idf import idf_of_zipf, idf_table
-from neardup.matching import GUARD_MAX_LENGTH, Side, match
+from neardup.fingerprint.core import fingerprint_text
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.features import extract_features
+from neardup.fingerprint.idf import idf_of_zipf, idf_table
+from neardup.matching import GUARD_MAX_LENGTH, Side, match, same_title
+from neardup.model import DEFAULT_K_BY_VERSION
 from neardup.sketch import similarity
-from neardup.titles import same_title
+from neardup.store import sqlite as store_mod
 
 PLAIN = FeatureConfig(idf=None)
 

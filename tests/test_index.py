@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import BruteForceIndex, ConfigError
-from neardup.index import to_words
+from neardup.index.base import to_words
 
 SETTINGS = settings(max_examples=80, deadline=None, derandomize=True)
 

@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup import InputFormatError, Page
-from neardup.inputs import SKIPS, InputItem, count_items, read_input
+from neardup.ingest.inputs import SKIPS, InputItem, count_items, read_input
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 

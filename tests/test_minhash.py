@@ -23,21 +23,19 @@ from legacy_store import write_legacy_store
 
 import neardup
 from neardup import ConfigError, Detector, FingerprintConfig, Page, SpecMismatchError
-from neardup import store as store_mod
-from neardup.extract import extract_main_content
-from neardup.features import FeatureConfig, extract_features
-from neardup.minhash import (
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.features import FeatureConfig, extract_features
+from neardup.fingerprint.minhash import (
     SPEC_VERSION,
     MinHashConfig,
-    MinHashLSH,
     MinHashSignature,
-    candidate_probability,
     containment,
     jaccard,
     minhash_features,
     minhash_text,
-    optimal_bands,
 )
+from neardup.index.lsh import MinHashLSH, candidate_probability, optimal_bands
+from neardup.store import sqlite as store_mod
 
 NUM_PERM = 128
 
@@ -709,7 +707,7 @@ def test_v1_store_is_migrated_to_v2(tmp_path, sample_pages):
 
 def test_re_adding_one_id_keeps_the_rows_bounded():
     """5,000 re-adds of one id held 5,000 rows before; now at most RECLAIM_MIN + 1."""
-    from neardup.minhash import RECLAIM_MIN
+    from neardup.index.lsh import RECLAIM_MIN
 
     rng = np.random.default_rng(5)
     lsh = MinHashLSH(threshold=0.7, delta_limit=256)
@@ -729,7 +727,7 @@ def test_re_adding_one_id_keeps_the_rows_bounded():
 def test_lsh_under_churn_matches_brute_force_and_stays_bounded():
     """Random adds, removes and replacements around a small live set: after every step the
     rows held stay under 2 x live + RECLAIM_MIN + 1, and queries equal brute force."""
-    from neardup.minhash import RECLAIM_MIN
+    from neardup.index.lsh import RECLAIM_MIN
 
     rng = np.random.default_rng(23)
     lsh = MinHashLSH(threshold=0.6, delta_limit=32)
@@ -762,7 +760,7 @@ def test_lsh_under_churn_matches_brute_force_and_stays_bounded():
 
 def test_signature_bytes_of_the_wrong_length_are_refused():
     from neardup.errors import ConfigError as CE
-    from neardup.minhash import signatures_from_bytes
+    from neardup.fingerprint.minhash import signatures_from_bytes
 
     sig = minhash_text(ENGLISH)
     with pytest.raises(CE, match="expected 512"):

@@ -1,4 +1,4 @@
-"""The index mirror (neardup.mirror): replay of the change log, undo on rollback, the log
+"""The index mirror (neardup.detector.mirror): replay of the change log, undo on rollback, the log
 kept bounded, the saved index (both index kinds) and what is logged when it cannot be used."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 from faults import Boom
 
 from neardup import BruteForceIndex, Detector, FingerprintConfig, HammingIndex
+from neardup.detector.mirror import IndexMirror
 from neardup.errors import ConfigError, StoreError
-from neardup.mirror import IndexMirror
-from neardup.store import PageRecord, SQLiteStore
+from neardup.store.base import PageRecord
+from neardup.store.sqlite import SQLiteStore
 
 
 def text(seed: int, n: int = 300) -> str:

@@ -1,4 +1,4 @@
-"""Normalisation (neardup.normalize) and weighted features (neardup.features, _kernels)."""
+"""Normalisation (neardup.fingerprint.normalize) and weighted features (neardup.fingerprint.features, _kernels)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import ConfigError, hamming
-from neardup.extract import extract_main_content
-from neardup.features import FeatureConfig, extract_features
-from neardup.fingerprint import fingerprint_text
-from neardup.normalize import normalize_text, normalized_bytes
+from neardup.fingerprint.core import fingerprint_text
+from neardup.fingerprint.extract import extract_main_content
+from neardup.fingerprint.features import FeatureConfig, extract_features
+from neardup.fingerprint.normalize import normalize_text, normalized_bytes
 
 SETTINGS = settings(max_examples=100, deadline=None)
 SCALE = 65536

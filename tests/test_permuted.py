@@ -10,16 +10,12 @@ from checks import sql_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import ConfigError, Detector, permuted
-from neardup.index import BruteForceIndex
-from neardup.permuted import (
-    Layout,
-    PermutedIndex,
-    choose_batch_layout,
-    choose_join_layout,
-    choose_layout,
-)
-from neardup.permuted_join import batch_join, self_join
+from neardup import ConfigError, Detector
+from neardup.index import layout as layout_mod
+from neardup.index.base import BruteForceIndex
+from neardup.index.joins import batch_join, self_join
+from neardup.index.layout import Layout, choose_batch_layout, choose_join_layout, choose_layout
+from neardup.index.permuted import PermutedIndex
 
 MASK = (1 << 64) - 1
 
@@ -82,7 +78,7 @@ def _name(x: int | Layout) -> str:
 def key_bits(request, monkeypatch):
     """Small levels get narrow keys (a few entries a bucket); ``16`` gives them the wide keys
     of a large index (radius probes over 16 or more bits, mostly empty buckets)."""
-    monkeypatch.setattr(permuted, "_MIN_DIRECTORY_BITS", request.param)
+    monkeypatch.setattr(layout_mod, "MIN_DIRECTORY_BITS", request.param)
     return request.param
 
 

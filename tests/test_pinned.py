@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from neardup import FeatureConfig, FingerprintConfig, fingerprint
-from neardup.fingerprint import SPEC_VERSION
+from neardup.fingerprint.core import SPEC_VERSION
 
 WEIGHTS: dict[str, Any] = dict(w_heading=2.0, w_list=1.0, w_short=0.5, short_tokens=3, tf="log")
 V1: dict[str, Any] = dict(version=1, extractor="fast", min_tokens=10)
@@ -153,7 +153,7 @@ def test_pinned_bits(sample_pages, config_name, input_name):
 
 
 def test_pinned_structure(sample_pages):
-    """Version 3 fingerprints carry the page's structure SimHash (neardup.structure), in its spec."""
+    """Version 3 fingerprints carry the page's structure SimHash (neardup.fingerprint.structure), in its spec."""
     page = sample_pages[CNBC]
     fp = fingerprint(page.content, page.url, config=CONFIGS["v3-words64"])
     assert fp.structure is not None and f"{fp.structure:016x}" == "0a4ce3de72a6a278"

@@ -11,7 +11,7 @@ from checks import present
 
 import neardup
 from neardup import Detector, StoreError
-from neardup.postgres import PostgresStore, redact
+from neardup.store.postgres import PostgresStore, redact
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample"
 
@@ -47,7 +47,8 @@ def test_sample_gives_the_same_verdicts_on_both_backends(store_target, tmp_path)
 
 
 def test_schema_is_one_text_rendered_per_dialect():
-    from neardup import postgres, schema, store
+    from neardup.store import postgres, schema
+    from neardup.store import sqlite as store
 
     assert store.MIGRATIONS == schema.migrations("sqlite") and postgres.MIGRATIONS == schema.migrations("postgres")
     sqlite_ddl = " ".join(s for steps in store.MIGRATIONS.values() for s in steps if isinstance(s, str))
@@ -155,7 +156,7 @@ def test_connection_failures_name_their_cause_quickly(pg_server):
     import time
     from urllib.parse import urlsplit, urlunsplit
 
-    from neardup.postgres import PostgresStore, connect_cause
+    from neardup.store.postgres import PostgresStore, connect_cause
 
     silent = _silent_port()
     parts = urlsplit(pg_server)

@@ -17,9 +17,9 @@ from checks import present, sql_store
 from click.testing import CliRunner
 
 from neardup import Detector
-from neardup.cli import main
-from neardup.crawl import MAX_REVISIT, MIN_REVISIT, change_rate, next_fetch, schedule
-from neardup.storeapi import HISTORY_LIMIT
+from neardup.cli.main import main
+from neardup.crawl.schedule import MAX_REVISIT, MIN_REVISIT, change_rate, next_fetch, schedule
+from neardup.store.base import HISTORY_LIMIT
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
@@ -172,7 +172,7 @@ def test_a_schema_4_store_keeps_its_ids_apart(tmp_path):
     page since expired (still named in the change log) is not handed out again."""
     import sqlite3
 
-    from neardup.schema import migrations
+    from neardup.store.schema import migrations
 
     path = tmp_path / "old.db"
     con = sqlite3.connect(path)

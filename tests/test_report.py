@@ -16,8 +16,9 @@ from checks import present
 from click.testing import CliRunner
 from report_store import build_report_store
 
-from neardup import Detector, report
-from neardup.cli_tools import report_cmd
+from neardup import Detector
+from neardup.cli.tools import report_cmd
+from neardup.report import html_report as report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample"

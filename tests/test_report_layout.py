@@ -15,8 +15,11 @@ import pytest
 from browser import LAYOUT_JS, artifacts, full_page, open_browser
 from report_store import build_report_store
 
-from neardup import Detector, report, tune
-from neardup.plots import bar_chart, document, hbar_chart, line_chart, stacked_bars
+from neardup import Detector
+from neardup.report import html_report as report
+from neardup.report.plots import bar_chart, document, hbar_chart, line_chart, stacked_bars
+from neardup.tune import sweep as tune
+from neardup.tune import view as tune_view
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample"
@@ -133,7 +136,7 @@ def _pairs(path: Path, n_same: int, n_diff: int) -> Path:
 @pytest.mark.parametrize("n_same, n_diff", [(16, 16), (40, 40)])
 def test_the_tuning_plot_reads_cleanly(driver, tmp_path, n_same, n_diff):
     result = tune.tune(_pairs(tmp_path / "pairs.tsv", n_same, n_diff), bands=False)  # a curve over k
-    svg = tune.pr_curve_svg(result)
+    svg = tune_view.pr_curve_svg(result)
     assert _problems(driver, _page(tmp_path, svg, "pr")) == []
     legend = driver.execute_script("return [...document.querySelectorAll('g.legend-entry')]"
                                    ".map(g => g.textContent.trim())")

@@ -27,7 +27,7 @@ from neardup.service import HEADER_TIMEOUT, create_app
 
 TEXT = " ".join(f"word{i}" for i in range(300))
 # 240,000 short paragraphs (2.6 MB, under every guard's limit, so parsed in full): over a
-# second of extraction (the attribute bombs of issue 25 are now cut by neardup.guards)
+# second of extraction (the attribute bombs of issue 25 are now cut by neardup.fingerprint.guards)
 BOMB = "<html><body>" + "<p>two words</p>" * 240_000 + "<p>" + TEXT + "</p></body></html>"
 
 
@@ -78,8 +78,8 @@ def test_a_slow_page_in_a_batch_is_one_error(tmp_path):
 
 
 def test_dedup_workers_have_the_same_per_page_limit():
-    from neardup.detector import Page
-    from neardup.parallel import fingerprint_pages
+    from neardup.ingest.workers import fingerprint_pages
+    from neardup.model import Page
 
     pages = [Page("https://a.example/1", TEXT), Page("https://bomb.example/", BOMB), Page("https://a.example/2", TEXT)]
     out = list(fingerprint_pages(pages, jobs=2, page_timeout=0.3))

@@ -32,8 +32,8 @@ import pytest
 
 import neardup
 from neardup import Client
-from neardup.detector import DEFAULT_K, DEFAULT_VERIFY
 from neardup.matching import Side, pair_rule
+from neardup.model import DEFAULT_K, DEFAULT_VERIFY
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "sample"
 PLAIN = {"content-type": "text/plain"}

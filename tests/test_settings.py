@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from neardup import Detector
-from neardup.cli import main
-from neardup.cli_settings import FINGERPRINT_FIELDS, OPTIONS
+from neardup.cli.main import main
+from neardup.cli.options import FINGERPRINT_FIELDS, OPTIONS
+from neardup.detector.settings import DEFAULT_SETTINGS, DetectorSettings, setting_names
 from neardup.errors import ConfigError
-from neardup.settings import DEFAULT_SETTINGS, DetectorSettings, setting_names
 
 FIELDS = setting_names()
 

@@ -1,5 +1,5 @@
-"""neardup.spark in a real Spark session (local[2]): the job's clusters and canonicals equal
-neardup.batch.dedup_batch's on the same pages.
+"""neardup.batch.spark.job in a real Spark session (local[2]): the job's clusters and canonicals equal
+neardup.batch.dedup.dedup_batch's on the same pages.
 
 Skipped when PySpark or a Java runtime is missing, except under NEARDUP_REQUIRE_SPARK=1 (set
 by .ci/run, which installs Java), where that is a failure."""
@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neardup.batch import BatchRecord, UnionFind, dedup_batch
-from neardup.detector import Page
-from neardup.fingerprint import fingerprint
-from neardup.inputs import read_input
-from neardup.permuted import Layout, candidate_layouts
+from neardup.batch.dedup import dedup_batch
+from neardup.batch.graph import BatchRecord, UnionFind
+from neardup.fingerprint.core import fingerprint
+from neardup.index.layout import Layout, candidate_layouts
+from neardup.ingest.inputs import read_input
+from neardup.model import Page
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_batch import corpus_pages, edited_pairs, trap_records  # noqa: E402
@@ -47,7 +48,7 @@ def spark():
         if os.environ.get("NEARDUP_REQUIRE_SPARK"):
             pytest.fail(why)
         pytest.skip(why)
-    from neardup.spark import session
+    from neardup.batch.spark.job import session
 
     s = session("local[2]", partitions=2, app="neardup-tests")
     s.sparkContext.setLogLevel("ERROR")
@@ -81,7 +82,7 @@ def write_warc(path: Path, pages: list[Page]) -> None:
 
 def test_first_table_finds_every_pair_within_k_once() -> None:
     pytest.importorskip("pandas")
-    from neardup.spark_blocks import choose_spark_layout, first_table, lead_keys, probe_masks
+    from neardup.batch.spark.blocks import choose_spark_layout, first_table, lead_keys, probe_masks
 
     rng = np.random.default_rng(5)
     for layout in [choose_spark_layout(10**4, 12), choose_spark_layout(10**7, 7), Layout.multi_index(12, 6),
@@ -102,8 +103,8 @@ def test_first_table_finds_every_pair_within_k_once() -> None:
 
 def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
     pytest.importorskip("pandas")
-    from neardup.permuted import probes
-    from neardup.spark_blocks import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
+    from neardup.batch.spark.blocks import MAX_SPARK_PROBES, choose_spark_layout, spark_cost
+    from neardup.index.layout import probes
 
     for n, k in ((100, 12), (10**6, 12), (10**7, 3)):
         best = choose_spark_layout(n, k)
@@ -116,13 +117,13 @@ def test_choose_spark_layout_prefers_few_rows_and_few_pairs() -> None:
 @pytest.mark.parametrize("chunk", [None, 7])
 def test_packed_blocks_give_the_batch_jobs_candidate_pairs(chunk: int | None, monkeypatch) -> None:
     """The packed blocking rows, unpacked and scanned by the compiled loop, give exactly the
-    pairs of neardup.batch.candidate_pairs (bucket_pairs, windowed giant blocks, nibble and
+    pairs of neardup.batch.blocks.candidate_pairs (bucket_pairs, windowed giant blocks, nibble and
     SimHash filters) on groups with planted near copies and a giant block; also when the
     pairs come in chunks of 7 (a block resumed at the row where a chunk filled)."""
-    from neardup import spark_blocks
-    from neardup.bands import nibble_threshold, nibbles_of
-    from neardup.batch import PIGEON_K, block_rows, candidate_pairs
-    from neardup.spark_blocks import pack, pairs_of_blocks, unpack
+    from neardup.batch.blocks import PIGEON_K, block_rows, candidate_pairs
+    from neardup.batch.spark import blocks as spark_blocks
+    from neardup.batch.spark.blocks import pack, pairs_of_blocks, unpack
+    from neardup.index.bands import nibble_threshold, nibbles_of
 
     if chunk is not None:
         monkeypatch.setattr(spark_blocks, "CHUNK_PAIRS", chunk)
@@ -158,7 +159,7 @@ def test_packed_blocks_give_the_batch_jobs_candidate_pairs(chunk: int | None, mo
 # -- in Spark ----------------------------------------------------------------------------------
 
 def test_connected_components_match_union_find(spark) -> None:
-    from neardup.spark import connected_components
+    from neardup.batch.spark.job import connected_components
 
     rng = random.Random(11)
     nodes = list(range(1, 300))
@@ -176,7 +177,7 @@ def test_connected_components_match_union_find(spark) -> None:
 
 
 def test_sample_folder_equals_the_batch_job(spark, tmp_path) -> None:
-    from neardup.spark import dedup, fingerprints
+    from neardup.batch.spark.job import dedup, fingerprints
 
     sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
     fps = fingerprints(spark, [str(sample)]).persist()
@@ -199,7 +200,7 @@ def test_shuffled_small_tables_give_the_same_answer(spark, monkeypatch) -> None:
     """With nothing broadcast (repeated digests, candidate sides, labels all shuffled, as
     past BROADCAST_ROWS), the sample folder (exact copies, near copies, empty pages) and the
     planted trap still give the batch job's answer."""
-    import neardup.spark as spark_mod
+    import neardup.batch.spark.job as spark_mod
 
     monkeypatch.setattr(spark_mod, "BROADCAST_ROWS", -1)
     monkeypatch.setattr(spark_mod, "SIDE_BROADCAST_ROWS", -1)
@@ -222,7 +223,7 @@ def _sample_and_trap(spark, spark_mod) -> None:
 
 
 def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path) -> None:
-    from neardup.spark import dedup, fingerprints
+    from neardup.batch.spark.job import dedup, fingerprints
 
     pages = corpus_pages(corpus, 200)
     write_warc(tmp_path / "crawl.warc.gz", pages[:120])
@@ -248,19 +249,19 @@ def test_warc_and_jsonl_corpus_pages_equal_the_batch_job(spark, corpus, tmp_path
 
 
 def test_minhash_method_equals_the_batch_job(spark, sample_pages) -> None:
-    from neardup.fingerprint import FingerprintConfig
-    from neardup.minhash import MinHashConfig
-    from neardup.spark import dedup
+    from neardup.batch.spark.job import dedup
+    from neardup.fingerprint.core import FingerprintConfig
+    from neardup.fingerprint.minhash import MinHashConfig
 
     config = FingerprintConfig(minhash=MinHashConfig())
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url, config=config)) for p in sample_pages.values()]
     pdf_rows = [dict(url=r.url, digest=r.digest, simhash=r.simhash - (1 << 64) if r.simhash >= 1 << 63 else r.simhash,
                      empty=r.empty, sketch=r.sketch, title=r.title, length=r.length, canonical_link=r.canonical_link,
                      first_seen=r.first_seen, priority=r.priority, signature=r.signature) for r in records]
-    from neardup.spark import _complete_fps, _frame
+    from neardup.batch.spark.job import _complete_fps, _frame
 
     frame = next(_complete_fps(iter([_frame(pdf_rows)])))
-    from neardup.spark import FP_SCHEMA
+    from neardup.batch.spark.job import FP_SCHEMA
 
     fps = spark.createDataFrame(frame, FP_SCHEMA)
     out = dedup(fps, method="minhash", threshold=0.5, config=config).collect()
@@ -273,7 +274,7 @@ def test_command_line_writes_parquet(spark, tmp_path) -> None:
 
     sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    proc = subprocess.run([sys.executable, "-m", "neardup.spark", str(sample), "--out", str(tmp_path / "out"),
+    proc = subprocess.run([sys.executable, "-m", "neardup.batch.spark", str(sample), "--out", str(tmp_path / "out"),
                            "--master", "local[1]", "--partitions", "2"], capture_output=True, text=True, env=env,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -285,7 +286,7 @@ def test_command_line_writes_parquet(spark, tmp_path) -> None:
 
 
 def records_frame(spark, records):
-    from neardup.spark import FP_SCHEMA, _complete_fps, _frame
+    from neardup.batch.spark.job import FP_SCHEMA, _complete_fps, _frame
 
     rows = [dict(url=r.url, digest=r.digest, simhash=r.simhash - (1 << 64) if r.simhash >= 1 << 63 else r.simhash,
                  empty=r.empty, sketch=r.sketch, title=r.title, length=r.length, canonical_link=r.canonical_link,
@@ -294,7 +295,7 @@ def records_frame(spark, records):
 
 
 def test_band_candidates_beyond_k_equal_the_batch_job(spark) -> None:
-    from neardup.spark import dedup
+    from neardup.batch.spark.job import dedup
 
     pages = edited_pairs(30)
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in pages]
@@ -308,7 +309,7 @@ def test_band_candidates_beyond_k_equal_the_batch_job(spark) -> None:
 
 
 def test_giant_block_split_equals_the_batch_job(spark) -> None:
-    from neardup.spark import dedup
+    from neardup.batch.spark.job import dedup
 
     records = trap_records(1500)
     expected = dedup_batch(records, max_bucket=100)
@@ -322,8 +323,8 @@ def answer_clusters(result) -> list[tuple]:
 
 
 def test_fingerprint_parquet_of_the_batch_job_reads_in_spark(spark, sample_pages, tmp_path) -> None:
-    from neardup.batch import read_fingerprints, write_fingerprints
-    from neardup.spark import dedup, fingerprints
+    from neardup.batch.files import read_fingerprints, write_fingerprints
+    from neardup.batch.spark.job import dedup, fingerprints
 
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url), first_seen=1.6e9 + i)
                for i, p in enumerate(sample_pages.values())]
@@ -337,8 +338,8 @@ def test_spark_dedup_command_reads_fingerprint_parquet(spark, sample_pages, tmp_
     import pandas as pd
     from click.testing import CliRunner
 
-    from neardup.batch import is_fingerprint_file, write_fingerprints
-    from neardup.cli_batch import spark_dedup_cmd
+    from neardup.batch.files import is_fingerprint_file, write_fingerprints
+    from neardup.cli.batch import spark_dedup_cmd
 
     records = [BatchRecord.of(p.url, fingerprint(p.content, url=p.url)) for p in sample_pages.values()]
     path = str(tmp_path / "fps.parquet")
@@ -363,9 +364,9 @@ def version_rows(rows) -> list[str]:
 def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
     from test_batch_versions import check_rule, recaptures, synthetic_captures
 
-    from neardup.batch import records_from_pages
-    from neardup.batch_versions import url_key
-    from neardup.spark import dedup
+    from neardup.batch.dedup import records_from_pages
+    from neardup.batch.graph import url_group_key
+    from neardup.batch.spark.job import dedup
 
     got, _ = records_from_pages(recaptures(corpus, 120), jobs=2)
     records = [r for r in got if r is not None]
@@ -376,7 +377,7 @@ def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
     out = dedup(fps).collect()
     assert version_rows(out) == version_rows(expected.verdicts)
     # a second crawl of the same pages (URLs captured once, given twice with the same content)
-    keys = [url_key(r.url) for r in records]
+    keys = [url_group_key(r.url) for r in records]
     once = [r for r, key in zip(records, keys) if keys.count(key) == 1]
     later = [BatchRecord(r.url, r.digest, r.simhash, r.empty, r.sketch, r.title, r.length, r.canonical_link,
                          2e9, r.priority) for r in once]

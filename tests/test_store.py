@@ -1,4 +1,4 @@
-"""The store contract (neardup.storeapi.Store) on both backends, SQLite and a throwaway
+"""The store contract (neardup.store.base.Store) on both backends, SQLite and a throwaway
 PostgreSQL server (the ``target`` fixture; PostgreSQL skips without its binaries unless
 NEARDUP_REQUIRE_PG=1): meta, lookups, all-or-nothing writes, damage in stored values. Then
 what only the SQLite file has: schema version, WAL, refusing foreign / newer / corrupt files,
@@ -19,9 +19,10 @@ from faults import Boom, explode_on_cluster_update
 
 import neardup
 from neardup import Detector, Page, SQLiteStore, Store, StoreError, StoreLockedError
-from neardup import store as store_mod
-from neardup.settings import DetectorSettings
-from neardup.storeapi import Lookup
+from neardup.detector.settings import DetectorSettings
+from neardup.store import sqlite as store_mod
+from neardup.store.base import Lookup
+from neardup.store.sql import SQLStore
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
@@ -36,7 +37,7 @@ def target(request, tmp_path) -> str:
 
 def open_store(target: str, **kwargs) -> Store:
     if target.startswith("postgresql://"):
-        from neardup.postgres import PostgresStore
+        from neardup.store.postgres import PostgresStore
 
         return PostgresStore(target, **kwargs)
     return SQLiteStore(target, **kwargs)
@@ -481,14 +482,16 @@ def test_the_contract_declares_everything_the_library_calls():
 
     src = Path(neardup.__file__).parent
     called = set()
-    modules = ["detector.py", "mirror.py", "cli.py", "clusters.py", "crawl.py", "versions.py", "thresholds.py",
-               "settings.py", "export.py", *(f"service/{p.name}" for p in sorted((src / "service").glob("*.py")))]
+    modules = ["detector/core.py", "detector/mirror.py", "cli/common.py", "cli/pages.py", "cli/store.py",
+               "detector/clusters.py", "crawl/schedule.py", "crawl/signals.py", "detector/versions.py",
+               "detector/thresholds.py", "detector/decide.py", "detector/settings.py", "report/export.py",
+               *(f"service/{p.name}" for p in sorted((src / "service").glob("*.py")))]
     for name in modules:
         called |= set(re.findall(r"\bstore\.([a-z]\w*)\(", (src / name).read_text()))
     declared = {n for n in dir(Store) if not n.startswith("_")}
     assert called and called <= declared, called - declared
     assert Store.__abstractmethods__ >= called - {"reading"}
-    assert store_mod.SQLStore.__abstractmethods__ == {"_exec", "transaction", "snapshot", "close"}
+    assert SQLStore.__abstractmethods__ == {"_exec", "transaction", "snapshot", "close"}
 
 
 @pytest.mark.parametrize("blob", [b"\x01\x02\x03", b"", bytes(9), bytes(16)], ids=["3", "0", "9", "16"])

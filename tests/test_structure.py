@@ -21,7 +21,8 @@ import pytest
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from neardup.structure import (
+from neardup.crawl.templates import TEMPLATE_DISTANCE, HostStructure, TemplatePage, redesigns, templates
+from neardup.fingerprint.structure import (
     _WEIGHTS_FIXED,
     MAX_DEPTH,
     _simhash_numpy,
@@ -31,7 +32,6 @@ from neardup.structure import (
     structure_of,
     structure_simhash,
 )
-from neardup.templates import TEMPLATE_DISTANCE, HostStructure, Page, redesigns, templates
 
 ARTICLE = """<html><head><title>{title}</title><meta charset="utf-8"></head><body class="page">
 <header id="top"><nav class="menu"><ul><li><a href="/">Home</a></li><li><a href="/n">News</a></li></ul></nav></header>
@@ -228,24 +228,24 @@ def test_big9_votes_are_the_definition(corpus: Path) -> None:
 
 def test_big9_templates_never_mix_sites(big9: list[dict]) -> None:
     ordered = sorted(big9, key=lambda r: (r["year"], r["file"]))
-    from neardup.templates import assign
+    from neardup.crawl.templates import assign
 
-    _, ids, _ = assign([Page(float(i), r["structure"]) for i, r in enumerate(ordered)])
+    _, ids, _ = assign([TemplatePage(float(i), r["structure"]) for i, r in enumerate(ordered)])
     sites = defaultdict(set)
     for r, i in zip(ordered, ids, strict=True):
         sites[i].add(r["site"])
     assert all(len(s) == 1 for s in sites.values())
 
 
-def _site_stream(big9: list[dict], site: str) -> tuple[list[Page], dict[int, float]]:
-    pages: list[Page] = []
+def _site_stream(big9: list[dict], site: str) -> tuple[list[TemplatePage], dict[int, float]]:
+    pages: list[TemplatePage] = []
     first: dict[int, float] = {}
     for y in (2005, 2009, 2013, 2017):
         year = sorted((r for r in big9 if r["site"] == site and r["year"] == y), key=lambda r: r["file"])
         for i, r in enumerate(year):
             t = y * 1000.0 + i
             first.setdefault(y, t)
-            pages.append(Page(t, r["structure"]))
+            pages.append(TemplatePage(t, r["structure"]))
     return pages, first
 
 
@@ -270,15 +270,15 @@ def test_big9_no_redesign_when_one_year_arrives_alone(big9: list[dict]) -> None:
     for site in sorted({r["site"] for r in big9}):
         for y in (2005, 2009, 2013, 2017):
             year = sorted((r for r in big9 if r["site"] == site and r["year"] == y), key=lambda r: r["file"])
-            events += len(redesigns([Page(float(i), r["structure"]) for i, r in enumerate(year)]))
+            events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(year)]))
             # one capture: every page at one time, no order at all
-            assert redesigns([Page(float(y), r["structure"]) for r in year]) == []
+            assert redesigns([TemplatePage(float(y), r["structure"]) for r in year]) == []
             for seed in range(5):  # other orders, and longer streams of the same site-year's pages
                 rnd = random.Random(seed)
                 shuffled = rnd.sample(year, len(year))
-                events += len(redesigns([Page(float(i), r["structure"]) for i, r in enumerate(shuffled)]))
+                events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(shuffled)]))
                 drawn = [rnd.choice(year) for _ in range(40)]
-                events += len(redesigns([Page(float(i), r["structure"]) for i, r in enumerate(drawn)]))
+                events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(drawn)]))
                 host = HostStructure()
                 events += sum(1 for i, r in enumerate(drawn) if host.observe(float(i), r["structure"]).redesign)
     assert events == 0
@@ -286,14 +286,14 @@ def test_big9_no_redesign_when_one_year_arrives_alone(big9: list[dict]) -> None:
 
 def test_cleanportaleval_one_template_per_site(corpus: Path) -> None:
     root = corpus / "cleanportaleval"
-    by_site: dict[str, list[Page]] = defaultdict(list)
+    by_site: dict[str, list[TemplatePage]] = defaultdict(list)
     for r in _read_tsv(root / "manifest.tsv"):
         site = r["site_group"].split("_blog")[0]
-        by_site[site].append(Page(float(len(by_site[site])), _structure(root / r["file"])))
+        by_site[site].append(TemplatePage(float(len(by_site[site])), _structure(root / r["file"])))
     for site, pages in by_site.items():
         assert redesigns(pages) == [], site  # one template: no redesign, in any order
         shuffled = random.Random(1).sample(pages, len(pages))
-        assert redesigns([Page(float(i), p.structure) for i, p in enumerate(shuffled)]) == []
+        assert redesigns([TemplatePage(float(i), p.structure) for i, p in enumerate(shuffled)]) == []
         ts = templates(pages)
         assert ts[0]["share"] >= 0.8, (site, ts)
         if site in ("blogs.wsj.com_brussels", "washingtonpost.com"):
@@ -307,6 +307,6 @@ def test_postlight_recaptures(corpus: Path) -> None:
     for r in rows:
         by_host[r["host"]].append((r["first_commit_date"], _structure(root / r["file"])))
     day = {d: float(i) for i, d in enumerate(sorted({d for v in by_host.values() for d, _ in v}))}
-    events = {h: redesigns([Page(day[d], s) for d, s in v]) for h, v in by_host.items()}
+    events = {h: redesigns([TemplatePage(day[d], s) for d, s in v]) for h, v in by_host.items()}
     assert [e["at"] for e in events["reddit.com"]] == [day["2022-08-10"]]  # the "update all fixtures" recapture
     assert events["obamawhitehouse.archives.gov"] == []  # an archive: its pages did not change

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from neardup import Detector
-from neardup.cli import main
+from neardup.cli.main import main
 
 ERROR_SHELL = ("<html><head><title>Not found</title></head><body><div class='site'><nav class='menu'>"
                "<a href='/'>Home</a><a href='/news'>News</a></nav><main class='error'><h1>Sorry</h1>"
@@ -67,7 +67,7 @@ def test_the_structure_is_stored_and_printed(tmp_path: Path):
 
 
 def test_the_report_shows_templates_and_redesigns(tmp_path: Path):
-    from neardup.report import write_report
+    from neardup.report.html_report import write_report
 
     det = Detector.open(tmp_path / "s.db")
     t = 1.7e9

@@ -1,4 +1,4 @@
-"""Templates, redesigns and soft-404s of a host (neardup.templates, issue 23 items 2 and 3).
+"""Templates, redesigns and soft-404s of a host (neardup.crawl.templates, issue 23 items 2 and 3).
 
 Real-page evidence (Big9, CleanPortalEval, postlight) is in tests/test_structure.py; here the
 rules themselves, on structure values made to be near or far.
@@ -9,18 +9,18 @@ from __future__ import annotations
 import json
 import random
 
-from neardup.structure import structure_of
-from neardup.templates import (
+from neardup.crawl.templates import (
     MAX_TEMPLATES,
     MAX_TEXTS,
     SOFT404_MAX_LENGTH,
     TEMPLATE_DISTANCE,
     HostStructure,
-    Page,
+    TemplatePage,
     redesigns,
     soft_404s,
     templates,
 )
+from neardup.fingerprint.structure import structure_of
 
 RND = random.Random(23)
 
@@ -37,8 +37,8 @@ B = A ^ 0xFFFF_FFFF_0000_0000  # 32 bits away
 S = A ^ 0x0000_0000_FFFF_FFFF  # a section's template, 32 bits from A and 64 from B
 
 
-def stream(kinds: str, start: float = 0.0) -> list[Page]:
-    return [Page(start + i, near({"A": A, "B": B, "S": S}[k])) for i, k in enumerate(kinds)]
+def stream(kinds: str, start: float = 0.0) -> list[TemplatePage]:
+    return [TemplatePage(start + i, near({"A": A, "B": B, "S": S}[k])) for i, k in enumerate(kinds)]
 
 
 def test_one_template_and_its_share() -> None:
@@ -79,9 +79,9 @@ def test_a_one_off_page_at_the_edge_goes_with_the_nearer_side() -> None:
     odd_old = A ^ 0xFFFF  # 16 bits from A: its own template, nearer the old one
     odd_new = B ^ 0xFFFF  # nearer the new one
     rows = stream("A" * 10)
-    events = redesigns([*rows, Page(10.0, odd_old), *stream("B" * 10, start=11.0)])
+    events = redesigns([*rows, TemplatePage(10.0, odd_old), *stream("B" * 10, start=11.0)])
     assert [e["at"] for e in events] == [11.0]
-    events = redesigns([*rows, Page(10.0, odd_new), *stream("B" * 10, start=11.0)])
+    events = redesigns([*rows, TemplatePage(10.0, odd_new), *stream("B" * 10, start=11.0)])
     assert [e["at"] for e in events] == [10.0]
 
 
@@ -104,7 +104,7 @@ def test_redesign_with_a_section_that_stays() -> None:
 
 
 def test_simultaneous_pages_have_no_order() -> None:
-    pages = [Page(5.0, p.structure) for p in stream("A" * 10 + "B" * 10)]
+    pages = [TemplatePage(5.0, p.structure) for p in stream("A" * 10 + "B" * 10)]
     assert redesigns(pages) == []
 
 
@@ -121,36 +121,36 @@ def test_threshold_is_what_joins() -> None:
     base = 0
     edge = (1 << TEMPLATE_DISTANCE) - 1  # TEMPLATE_DISTANCE bits set: joins
     beyond = (1 << (TEMPLATE_DISTANCE + 1)) - 1
-    assert len(templates([Page(0.0, base), Page(1.0, edge)])) == 1
-    assert len(templates([Page(0.0, base), Page(1.0, beyond)])) == 2
+    assert len(templates([TemplatePage(0.0, base), TemplatePage(1.0, edge)])) == 1
+    assert len(templates([TemplatePage(0.0, base), TemplatePage(1.0, beyond)])) == 2
 
 
 # -- soft-404 ------------------------------------------------------------------------------
 
 def test_soft_404_after_three_urls() -> None:
-    rows = [Page(float(i), near(A), f"article-{i}", 5000, f"/a/{i}") for i in range(10)]
-    rows += [Page(10.0 + i, near(B), "not-found", 180, f"/missing/{i}") for i in range(5)]
+    rows = [TemplatePage(float(i), near(A), f"article-{i}", 5000, f"/a/{i}") for i in range(10)]
+    rows += [TemplatePage(10.0 + i, near(B), "not-found", 180, f"/missing/{i}") for i in range(5)]
     assert soft_404s(rows) == [None] * 10 + [None, None, "soft-404", "soft-404", "soft-404"]
 
 
 def test_the_same_url_again_is_not_many_urls() -> None:
-    rows = [Page(float(i), B, "not-found", 180, "/missing/1") for i in range(6)]
+    rows = [TemplatePage(float(i), B, "not-found", 180, "/missing/1") for i in range(6)]
     assert soft_404s(rows) == [None] * 6
 
 
 def test_long_repeated_text_is_content_not_a_soft_404() -> None:
-    rows = [Page(float(i), A, "syndicated", SOFT404_MAX_LENGTH, f"/a/{i}") for i in range(6)]
+    rows = [TemplatePage(float(i), A, "syndicated", SOFT404_MAX_LENGTH, f"/a/{i}") for i in range(6)]
     assert soft_404s(rows) == [None] * 6
 
 
 def test_a_short_text_in_other_shells_is_not_the_error_template() -> None:
     shells = [A, B, S, A ^ 0xFF00FF00FF00FF00]  # the same short blurb under different layouts
-    rows = [Page(float(i), s, "author-bio", 300, f"/p/{i}") for i, s in enumerate(shells)]
+    rows = [TemplatePage(float(i), s, "author-bio", 300, f"/p/{i}") for i, s in enumerate(shells)]
     assert soft_404s(rows) == [None] * 4
 
 
 def test_empty_pages_of_one_shell_are_template_only() -> None:
-    rows = [Page(float(i), near(S), "empty-digest", 0, f"/tag/{i}") for i in range(4)]
+    rows = [TemplatePage(float(i), near(S), "empty-digest", 0, f"/tag/{i}") for i in range(4)]
     assert soft_404s(rows) == [None, None, "template-only", "template-only"]
 
 
@@ -181,7 +181,7 @@ def test_state_round_trips_through_json() -> None:
     data = json.loads(json.dumps(host.to_dict()))
     again = HostStructure.from_dict(data)
     assert again == host
-    nxt = Page(99.0, near(B))
+    nxt = TemplatePage(99.0, near(B))
     assert again.observe(nxt.fetched_at, nxt.structure, "x", 10, "/x") == host.observe(
         nxt.fetched_at, nxt.structure, "x", 10, "/x")
 

@@ -14,14 +14,15 @@ import pytest
 from checks import present
 from click.testing import CliRunner
 
-from neardup import Detector, tune, tune_view
-from neardup.cli_tools import tune_cmd
-from neardup.detector import DEFAULT_K
+from neardup import Detector
+from neardup.cli.tools import tune_cmd
 from neardup.errors import NeardupError
-from neardup.fingerprint import DEFAULT_CONFIG, FingerprintConfig
+from neardup.fingerprint.core import DEFAULT_CONFIG, FingerprintConfig
+from neardup.fingerprint.minhash import MinHashConfig
 from neardup.matching import match, pair_rule
-from neardup.minhash import MinHashConfig
-from neardup.model import default_k
+from neardup.model import DEFAULT_K, default_k
+from neardup.tune import sweep as tune
+from neardup.tune import view as tune_view
 
 CORPUS = Path(os.environ.get("NEARDUP_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 WORDS = [f"w{i}" for i in range(5000)]
@@ -208,7 +209,7 @@ def test_apply_stores_the_choice(tmp_path):
 
 def test_pr_curve_svg_parses(tmp_path):
     res = tune.tune(write_pairs(tmp_path / "pairs.jsonl", 6, 6))
-    root = ET.fromstring(tune.pr_curve_svg(res))
+    root = ET.fromstring(tune_view.pr_curve_svg(res))
     assert root.tag.endswith("svg") and root.get("data-plot") == "pr-curve"
     ns = "{http://www.w3.org/2000/svg}"
     assert root.findall(f"{ns}polyline") and root.findall(f".//{ns}circle[@class='mark']")
@@ -266,13 +267,13 @@ def test_development_pairs_reproduce_the_harness_k(tmp_path):
 
 
 def test_wilson_intervals():
-    assert tune_view.wilson(0, 0) == (0.0, 1.0)
-    lo, hi = tune_view.wilson(30, 30)
+    assert tune.wilson(0, 0) == (0.0, 1.0)
+    lo, hi = tune.wilson(30, 30)
     assert hi == 1.0 and 0.88 < lo < 0.89
-    lo, hi = tune_view.wilson(50, 100)
+    lo, hi = tune.wilson(50, 100)
     assert lo == pytest.approx(1 - hi) and 0.40 < lo < 0.41
     # narrower with more pairs
-    assert tune_view.wilson(300, 300)[0] > tune_view.wilson(30, 30)[0]
+    assert tune.wilson(300, 300)[0] > tune.wilson(30, 30)[0]
 
 
 def test_too_few_pairs_warn_and_refuse_apply(tmp_path):
@@ -297,7 +298,7 @@ def test_too_few_pairs_warn_and_refuse_apply(tmp_path):
 
 def test_pr_curve_labels_k_and_gives_legend_values(tmp_path):
     res = tune.tune(write_pairs(tmp_path / "pairs.jsonl", 12, 12), bands=False)  # a curve over k
-    root = ET.fromstring(tune.pr_curve_svg(res))
+    root = ET.fromstring(tune_view.pr_curve_svg(res))
     ns = "{http://www.w3.org/2000/svg}"
     texts = ["".join(t.itertext()) for t in root.iter(f"{ns}text")]
     assert any(t.startswith("k=") for t in texts)

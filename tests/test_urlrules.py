@@ -1,11 +1,11 @@
-"""Learned URL rules (neardup.urlrules): synthetic variants, counter-examples, the learner."""
+"""Learned URL rules (neardup.crawl.urlrules): synthetic variants, counter-examples, the learner."""
 
 from __future__ import annotations
 
 import random
 import zlib
 
-from neardup.urlrules import RuleLearner, learn, normalize
+from neardup.crawl.urlrules import RuleLearner, learn, normalize
 
 H = "https://shop.example"
 

@@ -1,9 +1,9 @@
-"""Generate ``src/neardup/_idf.npz``: the background word-frequency table behind the IDF
+"""Generate ``src/neardup/fingerprint/_idf.npz``: the background word-frequency table behind the IDF
 feature weights (``FeatureConfig(idf="web")``).
 
 Source: the ``wordfreq`` package (Robyn Speer et al.; code Apache-2.0, word lists CC-BY-SA
 4.0, built from Wikipedia, subtitles, news, books, web text, Twitter and Reddit; see
-``src/neardup/IDF_DATA.md``). For every language wordfreq covers, every word with a Zipf
+``src/neardup/fingerprint/IDF_DATA.md``). For every language wordfreq covers, every word with a Zipf
 frequency of at least ``--min-zipf`` (and every number of up to four digits, with
 wordfreq's estimate of its frequency) is run through neardup's own tokenizer (so the table
 is keyed exactly like the features: NFKC + casefold, FNV-1a + fmix64 token hashes, and the
@@ -13,7 +13,7 @@ frequent in any language is weighted as frequent).
 
 Stored: the upper 32 bits of each feature hash (sorted, delta-encoded) and its Zipf
 frequency x 16 as one byte. The table is part of the fingerprint spec (``idf=web1``):
-changing it needs a new table name in :mod:`neardup.idf`.
+changing it needs a new table name in :mod:`neardup.fingerprint.idf`.
 
 Run: python tools/build_idf.py   (needs ``pip install wordfreq``; about a minute)
 """
@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from neardup.features import FeatureConfig, extract_features
+from neardup.fingerprint.features import FeatureConfig, extract_features
 
 # wordfreq stores numbers with their digits replaced by 0 ("0000"); its word_frequency()
 # estimates a real number from that shape. Numbers of up to 4 digits (years, days, times,
@@ -38,7 +38,7 @@ NUMBER_LANGS = ("en", "de", "fr", "es", "pt", "it", "ru", "nl", "pl")
 NUMBERS = [f"{n:0{width}d}" for width in range(1, 5) for n in range(10 ** width)]
 
 RAW_COUNTS = FeatureConfig(tf="raw", idf=None)  # weight = occurrences
-OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "neardup" / "_idf.npz"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "neardup" / "fingerprint" / "_idf.npz"
 
 
 def word_features(word: str) -> tuple[np.ndarray, np.ndarray]:

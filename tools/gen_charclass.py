@@ -1,4 +1,4 @@
-"""Generate ``src/neardup/_charclass.bin``: the frozen character-class table.
+"""Generate ``src/neardup/fingerprint/_charclass.bin``: the frozen character-class table.
 
 The tokenizer classifies every code point below 0x30000 as a separator (0), a word
 character (1, letters/digits/marks of space-separated scripts) or a character-token
@@ -53,7 +53,7 @@ def build() -> np.ndarray:
 
 
 if __name__ == "__main__":
-    out = pathlib.Path(__file__).resolve().parent.parent / "src" / "neardup" / "_charclass.bin"
+    out = pathlib.Path(__file__).resolve().parent.parent / "src" / "neardup" / "fingerprint" / "_charclass.bin"
     data = build()
     out.write_bytes(zlib.compress(data.tobytes(), 9))
     print(f"wrote {out} ({out.stat().st_size} bytes, unicode {unicodedata.unidata_version})")

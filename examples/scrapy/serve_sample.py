@@ -63,7 +63,7 @@ UPDATE = (b" Update: the figures in this report were revised on Tuesday after th
 def changed_version(html: bytes) -> bytes:
     """``html`` with an update sentence in its main text: the first paragraph, longest first,
     whose change changes the page's fingerprint digest (the ``fast`` extractor's main text)."""
-    from neardup.fingerprint import DEFAULT_CONFIG, fingerprint
+    from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
 
     config = DEFAULT_CONFIG.with_(extractor="fast")
     digest = fingerprint(html, url="http://127.0.0.1/", config=config).digest

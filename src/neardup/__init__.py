@@ -1,11 +1,10 @@
 """neardup: near-duplicate web page detection for crawlers and web archives."""
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
 from typing import Any
 
+from neardup._version import __version__
 from neardup.canonical import CanonicalPolicy
-from neardup.detector import Detector
+from neardup.detector.core import Detector
 from neardup.errors import (
     ConfigError,
     InputError,
@@ -16,18 +15,13 @@ from neardup.errors import (
     StoreLockedError,
     URLError,
 )
-from neardup.features import FeatureConfig
-from neardup.fingerprint import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
-from neardup.index import BruteForceIndex, HammingIndex
-from neardup.minhash import MinHashConfig
+from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, hamming
+from neardup.fingerprint.features import FeatureConfig
+from neardup.fingerprint.minhash import MinHashConfig
+from neardup.index.base import BruteForceIndex, HammingIndex
 from neardup.model import Page, Verdict
-from neardup.store import SQLiteStore
-from neardup.storeapi import Store
-
-try:
-    __version__ = _version("neardup")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree that is not installed
-    __version__ = "0+unknown"
+from neardup.store.base import Store
+from neardup.store.sqlite import SQLiteStore
 
 
 def __getattr__(name: str) -> Any:  # neardup.Client needs httpx (the 'service' extra): import on use

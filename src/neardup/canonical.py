@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from neardup.errors import ConfigError
-from neardup.urls import comparable_url
+from neardup.urls import comparable_link, comparable_url
 
 DEFAULT_POLICY = "rel-canonical,first-seen"
 
@@ -46,19 +46,9 @@ class Member:
 RankFn = Callable[[Member, bool], tuple]
 
 
-def url_key(url: str) -> str:
-    """The form in which a page's URL is compared with ``rel=canonical`` links."""
-    return comparable_url(url)
-
-
-def link_key(link: str | None) -> str | None:
-    """The comparable form of a ``rel=canonical`` link (None for none)."""
-    return comparable_url(link) if link else None
-
-
 def named_links(members: Sequence[Member]) -> set[str]:
     """The comparable canonical links the members name."""
-    return {key for key in (link_key(m.canonical_link) for m in members) if key is not None}
+    return {key for key in (comparable_link(m.canonical_link) for m in members) if key is not None}
 
 
 def _rel_canonical(m: Member, named: bool) -> tuple:
@@ -121,7 +111,7 @@ class CanonicalPolicy:
 
     def rank(self, member: Member, members: Sequence[Member]) -> tuple:
         """``member``'s rank among ``members``."""
-        named = self.uses_links and url_key(member.url) in named_links(members)
+        named = self.uses_links and comparable_url(member.url) in named_links(members)
         return self.key(member, named)
 
     def choose(self, members: Sequence[Member]) -> Member:
@@ -131,7 +121,7 @@ class CanonicalPolicy:
         if not self.uses_links:
             return min(members, key=lambda m: self.key(m, False))
         links = named_links(members)
-        return min(members, key=lambda m: self.key(m, url_key(m.url) in links))
+        return min(members, key=lambda m: self.key(m, comparable_url(m.url) in links))
 
     def __repr__(self) -> str:
         return f"CanonicalPolicy({self.spec!r})"

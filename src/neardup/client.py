@@ -30,13 +30,13 @@ except ImportError:  # the 'service' extra is not installed: say so in one line
     raise ImportError("neardup.Client needs the 'service' extra: pip install 'neardup[service]'") from None
 
 from neardup import errors as _errors
-from neardup.crawl import UrlHistory
+from neardup.crawl.schedule import UrlHistory
+from neardup.crawl.urlrules import Rule
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
-from neardup.fingerprint import Fingerprint, FingerprintConfig
-from neardup.fingerprint import fingerprint as neardup_fingerprint
+from neardup.fingerprint.core import Fingerprint, FingerprintConfig
+from neardup.fingerprint.core import fingerprint as neardup_fingerprint
 from neardup.model import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
-from neardup.storeapi import PageRecord
-from neardup.urlrules import Rule
+from neardup.store.base import PageRecord
 
 
 def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None,
@@ -45,10 +45,10 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
     if isinstance(content, (bytes, bytearray)):
         # the service takes JSON strings: refuse binary bodies and decode here exactly as
         # the library would (a PNG, a PDF, NUL bytes: InputError, as from the Detector)
-        from neardup.extract import _declared_charset, check_binary, decode, header
+        from neardup.fingerprint.extract import check_binary, declared_charset, decode, header
 
         data = bytes(content)
-        check_binary(data, header(headers, "content-type"), _declared_charset(headers))
+        check_binary(data, header(headers, "content-type"), declared_charset(headers))
         text, _ = decode(data, headers)
     else:
         text = content
@@ -107,7 +107,7 @@ def _verdict(data: dict[str, Any]) -> Verdict:
 class Client:
     """HTTP client with the Detector's methods (check, add, add_many, check_fingerprint,
     add_fingerprint, check_fingerprints, add_fingerprints, page, cluster, cluster_info, stats,
-    expire, should_fetch, rules, hosts); :class:`neardup.api.DetectorAPI` lists what both offer."""
+    expire, should_fetch, rules, hosts); :class:`neardup.detector.api.DetectorAPI` lists what both offer."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None, retries: int = 3) -> None:

@@ -8,7 +8,7 @@ In order:
 
 1. an *empty* page (too little main content) matches nothing;
 2. **repeated-boilerplate guard**: two pages of one host whose titles differ
-   (:func:`neardup.titles.same_title`) and whose shorter main text is under
+   (:func:`neardup.matching.same_title`) and whose shorter main text is under
    :data:`GUARD_MAX_LENGTH` bytes do not match: that text is something the host repeats
    on many pages (an author box, a sidebar the extractor took for the article), not content;
 3. equal digests: ``exact``;
@@ -17,7 +17,7 @@ In order:
    ``verify`` is None, or neither page's spec has a sketch: spec version 1). A fingerprint
    whose spec has a sketch but that comes without one (a crawler sending only a SimHash)
    is never ``near``: it can only be ``exact``;
-5. beyond ``k``, a pair the sketch bands bring (:mod:`neardup.bands`: the two sketches share a
+5. beyond ``k``, a pair the sketch bands bring (:mod:`neardup.index.bands`: the two sketches share a
    band) is decided by :func:`far_match` at ``max(verify, FAR_VERIFY)``: :func:`pair_rule`
    applies steps 1-5 to any pair, as the Detector, batch, Spark and ``tune`` do.
 
@@ -32,17 +32,16 @@ In order:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from neardup.bands import far_verify, share_band
+from neardup.index.bands import far_verify, share_band
 from neardup.sketch import similarity
-from neardup.titles import same_title
 from neardup.urls import host_of
 
 if TYPE_CHECKING:
-    from neardup.fingerprint import Fingerprint
-    from neardup.store import PageRecord
+    from neardup.fingerprint.core import Fingerprint
 
 #: main texts shorter than this (bytes of normalised text, about 170 words) are checked by
 #: the repeated-boilerplate guard; longer ones are content whatever the title (a news site
@@ -54,6 +53,25 @@ GUARD_MAX_LENGTH = 1000
 FAR_TITLE_VERIFY = 0.7
 #: what a fingerprint spec with a verification sketch says (spec version 2 on)
 SKETCH_SPEC = ";sketch="
+
+
+class StoredPage(Protocol):
+    """What the rule reads of a stored page (a :class:`neardup.store.base.PageRecord` is one)."""
+
+    @property
+    def simhash(self) -> int: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def sketch(self) -> bytes | None: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def length(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +97,7 @@ class Side:
                    expects_sketch=SKETCH_SPEC in fp.spec)
 
     @classmethod
-    def of_record(cls, rec: PageRecord) -> Side:
+    def of_record(cls, rec: StoredPage) -> Side:
         """From a stored page."""
         return cls(simhash=rec.simhash, digest=rec.digest, empty=rec.status == "empty",
                    sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length)
@@ -119,7 +137,7 @@ def title_guarded(a: Side, b: Side) -> bool:
 
 def far_match(a: Side, b: Side, verify: float | None) -> Match:
     """The rule for a pair beyond the SimHash radius, which only the sketch bands bring
-    (:mod:`neardup.bands`; ``verify`` is then ``far_verify``): :func:`match` at any distance,
+    (:mod:`neardup.index.bands`; ``verify`` is then ``far_verify``): :func:`match` at any distance,
     except that two pages of one host whose titles differ need a sketch estimate of at least
     :data:`FAR_TITLE_VERIFY`. Serial posts of one site (weekly download news, podcast
     episodes, game write-ups) share half their text or more under different titles; within k
@@ -146,8 +164,8 @@ def far_match(a: Side, b: Side, verify: float | None) -> Match:
 def pair_rule(a: Side, b: Side, k: int, verify: float | None, bands: bool = True) -> Match:
     """The whole decision for a pair, whichever candidate path brings it: :func:`match` within
     ``k`` (and for equal digests, empty pages and the guard); beyond it, when ``bands`` and the
-    two sketches share a band (:func:`neardup.bands.share_band`), :func:`far_match` at
-    :func:`neardup.bands.far_verify`; otherwise no match (reason ``distance``).
+    two sketches share a band (:func:`neardup.index.bands.share_band`), :func:`far_match` at
+    :func:`neardup.index.bands.far_verify`; otherwise no match (reason ``distance``).
 
     >>> from neardup import fingerprint
     >>> text = " ".join(f"word{i}" for i in range(300))
@@ -181,3 +199,51 @@ def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
     if verify is not None and score is not None and score < verify:
         return Match(None, distance, score, reason="verify")
     return Match("near", distance, score)
+
+
+# -- titles: what the repeated-boilerplate guard compares -----------------------------------------
+
+_WORD = re.compile(r"\w+")
+#: share of words the differing middle parts must have in common to count as one title
+MIN_SHARED = 0.5
+
+
+def title_words(title: str | None) -> list[str]:
+    """Casefolded words of a title."""
+    return _WORD.findall(title.casefold()) if title else []
+
+
+def same_title(a: str | None, b: str | None) -> bool:
+    """Do two pages of one host carry the same title? The guard against repeated boilerplate.
+
+    An extractor sometimes returns, for every post of a site, the same author box or sidebar
+    instead of the article (docs/quality.md: one Dragnet host gives five posts the same 29-token
+    "main text"). Their digests are equal, yet the pages are different: their titles say so.
+    Copies of one page on one host (session-id and tracking variants, http/https, recaptures)
+    keep their title, give or take the site name.
+
+    So two titles are *the same* when, once the words they share at the start and at the end
+    are set aside (usually the site name), one of the remaining parts is empty or the two
+    remaining parts share at least :data:`MIN_SHARED` of their words. A missing title never
+    counts as different.
+
+    >>> same_title("Why Does Slack Say Hummus? - The Schmooze – Forward.com", "Why Does Slack Say Hummus?")
+    True
+    >>> same_title("Creative Food Sculptures - I Geek for Creativity", "The Human Bowling Ball - I Geek for Creativity")
+    False
+    >>> same_title("Gifts For Cheese Lovers", "How to Crimp Pie Crust"), same_title(None, "Anything")
+    (False, True)
+    """
+    wa, wb = title_words(a), title_words(b)
+    if not wa or not wb:
+        return True
+    start = 0
+    while start < min(len(wa), len(wb)) and wa[start] == wb[start]:
+        start += 1
+    end = 0
+    while end < min(len(wa), len(wb)) - start and wa[-1 - end] == wb[-1 - end]:
+        end += 1
+    ra, rb = set(wa[start:len(wa) - end]), set(wb[start:len(wb) - end])
+    if not ra or not rb:
+        return True
+    return len(ra & rb) / len(ra | rb) >= MIN_SHARED

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from neardup.errors import ConfigError, InputError
-from neardup.fingerprint import Fingerprint
+from neardup.errors import ConfigError
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
 METHODS = ("simhash", "minhash", "both")
@@ -32,7 +31,7 @@ METHODS = ("simhash", "minhash", "both")
 #: (docs/quality.md). Version 1 (no IDF, no sketch): k = 7, where false positives start.
 #: Version 2: IDF weights spread unrelated pages apart but same-content pairs too, so the
 #: candidate radius is wider and every candidate is confirmed by the sketch. Version 3 (the
-#: hybrid extractor, with the sketch bands of neardup.bands bringing pairs at any distance):
+#: hybrid extractor, with the sketch bands of neardup.index.bands bringing pairs at any distance):
 #: k = 3, chosen by benchmarks/candidates.py: every k from 0 to 12 finds the same real pairs
 #: and within 0.25 point the same realistic edits once the bands are on, and a query at k = 3
 #: costs about a hundredth of one at k = 12 at 10^7 stored (docs/quality.md, Candidate stage).
@@ -89,7 +88,7 @@ class Verdict:
         the URL's fetch history; None until it has been fetched twice.
     flag: ``soft-404`` or ``template-only`` when the page is its host's error or empty
         template (a short or empty main text the host serves under many URLs, in that
-        template's structure: :mod:`neardup.templates`): do not index it; None otherwise.
+        template's structure: :mod:`neardup.crawl.templates`): do not index it; None otherwise.
         Decided by :meth:`Detector.add` (spec version 3 fingerprints).
     """
 
@@ -200,20 +199,6 @@ def short_repr(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def text_fields_encodable(fp: Fingerprint) -> None:
-    """Refuse a fingerprint whose text fields cannot be stored as UTF-8 (lone surrogates)."""
-    for name in ("title", "canonical_url", "language"):
-        value = getattr(fp, name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise InputError(f"fingerprint {name} must be a string or None, got {type(value).__name__}")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(f"fingerprint {name} holds a lone surrogate (not valid Unicode text)") from None
-
-
 @dataclass(frozen=True)
 class FetchDecision:
     """The answer of :meth:`Detector.should_fetch`: ``fetch`` (True/False) and ``reason``:
@@ -226,7 +211,7 @@ class FetchDecision:
       (skip; ``change_rate``: estimated changes per second, :mod:`neardup.crawl`);
     - ``known-duplicate``: the URL is stored, its content is in a cluster whose canonical is
       another page, ``canonical_url`` (skip: re-crawls skip copies);
-    - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.urlrules`) rewrite it
+    - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.crawl.urlrules`) rewrite it
       to a known page, ``known_url`` (skip);
     - ``host-budget``: its host is over its duplicate budget (``host_duplicate_rate``; skip).
     """

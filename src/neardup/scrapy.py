@@ -13,7 +13,7 @@ Settings:
   so does a configuration with neither ``NEARDUP_DB`` nor ``NEARDUP_URL``.
 - ``NEARDUP_DB``: a SQLite store file or a ``postgresql://`` URL (:meth:`Detector.open`);
   ``NEARDUP_URL`` / ``NEARDUP_TOKEN``: a ``neardup serve`` service (:class:`neardup.Client`).
-- the detector's settings, every field of :class:`neardup.settings.DetectorSettings` as
+- the detector's settings, every field of :class:`neardup.detector.settings.DetectorSettings` as
   ``NEARDUP_<FIELD>``: ``NEARDUP_K``, ``NEARDUP_VERIFY``, ``NEARDUP_METHOD`` (``simhash`` |
   ``minhash`` | ``both``), ``NEARDUP_THRESHOLD``, ``NEARDUP_CONTAINMENT``,
   ``NEARDUP_CANONICAL``, ``NEARDUP_EXTRACTOR`` (``fast`` | ``accurate`` | ``full``),
@@ -76,9 +76,9 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from neardup.detector import Detector
+from neardup.detector.core import Detector
+from neardup.detector.settings import DetectorSettings, setting_names
 from neardup.errors import NeardupError
-from neardup.settings import DetectorSettings, setting_names
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -4,7 +4,7 @@ A SimHash within distance k is a *candidate*; over a store of 10^8 pages, chance
 a few unrelated pages within k of any new page. The sketch is a second, independent
 estimate of similarity: a b-bit one-permutation MinHash of the page's word 3-shingles (60
 one-byte bins and a 4-byte shingle count, computed in the same compiled pass as the
-SimHash, :func:`neardup._kernels._sketch`). Two pages agree on a bin with probability
+SimHash, :func:`neardup.fingerprint._kernels._sketch`). Two pages agree on a bin with probability
 ``J + (1 - J) / 256`` for shingle Jaccard similarity ``J``, so the share of equal bins gives
 an unbiased estimate of J (standard error about 0.06 at J = 0.5). Unrelated pages (J near 0)
 agree on about one bin in 256: the chance that they pass a verification threshold of 0.2

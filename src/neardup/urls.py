@@ -44,7 +44,7 @@ _BAD_CHAR = re.compile(r"[\s\x00-\x1f]")  # \s is str.isspace's set
 #: lists browsers and crawlers strip: Firefox's and Brave's query stripping, ClearURLs'
 #: global rules, AdGuard's TrackParamFilter. Left out on purpose: names that some sites use
 #: to select content (``ref``, ``source``, ``id``, ``sid``, ``session``, ``si``): those are
-#: learned per host from evidence (:mod:`neardup.urlrules`), never assumed.
+#: learned per host from evidence (:mod:`neardup.crawl.urlrules`), never assumed.
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     # Google Analytics / Ads campaign and click ids
     "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "gad_source", "srsltid", "_ga", "_gl",
@@ -58,7 +58,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id", "vero_conv", "_kx", "wickedid",
 )
 _PARAM_NAME = re.compile(r"[^\s=&#*]+\*?")
-_CLEAN_PATH = re.compile(r"/[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=]*")      # what url-normalize leaves as is
+CLEAN_PATH = re.compile(r"/[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=]*")      # what url-normalize leaves as is
 _CLEAN_PARAM = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$'()*+,;]*")
 _HOST = re.compile(r"[a-z0-9\-._~!$&'()*+,;=]+|\[[0-9a-f:.]+(%[^\]]*)?\]")
 
@@ -87,7 +87,7 @@ class UrlConfig:
     - ``sort_query``: sort the query parameters by name (a stable sort: repeated names keep
       their order). Off by default: the order of parameters is significant to a server
       (RFC 3986), and a host whose order does not matter is learned from evidence (the
-      ``sort-params`` rule of :mod:`neardup.urlrules`).
+      ``sort-params`` rule of :mod:`neardup.crawl.urlrules`).
 
     Names are matched case-insensitively; ``NAME*`` drops every parameter starting with
     ``NAME``.
@@ -180,7 +180,7 @@ def validate_url(url: str) -> str:
     return _checked(url)[0]
 
 
-_LDH_HOST = re.compile(r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*")
+LDH_HOST = re.compile(r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -188,7 +188,7 @@ def _host(host: str) -> str | None:
     """The IDNA (punycode) lower-case form of a host name, None when it is not one. Cached
     (a crawl meets few hosts per URL, and IDNA is half the cost of a key); a lower-case
     ASCII name of non-empty labels is its own form (url-normalize returns it unchanged)."""
-    if _LDH_HOST.fullmatch(host):
+    if LDH_HOST.fullmatch(host):
         return host
     try:
         out = _lib_normalize_host(host)
@@ -265,7 +265,7 @@ def _normalized(url: str, cfg: UrlConfig) -> str:
         if port:
             netloc += ":" + port
     path = parts.path
-    if not (_CLEAN_PATH.fullmatch(path) and "/." not in path):
+    if not (CLEAN_PATH.fullmatch(path) and "/." not in path):
         path = _normalize_path(path)
     query = _query(parts.query, cfg) if parts.query else ""
     key = urlunsplit((scheme, netloc, path, query, ""))
@@ -341,3 +341,9 @@ def comparable_url(url: str) -> str:
     if p.username:
         netloc = f"{p.username}@{netloc}"
     return urlunsplit((scheme, netloc, p.path or "/", p.query, ""))
+
+
+def comparable_link(link: str | None) -> str | None:
+    """The comparable form (:func:`comparable_url`) of a ``rel=canonical`` link, None for none:
+    how the canonical policy and the store match a page's URL to the links that name it."""
+    return comparable_url(link) if link else None

@@ -65,7 +65,7 @@ decision lock (:mod:`neardup.service.metrics`).
 
 from __future__ import annotations
 
-from neardup.parallel import DEFAULT_PAGE_TIMEOUT
+from neardup.ingest.workers import DEFAULT_PAGE_TIMEOUT
 from neardup.service.app import app_from_env, create_app
 from neardup.service.guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -87,8 +87,22 @@ from neardup.service.server import (
 )
 
 __all__ = [
-    "DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_INFLIGHT", "DEFAULT_MAX_INFLIGHT_BYTES",
-    "DEFAULT_PAGE_TIMEOUT", "DEFAULT_PAGE_WORKERS", "HEADER_TIMEOUT", "HTTP_TYPES", "KEEP_ALIVE_TIMEOUT", "MAX_BATCH",
-    "MAX_HEADER_BYTES", "MAX_ID", "UVICORN_SETTINGS", "app_from_env", "create_app", "max_connections", "serve",
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_INFLIGHT",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
+    "DEFAULT_PAGE_TIMEOUT",
+    "DEFAULT_PAGE_WORKERS",
+    "HEADER_TIMEOUT",
+    "HTTP_TYPES",
+    "KEEP_ALIVE_TIMEOUT",
+    "MAX_BATCH",
+    "MAX_HEADER_BYTES",
+    "MAX_ID",
+    "UVICORN_SETTINGS",
+    "app_from_env",
+    "create_app",
+    "max_connections",
+    "serve",
     "serve_workers",
 ]

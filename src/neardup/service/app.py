@@ -14,10 +14,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from neardup import __version__
-from neardup.detector import Detector
+from neardup._version import __version__
+from neardup.detector.core import Detector
 from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
-from neardup.parallel import DEFAULT_PAGE_TIMEOUT, PageTimeoutError, PageWorkerError
+from neardup.ingest.workers import DEFAULT_PAGE_TIMEOUT, PageTimeoutError, PageWorkerError
 from neardup.service import lookups, routes
 from neardup.service.guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -162,8 +162,8 @@ def app_from_env() -> FastAPI:
     process opens its own Detector on the shared store named by ``NEARDUP_DB`` (settings in
     ``NEARDUP_SETTINGS``, JSON written by the CLI; else the decision settings from
     ``NEARDUP_K``, ``NEARDUP_VERIFY``, ...: :meth:`DetectorSettings.from_env`)."""
-    from neardup.fingerprint import FingerprintConfig
-    from neardup.settings import DetectorSettings
+    from neardup.detector.settings import DetectorSettings
+    from neardup.fingerprint.core import FingerprintConfig
 
     settings = json.loads(os.environ.get("NEARDUP_SETTINGS", "{}"))
     config = FingerprintConfig.from_dict(settings["config"]) if settings.get("config") else None

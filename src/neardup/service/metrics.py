@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.multiprocess import MultiProcessCollector
 
 if TYPE_CHECKING:
-    from neardup.detector import Detector
+    from neardup.detector.core import Detector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_STATS_INTERVAL = 10.0

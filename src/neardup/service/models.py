@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, StrictInt, create_model, field_validator, model_validator
 
-from neardup.detector import Detector
+from neardup.detector.core import Detector
 from neardup.errors import InputError
-from neardup.fingerprint import Fingerprint
+from neardup.fingerprint.core import Fingerprint
 from neardup.model import Verdict
 
 MAX_BATCH = 1000
@@ -335,7 +335,7 @@ class FetchDecisionOut(BaseModel):
 
 
 class HistoryOut(BaseModel):
-    """A stored URL's fetches and recrawl schedule (:class:`neardup.crawl.UrlHistory`)."""
+    """A stored URL's fetches and recrawl schedule (:class:`neardup.crawl.schedule.UrlHistory`)."""
 
     url: str
     fetched_url: str | None = None

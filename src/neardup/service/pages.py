@@ -3,7 +3,7 @@ worker processes with a per-page time limit.
 
 A thread cannot be interrupted: before, one 1.1 MB page of 50,000 attributes sent to
 ``POST /v1/check`` held a 1-worker service for 67 s. Here each page goes to one of
-``size`` worker processes (:class:`neardup.parallel.PageWorker`, a pipe each); a page that
+``size`` worker processes (:class:`neardup.ingest.workers.PageWorker`, a pipe each); a page that
 takes over ``timeout`` seconds gets :class:`PageTimeoutError` (answered 422, ``type``
 InputError, naming the limit), its worker is killed and replaced, and every other request
 keeps being answered: the event loop only waits on a pipe. Pages beyond ``size`` wait for a
@@ -22,8 +22,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from neardup.errors import NeardupError
-from neardup.fingerprint import Fingerprint, FingerprintConfig
-from neardup.parallel import (
+from neardup.fingerprint.core import Fingerprint, FingerprintConfig
+from neardup.ingest.workers import (
     DEFAULT_PAGE_TIMEOUT,
     PageTimeoutError,
     PageWorker,
@@ -44,7 +44,7 @@ def service_context() -> Any:
     threads, and exits when the service dies (its pipe closes)."""
     if sys.platform.startswith("linux"):
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["neardup.parallel"])
+        ctx.set_forkserver_preload(["neardup.ingest.workers"])
         return ctx
     return multiprocessing.get_context("spawn")
 

@@ -10,9 +10,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from neardup.detector import Detector, Verdict
+from neardup.detector.core import Detector
 from neardup.errors import InputError, NeardupError, StoreError
-from neardup.fingerprint import Fingerprint
+from neardup.fingerprint.core import Fingerprint
+from neardup.model import Verdict
 from neardup.service.guard import json_response
 from neardup.service.models import (
     BatchIn,

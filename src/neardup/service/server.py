@@ -200,8 +200,8 @@ def serve_workers(workers: int, host: str, port: int) -> None:
 
     metrics_dir = tempfile.mkdtemp(prefix="neardup-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    from neardup.ingest.workers import DEFAULT_PAGE_TIMEOUT
     from neardup.model import default_k
-    from neardup.parallel import DEFAULT_PAGE_TIMEOUT
     from neardup.service.pages import DEFAULT_PAGE_WORKERS
 
     given = {k: v for k, v in json.loads(os.environ.get("NEARDUP_SETTINGS", "{}")).items() if v is not None}
@@ -227,11 +227,9 @@ def serve_workers(workers: int, host: str, port: int) -> None:
 
 def _redacted(db: str) -> str:
     """The store's name without a password."""
-    if db.startswith(("postgresql://", "postgres://")):
-        from neardup.postgres import redact
+    from neardup.store.backends import display_name
 
-        return redact(db)
-    return db
+    return display_name(db)
 
 
 __all__ = ["GuardedHttpToolsProtocol", "HEADER_TIMEOUT", "KEEP_ALIVE_TIMEOUT", "MAX_HEADER_BYTES", "UVICORN_SETTINGS",

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from neardup.detector import Detector
+from neardup.detector.core import Detector
 from neardup.service.metrics import Metrics, StoreSnapshot
 from neardup.service.pages import PagePool
 

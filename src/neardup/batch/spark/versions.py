@@ -1,0 +1,118 @@
+"""Re-fetches in the Spark job (:mod:`neardup.batch.spark.job`): the rule of
+:mod:`neardup.batch.versions` on DataFrames, the same answer as
+:func:`neardup.batch.dedup.dedup_batch`.
+
+Every page's URL key (:func:`neardup.batch.versions.url_keys`: a URL that is its own key
+without a Python call) is computed where the page is (``mapInPandas``), and again when the
+job reads the pages: the keyed table is not cached (with the job's own cache of the pages
+that held two copies, and 10^7 pages ran out of aggregation memory in a 4g driver). What
+moves is a 64-bit hash of it, counted (``groupBy(xxhash64(key))``, combined map-side, as the
+digest count of :func:`neardup.batch.spark.job.dedup`). Only pages whose URL hash repeats go through a
+window over the key ordered by the capture order (:func:`neardup.batch.versions.capture_key`'s
+fields): the last capture is the current version (with its URL's earliest fetch time), the
+earlier ones are set aside and get their URL's output row back at the end
+(:meth:`Refetches.expand`). Every other page is its own URL's only capture and passes through.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from neardup.batch.versions import url_keys
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame
+
+#: at most this many repeated URL hashes are broadcast (more: joined by a shuffle)
+BROADCAST_URLS = 1_000_000
+
+
+def _with_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    import pyarrow as pa
+
+    for batch in batches:
+        batch = batch.copy()
+        batch["ukey"] = url_keys(pa.array(batch["url"], pa.large_string())).to_pandas()
+        yield batch
+
+
+def capture_order() -> list[Column]:
+    """The window's order: :func:`neardup.batch.versions.capture_key`'s (Spark sorts NaN
+    after every number; the SimHash as unsigned)."""
+    from pyspark.sql import functions as F
+
+    return [F.col("first_seen").asc(), F.col("url").asc(), F.col("digest").asc(),
+            F.coalesce(F.col("title"), F.lit("")).asc(), F.coalesce(F.col("canonical_link"), F.lit("")).asc(),
+            F.coalesce(F.col("priority"), F.lit(-math.inf)).asc(),
+            F.col("simhash").bitwiseXOR(F.lit(-(1 << 63))).asc(), F.col("empty").asc(), F.col("length").asc()]
+
+
+@dataclass
+class Refetches:
+    """The captures set aside (``earlier``: url, digest, simhash, version, ukey) and the
+    current versions of repeated URLs (``current``: ukey, url, version); None: no URL
+    repeats."""
+
+    earlier: DataFrame | None
+    current: DataFrame | None
+    few: bool = True
+
+    def expand(self, out: DataFrame) -> DataFrame:
+        """The output rows of every capture from those of the current versions (``out``:
+        one row a current version, without ``version``)."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        if self.earlier is None or self.current is None:
+            return out.withColumn("version", F.lit(None).cast("string"))
+        versions = self.current.select("url", "version")
+        # the current versions' rows, each read twice below (its own row, its URL's captures)
+        tagged = out.join(F.broadcast(versions) if self.few else versions, "url", "left").persist(
+            StorageLevel.MEMORY_AND_DISK)
+        decided = tagged.where(F.col("version").isNotNull()).select(
+            F.col("url").alias("current_url"), "status", "cluster", "canonical", "match", "distance")
+        keyed = self.current.select("ukey", F.col("url").alias("current_url"))
+        earlier = (self.earlier.join(keyed, "ukey").join(decided, "current_url")
+                   .select("url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"), "status",
+                           "cluster", "canonical", "match", "distance", "version"))
+        return tagged.unionByName(earlier)
+
+
+def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
+    """The pages of ``fps`` (:data:`neardup.batch.spark.job.FP_SCHEMA`; rows with an error left out)
+    that decide: each URL's current version, with its URL's earliest ``first_seen``; and
+    what :meth:`Refetches.expand` needs to give every capture its row."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cols = fps.columns
+    pages = fps.where(F.col("error").isNull())
+    keyed = (pages.mapInPandas(_with_keys, f"{', '.join(f'{f.name} {f.dataType.simpleString()}' for f in pages.schema)}"
+                                           ", ukey string")
+             .withColumn("u64", F.xxhash64("ukey")))
+    repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
+    n = repeated.count()
+    if n == 0:
+        return keyed.select(*cols), Refetches(None, None)
+    few = n <= BROADCAST_URLS
+    rep = F.broadcast(repeated) if few else repeated
+    single = keyed.join(rep, "u64", "left_anti")
+    many = keyed.join(rep, "u64", "left_semi")
+    w = Window.partitionBy("ukey").orderBy(*capture_order())
+    whole = Window.partitionBy("ukey")
+    same = (F.col("digest") == F.lag("digest").over(w)) & (F.col("empty") == F.lag("empty").over(w))
+    ranked = (many.withColumn("rn", F.row_number().over(w)).withColumn("captures", F.count(F.lit(1)).over(whole))
+              .withColumn("earliest", F.first("first_seen").over(w))
+              .withColumn("version", F.when(F.col("rn") == 1, F.lit(None).cast("string"))
+                          .when(same, F.lit("unchanged")).otherwise(F.lit("changed")))
+              .localCheckpoint())
+    last = ranked.where(F.col("rn") == F.col("captures"))
+    current = last.withColumn("first_seen", F.col("earliest")).select(*cols)
+    refetches = Refetches(
+        earlier=ranked.where(F.col("rn") < F.col("captures")).select("url", "digest", "simhash", "version", "ukey"),
+        current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few)
+    return single.select(*cols).unionByName(current), refetches

@@ -1,0 +1,70 @@
+"""What the command families share: opening a store, the --db and -H options, reading a page."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from neardup.detector.core import Detector
+from neardup.errors import ConfigError, NeardupError
+from neardup.ingest.inputs import TooLargeError, read_file
+from neardup.store.backends import require_existing
+
+
+def read_content(file: str, max_bytes: int) -> bytes:
+    """A page from a file (``.gz`` inflated, streamed) or stdin, at most ``max_bytes``."""
+    if file == "-":
+        data = sys.stdin.buffer.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise NeardupError(f"stdin: page is over the {max_bytes:,}-byte limit (max_bytes)")
+        return data
+    path = Path(file)
+    if path.is_dir():
+        raise NeardupError(f"{file}: is a directory (use 'neardup dedup' for folders)")
+    try:
+        return read_file(path, max_bytes)
+    except TooLargeError as exc:
+        raise NeardupError(str(exc)) from None
+
+
+def parse_headers(values: tuple[str, ...]) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for item in values:
+        if ":" not in item:
+            raise ConfigError(f"header {item!r} must look like 'Name: value'")
+        name, value = item.split(":", 1)
+        out[name.strip()] = value.strip()
+    return out or None
+
+
+#: seconds to wait for a locked SQLite store or a PostgreSQL connection
+STORE_TIMEOUT = 10.0
+
+
+def open_detector(db: str, *, create: bool = True, **kwargs: Any) -> Detector:
+    """The one way commands open a store: an SQLite file (created when missing with
+    ``create``, else :class:`StoreError` when it does not exist) or a ``postgresql://`` URL
+    (always connected to: an unreachable server is a store error, never an empty store)."""
+    if not create:
+        require_existing(db)
+    return Detector.open(db, create=create, timeout=STORE_TIMEOUT, **kwargs)
+
+
+DB_HELP = "Store: SQLite file or postgresql:// URL"
+
+
+db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
+                          help=f"{DB_HELP} (a file is created if missing).")
+
+
+existing_db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),
+                                   help=f"{DB_HELP} (must exist).")
+
+
+header_option = click.option("-H", "--header", multiple=True,
+                              help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
+
+

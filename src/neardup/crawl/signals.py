@@ -1,0 +1,211 @@
+"""Per-host crawl signals: duplicate rates, traps and budget factors."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from neardup.crawl.templates import HostStructure
+from neardup.crawl.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
+from neardup.errors import ConfigError
+from neardup.model import DEFAULT_TRAP_MEMBERS, MIN_BUDGET_FACTOR, STATUSES, FetchDecision, seconds
+from neardup.store.base import Store
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url
+
+
+class ClusterInfo(Protocol):
+    """What the signals read of the clusters: one cluster's size, canonical and growth
+    (:meth:`neardup.detector.clusters.Clusters.info`)."""
+
+    def info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None: ...
+
+
+#: hosts whose template state :class:`CrawlSignals` keeps in memory (least recently used go)
+MAX_HOST_STATES = 10_000
+
+
+class CrawlSignals:
+    """What a store says to a crawler before the fetch: learned URL rules
+    (:mod:`neardup.crawl.urlrules`), per-host duplicate and change signals, and whether to fetch a
+    URL (:meth:`should_fetch`). The Detector keeps it current as it writes
+    (:meth:`observe`, :meth:`forget`)."""
+
+    def __init__(self, store: Store, clusters: ClusterInfo, urls: UrlConfig = DEFAULT_URL_CONFIG) -> None:
+        self.store = store
+        self.clusters = clusters
+        self.urls = urls
+        #: support a learned URL rule needs before :meth:`should_fetch` uses it
+        self.rule_min_support = DEFAULT_MIN_SUPPORT
+        self._learner: RuleLearner | None = None  # built from the store at first use
+        #: host -> its templates and soft-404 texts (neardup.crawl.templates), built from the store
+        #: at the host's first use, the most recently used :data:`MAX_HOST_STATES` kept
+        self._structures: OrderedDict[str, HostStructure] = OrderedDict()
+
+    def observe(self, url: str, cluster_id: int | None) -> None:
+        """A page was written at ``url`` in ``cluster_id`` (None: empty)."""
+        if self._learner is not None:
+            self._learner.observe(url, cluster_id)
+
+    def structure_state(self, host: str) -> HostStructure:
+        """The host's template state (:class:`neardup.crawl.templates.HostStructure`), replayed from
+        its stored pages in fetch order at first use, then kept current by
+        :meth:`observe_structure`."""
+        state = self._structures.get(host)
+        if state is None:
+            state = HostStructure()
+            for row in self.store.structure_rows(host):
+                state.observe(row.fetched_at, row.structure, row.digest, row.length, row.url)
+            self._structures[host] = state
+            while len(self._structures) > MAX_HOST_STATES:
+                self._structures.popitem(last=False)
+        self._structures.move_to_end(host)
+        return state
+
+    def observe_structure(self, url: str, fetched_at: float, structure: int | None, digest: str,
+                          length: int) -> str | None:
+        """A page is being written: its template and soft-404 flag (``soft-404``,
+        ``template-only`` or None; :func:`neardup.crawl.templates.soft_404s`). Pages without a
+        structure (plain text, spec versions 1 and 2) are not observed."""
+        if structure is None:
+            return None
+        return self.structure_state(host_of(url)).observe(fetched_at, structure, digest, length, url).flag
+
+    def forget(self, url: str) -> None:
+        """The page at ``url`` was expired."""
+        if self._learner is not None:
+            self._learner.forget(url)
+
+    @contextmanager
+    def learning(self) -> Iterator[None]:
+        """Around a write: a write that fails (rolled back) leaves the learner's
+        observations unreliable, so it is rebuilt from the store at its next use."""
+        try:
+            yield
+        except BaseException:
+            self._learner = None
+            self._structures.clear()
+            raise
+
+    def learner(self) -> RuleLearner:
+        if self._learner is None or self._learner.min_support != self.rule_min_support:
+            learner = RuleLearner(self.rule_min_support)
+            with self.store.reading():
+                for rec in self.store.iter_pages():
+                    if rec.status != "empty" and rec.cluster_id is not None:
+                        learner.observe(rec.url, rec.cluster_id)
+            self._learner = learner
+        return self._learner
+
+    def learn_rules(self) -> list[Rule]:
+        """Re-learn the URL rules of every host from the whole store (one pass over the
+        pages; pages written by other processes since the first use are then seen) and
+        return them. This detector's own writes keep them current without it."""
+        self._learner = None
+        return self.learner().rules()
+
+    def rules(self, host: str | None = None) -> list[Rule]:
+        """The learned URL rules (:mod:`neardup.crawl.urlrules`) of ``host``, or of every host:
+        each with its ``support`` (merges of different URLs with one content), an example
+        pair and ``describe()``. A rule is used only with at least :attr:`rule_min_support`
+        merges and no counter-example, and is dropped as soon as a fetch contradicts it."""
+        return self.learner().rules(host)
+
+    def should_fetch(self, url: str, *, max_age: float | None = None,
+                     host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
+        """Whether to fetch ``url``, and why: :meth:`neardup.Detector.should_fetch`."""
+        url = normalize_url(url, self.urls)
+        max_age = seconds(max_age, "max_age", optional=True)
+        if host_max_duplicate_rate is not None:
+            rate = seconds(host_max_duplicate_rate, "host_max_duplicate_rate")
+            if rate is None or not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"host_max_duplicate_rate must be in [0, 1], got {host_max_duplicate_rate!r}")
+        learner = self.learner()
+        with self.store.reading():
+            own = self.store.page_by_url(url)
+            if own is not None and own.status != "empty" and own.cluster_id is not None:
+                info = self.clusters.info(own.cluster_id)
+                if info is not None and info["size"] >= 2 and info["canonical_id"] not in (None, own.id):
+                    return FetchDecision(url, False, "known-duplicate", known_url=url,
+                                         canonical_url=info["canonical_url"], cluster_id=own.cluster_id,
+                                         fetched_at=own.fetched_at)
+            if own is not None:
+                now = time.time()
+                if max_age is not None:
+                    fresh = now - own.fetched_at < max_age
+                else:
+                    fresh = own.next_fetch is not None and now < own.next_fetch
+                return FetchDecision(url, not fresh, "fresh" if fresh else "known", known_url=url,
+                                     canonical_url=url if own.cluster_id is not None else None,
+                                     cluster_id=own.cluster_id, fetched_at=own.fetched_at,
+                                     next_fetch=own.next_fetch, change_rate=own.change_rate)
+            found = learner.match(url)
+            if found is not None:
+                info = self.clusters.info(found.cluster_id)
+                return FetchDecision(url, False, "rule", known_url=found.known_url,
+                                     canonical_url=info["canonical_url"] if info else None,
+                                     cluster_id=found.cluster_id, rules=found.rules)
+            if host_max_duplicate_rate is not None:
+                counts = self.store.host_stats(host_of(url))
+                pages = sum(counts.values())
+                rate = (counts.get("exact", 0) + counts.get("near", 0)) / pages if pages else 0.0
+                if pages >= host_min_pages and rate >= host_max_duplicate_rate:
+                    return FetchDecision(url, False, "host-budget", host_duplicate_rate=round(rate, 4))
+        return FetchDecision(url, True, "unknown")
+
+    def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
+              sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,
+              host: str | None = None) -> list[dict[str, Any]]:
+        """Per-host duplicate and change signals: :meth:`neardup.Detector.hosts`."""
+        if sort not in ("duplicate_rate", "duplicates", "pages", "distinct_contents"):
+            raise ConfigError(f"unknown sort {sort!r}; choose duplicate_rate, duplicates, pages or distinct_contents")
+        at, window = seconds(at, "at", optional=True), seconds(window, "window", optional=True)
+        if window is not None and window < 0:
+            raise ConfigError(f"window must be >= 0 seconds, got {window}")
+        now = time.time() if at is None else float(at)
+        since = None if window is None else now - float(window)
+        wanted = host.lower() if host is not None else None
+        with self.store.reading():
+            rows: list[dict[str, Any]] = []
+            for h in self.store.host_figures(wanted, since):
+                pages, counts = h.pages, h.counts
+                dups = counts.get("exact", 0) + counts.get("near", 0)
+                rows.append({"host": h.host, "pages": pages,
+                             **{s: counts.get(s, 0) for s in STATUSES if s != "error"},
+                             "duplicates": dups, "duplicate_rate": round(dups / pages, 4) if pages else 0.0,
+                             "distinct_contents": h.distinct_contents, "refetched": h.refetched,
+                             "changed_pages": h.changed_pages,
+                             "changes_per_day": round(h.changes * 86400.0 / h.watched, 4) if h.watched else None})
+            rows.sort(key=lambda r: (-r[sort], r["host"]))
+            if top is not None:
+                rows = rows[:max(0, int(top))]
+            largest_of = self.store.largest_host_clusters([r["host"] for r in rows], since)
+            for r in rows:
+                largest: dict[str, Any] | None = None
+                if r["host"] in largest_of:
+                    cid, n = largest_of[r["host"]]
+                    info = self.clusters.info(cid, at=now) or {}
+                    largest = {"id": cid, "urls_from_host": n, "size": info.get("size"),
+                               "joins_per_hour": info.get("joins_per_hour")}
+                r["largest_cluster"] = largest
+                r["trap"] = largest is not None and largest["urls_from_host"] >= trap_members
+                contents = r["pages"] - r["empty"]  # an empty page is no duplicate: not waste
+                share = r["distinct_contents"] / contents if contents > 0 else 1.0
+                r["budget_factor"] = round(max(MIN_BUDGET_FACTOR, min(1.0, share)), 4)
+                summary = self.structure_state(r["host"]).summary()
+                r.update({name: summary[name] for name in ("templates", "redesigns", "soft_404s", "template_only")})
+        return rows
+
+    def host(self, name: str, *, window: float | None = None, at: float | None = None,
+             trap_members: int = DEFAULT_TRAP_MEMBERS) -> dict[str, Any] | None:
+        """:meth:`hosts` for one host, with its learned URL rules: :meth:`neardup.Detector.host`."""
+        rows = self.hosts(window=window, at=at, trap_members=trap_members, host=name)
+        if not rows:
+            return None
+        row = rows[0]
+        row["rules"] = [r.to_dict() for r in self.rules(row["host"])]
+        return row
+
+

@@ -1,0 +1,90 @@
+"""Versions of one URL: a re-fetch of a stored URL compared with its stored version
+(``unchanged`` or ``changed``, and whether the URL keeps its first decision), the verdict
+fields that say so, and the URL's fetch counters and recrawl schedule after the fetch
+(:mod:`neardup.crawl` estimates the change rate from the history).
+
+>>> from neardup import Detector
+>>> det = Detector()
+>>> text = " ".join(f"word{i}" for i in range(400))
+>>> _ = det.add("https://a.example/1", text, fetched_at=0.0)
+>>> v = det.add("https://a.example/1", text.replace("word9 ", ""), fetched_at=60.0)
+>>> v.version, v.status, v.since_last_fetch
+('changed', 'new', 60.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from neardup.crawl.schedule import MAX_REVISIT, MIN_REVISIT, UrlHistory, schedule
+from neardup.fingerprint.core import Fingerprint
+from neardup.matching import Side, pair_rule, sketch_score
+from neardup.store.base import HISTORY_LIMIT, PageRecord, Store
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """How a re-fetch compares with the stored version of its URL."""
+
+    version: str  # "unchanged" | "changed"
+    distance: int
+    score: float | None
+    since: float
+    keep: bool  # the URL keeps its first decision and cluster
+
+
+def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: int, verify: float | None,
+                     bands: bool = True) -> Revisit:
+    """Compare a re-fetch of ``url`` with its stored version ``own``: ``unchanged`` (same
+    digest) or ``changed``; the URL keeps its first decision while the new version is
+    the same content or a near copy of the stored one (:func:`matching.pair_rule` with the
+    URL's thresholds, the sketch bands when ``bands``: the rule a stored page of another URL
+    would be held to) in the same cluster."""
+    since = now - own.fetched_at
+    if own.digest == fp.digest and (own.status == "empty") == fp.empty:
+        return Revisit("unchanged", 0, 1.0, since, keep=True)
+    new_side, old_side = Side.of(fp, url), Side.of_record(own)
+    outcome = pair_rule(new_side, old_side, k, verify, bands)
+    keep = outcome.status is not None and own.cluster_id is not None
+    score = outcome.score if outcome.score is not None else sketch_score(new_side, old_side)
+    return Revisit("changed", outcome.distance, score, since, keep)
+
+
+def version_fields(revisit: Revisit | None) -> dict[str, Any]:
+    """The verdict fields of a re-fetch (none for a first fetch)."""
+    if revisit is None:
+        return {}
+    return {"version": revisit.version, "previous_distance": revisit.distance,
+            "previous_score": None if revisit.score is None else round(revisit.score, 4),
+            "since_last_fetch": revisit.since}
+
+
+
+def counters(store: Store, own: PageRecord | None, now: float, revisit: Revisit | None, *,
+         min_interval: float = MIN_REVISIT, max_interval: float = MAX_REVISIT) -> dict[str, Any]:
+    """The fetch counters and schedule of a page after this fetch: its stored history
+    (:meth:`Store.versions`) and this fetch through :func:`neardup.crawl.schedule`."""
+    if own is None or revisit is None or own.id is None:
+        return {"fetches": 1, "change_count": 0, "last_changed_at": None}
+    changed = revisit.version == "changed"
+    rows = store.versions(own.id, HISTORY_LIMIT - 1)
+    rate, next_at = schedule([*(r.fetched_at for r in rows), now], [*(r.changed for r in rows), changed],
+                             min_interval=min_interval, max_interval=max_interval)
+    return {"fetches": own.fetches + 1, "change_count": own.change_count + int(changed),
+            "last_changed_at": now if changed else own.last_changed_at, "change_rate": rate,
+            "next_fetch": next_at}
+
+
+def url_history(store: Store, key: str, bits: int) -> UrlHistory | None:
+    """The fetch history of the URL stored under ``key`` (None when it is not stored)."""
+    with store.reading():
+        own = store.page_by_url(key)
+        if own is None or own.id is None:
+            return None
+        versions = store.versions(own.id)
+    return UrlHistory(url=own.url, fetched_url=own.fetched_url, first_seen=own.first_seen,
+                      fetched_at=own.fetched_at, fetches=own.fetches, change_count=own.change_count,
+                      last_changed_at=own.last_changed_at, change_rate=own.change_rate,
+                      next_fetch=own.next_fetch,
+                      versions=tuple(v.to_dict(bits) for v in versions))

@@ -1,0 +1,54 @@
+"""ONE factory from a store target (``--db``, ``Detector.open``, ``NEARDUP_DB``) to a store:
+a path names an SQLite file, a ``postgresql://`` (or ``postgres://``) URL a PostgreSQL
+database. Every command, the service and the report decide what a target names here.
+
+>>> is_url("postgresql://u@db/crawl"), is_url("crawl.db")
+(True, False)
+>>> store = open_store(":memory:", create=True)
+>>> type(store).__name__, store.page_count()
+('SQLiteStore', 0)
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neardup.errors import StoreError
+from neardup.store.base import Store
+
+#: the URL schemes that name a PostgreSQL database
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(target: str | Path) -> bool:
+    """A ``postgresql://`` URL rather than an SQLite file."""
+    return str(target).startswith(POSTGRES_SCHEMES)
+
+
+def require_existing(target: str | Path) -> None:
+    """:class:`StoreError` when ``target`` is an SQLite file that does not exist (a URL is
+    always connected to: an unreachable server is a store error, never an empty store)."""
+    if not is_url(target) and not Path(target).is_file():
+        raise StoreError(f"store {target} does not exist")
+
+
+def display_name(target: str | Path) -> str:
+    """The target as it may be printed: a URL without its password."""
+    if is_url(target):
+        from neardup.store.postgres import redact
+
+        return redact(str(target))
+    return str(target)
+
+
+def open_store(target: str | Path, *, create: bool = False, timeout: float = 10.0) -> Store:
+    """The store at ``target``: an SQLite file (created when missing only with ``create``)
+    or the PostgreSQL database of a URL (``pip install 'neardup[postgres]'``)."""
+    if is_url(target):
+        from neardup.store.postgres import PostgresStore
+
+        return PostgresStore(str(target), timeout=timeout, create=create)
+    from neardup.store.sqlite import SQLiteStore
+
+    return SQLiteStore(target, timeout=timeout, create=create)

@@ -1,0 +1,390 @@
+"""The store contract in SQL, written once for both dialects: :class:`SQLStore`.
+
+:class:`SQLStore` implements the store contract (:class:`neardup.store.base.Store`) in SQL
+that SQLite (:mod:`neardup.store.sqlite`) and PostgreSQL (:mod:`neardup.store.postgres`)
+both read; each subclass brings its connection, its transactions and its rendering of the
+schema (:mod:`neardup.store.schema`, version 4). A store written by a newer neardup is
+refused rather than damaged.
+
+Tables
+    ``meta(key, value)``: the fingerprint config and spec the store was written with.
+    ``pages``: one row per URL (its latest fetch): id, url, host, first_seen, fetched_at,
+    digest, simhash (big-endian bytes), spec, length, title, canonical_link, language,
+    status (the verdict when it was last added), matched_id, distance, cluster_id, priority,
+    signature (MinHash, little-endian uint32s, or NULL) and set_size (schema 2), sketch
+    (the 64-byte verification sketch of :mod:`neardup.sketch`, or NULL; schema 3), url_key
+    and link_key (the comparable forms of the URL and of the ``rel=canonical`` link, schema 4).
+    ``clusters``: id, canonical_id, size, created_at; joins (members that ever joined),
+    joined_at (the last join's fetch time) and recent (joins decayed with a half-life of
+    :data:`GROWTH_HALF_LIFE` seconds): the cluster's growth, schema 4.
+    ``cluster_links(cluster_id, link, n)``: how many members of a cluster name each
+    comparable canonical link (what the ``rel-canonical`` policy needs, kept per add).
+    ``changes``: the log of index changes other processes replay (schema 2).
+
+>>> from neardup.store.sqlite import SQLiteStore
+>>> SQLiteStore(":memory:").page_count()
+0
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+
+from neardup.errors import StoreError
+from neardup.store.aggregates import SQLAggregates
+from neardup.store.base import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store, VersionRow
+from neardup.urls import comparable_link, comparable_url
+
+__all__ = ["GROWTH_HALF_LIFE", "MEMBER_COLUMNS", "SQLStore"]
+
+#: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
+GROWTH_HALF_LIFE = 3600.0
+
+#: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
+MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
+
+
+def _blob(value: int, bits: int) -> bytes:
+    return int(value).to_bytes(bits // 8, "big")
+
+
+class SQLStore(SQLAggregates, Store):
+    """The store contract (:class:`~neardup.store.base.Store`) in SQL shared by the SQLite and
+    PostgreSQL dialects (``?`` placeholders; a dialect implements ``_exec``,
+    ``transaction``, ``snapshot`` and ``close``, and may override ``_insert`` and
+    ``reading``).
+
+    The ``changes`` table logs every index change (add / remove of a page's SimHash) in
+    the writer's transaction; other processes replay it to keep their in-memory index
+    current (:meth:`changes_since`)."""
+
+    path: str
+
+    @abstractmethod
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; a cursor-like object (``fetchone``, ``fetchall``, iteration,
+        ``rowcount``). Database errors become :class:`StoreError`."""
+
+    def _insert(self, sql: str, params: Sequence[Any], key: str = "id") -> int:
+        """Run an INSERT ... RETURNING ``key`` and return it."""
+        return int(self._exec(f"{sql} RETURNING {key}", params).fetchone()[0])
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Several reads on one connection (no transaction): a pooled store checks one out for
+        the whole block instead of one per query. Here, a no-op."""
+        return nullcontext()
+
+    # -- meta -------------------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        row = self._exec("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except json.JSONDecodeError:
+            raise StoreError(f"store {self.path} is damaged: meta value {key!r} is not JSON") from None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.transaction():
+            self._exec("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                       (key, json.dumps(value, sort_keys=True)))
+
+    # -- pages ------------------------------------------------------------------------
+    def _simhash_bytes(self, value: Any, what: str) -> bytes:
+        """A stored SimHash blob, checked: ``bits / 8`` bytes (8 or 16 while ``bits`` is unknown)."""
+        blob = bytes(value) if isinstance(value, (bytes, bytearray, memoryview)) else None
+        sizes = (self.bits // 8,) if self.bits else (8, 16)
+        if blob is None or len(blob) not in sizes:
+            got = f"{len(blob)} bytes" if blob is not None else type(value).__name__
+            raise StoreError(f"store {self.path} is damaged: {what} has a SimHash of {got}, "
+                             f"expected {' or '.join(map(str, sizes))} bytes")
+        return blob
+
+    def _record(self, row: Sequence[Any]) -> PageRecord:
+        data = dict(zip(PAGE_COLUMNS, row))
+        data["simhash"] = int.from_bytes(self._simhash_bytes(data["simhash"], f"page {data['id']}"), "big")
+        for blob in ("signature", "sketch"):
+            if data[blob] is not None:
+                data[blob] = bytes(data[blob])
+        if data["structure"] is not None:
+            data["structure"] = int.from_bytes(bytes(data["structure"]), "big")
+        return PageRecord(**data)
+
+    def page_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM pages").fetchone()[0])
+
+    def page_by_id(self, page_id: int) -> PageRecord | None:
+        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id=?", (page_id,)).fetchone()
+        return self._record(row) if row else None
+
+    def page_by_url(self, url: str) -> PageRecord | None:
+        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE url=?", (url,)).fetchone()
+        return self._record(row) if row else None
+
+    def page_by_digest(self, digest: str, prefer_url: str | None = None) -> PageRecord | None:
+        """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest
+        (two index lookups, however many pages share the digest)."""
+        if prefer_url is not None:
+            own = self.page_by_url(prefer_url)
+            if own is not None and own.digest == digest and own.status != "empty":
+                return own
+        row = self._exec(
+            f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE digest=? AND status != 'empty' "
+            "ORDER BY id LIMIT 1", (digest,),
+        ).fetchone()
+        return self._record(row) if row else None
+
+    def pages_by_ids(self, ids: Sequence[int]) -> dict[int, PageRecord]:
+        """The stored pages among ``ids``, in one statement."""
+        if not ids:
+            return {}
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id IN ({','.join('?' * len(ids))})",
+                          [int(i) for i in ids]).fetchall()
+        return {int(r[0]): self._record(r) for r in rows}
+
+    def lowest_live(self, simhash: int, bits: int, exclude: int | None = None) -> int | None:
+        """The oldest (lowest id) non-empty page with this SimHash value: the one the index
+        holds for the value (index lookup, however many copies are stored); ``exclude``:
+        the oldest other than that page."""
+        row = self._exec("SELECT id FROM pages WHERE simhash=? AND status != 'empty' AND id != ? ORDER BY id LIMIT 1",
+                         (_blob(simhash, bits), -1 if exclude is None else int(exclude))).fetchone()
+        return None if row is None else int(row[0])
+
+    def lookup(self, url: str, digest: str | None) -> Lookup:
+        """What a check reads, in one statement (one round trip to a database server, one
+        consistent view): the change log's bounds, the page stored at ``url`` and
+        :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest)."""
+        cols = ", ".join(PAGE_COLUMNS)
+        nulls = ", ".join(["NULL"] * len(PAGE_COLUMNS))
+        rows = self._exec(
+            f"SELECT 0, (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes), {nulls} "
+            f"UNION ALL SELECT 1, NULL, NULL, {cols} FROM pages WHERE url=? "
+            f"UNION ALL SELECT 2, NULL, NULL, * FROM (SELECT {cols} FROM pages WHERE digest=? AND status != 'empty' "
+            "ORDER BY id LIMIT 1) AS same_digest",
+            (url, digest),
+        ).fetchall()
+        first = last = 0
+        own = same = None
+        for row in rows:
+            if row[0] == 0:
+                first, last = int(row[1] or 0), int(row[2] or 0)
+            elif row[0] == 1:
+                own = self._record(row[3:])
+            else:
+                same = self._record(row[3:])
+        if own is not None and digest is not None and own.digest == digest and own.status != "empty":
+            same = own  # the page at the URL itself first
+        return Lookup(first, last, own, same)
+
+    def cluster_members(self, cluster_id: int) -> list[PageRecord]:
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE cluster_id=? ORDER BY id",
+                          (cluster_id,)).fetchall()
+        return [self._record(r) for r in rows]
+
+    def _row_values(self, rec: PageRecord, bits: int) -> list[Any]:
+        values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
+        values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
+        if rec.structure is not None:
+            values[PAGE_COLUMNS.index("structure") - 1] = _blob(rec.structure, 64)
+        return [*values, comparable_url(rec.url), comparable_link(rec.canonical_link)]
+
+    def insert_page(self, rec: PageRecord, bits: int) -> int:
+        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+        return self._insert(
+            f"INSERT INTO pages({', '.join(columns)}) VALUES({', '.join('?' * len(columns))})",
+            self._row_values(rec, bits),
+        )
+
+    def update_page(self, rec: PageRecord, bits: int) -> None:
+        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+        self._exec(f"UPDATE pages SET {', '.join(c + '=?' for c in columns)} WHERE id=?",
+                   [*self._row_values(rec, bits), rec.id])
+
+    def delete_pages(self, ids: Sequence[int]) -> None:
+        """Delete pages and their histories."""
+        marks = ",".join("?" * len(ids))
+        self._exec(f"DELETE FROM page_versions WHERE page_id IN ({marks})", list(ids))
+        self._exec(f"DELETE FROM pages WHERE id IN ({marks})", list(ids))
+
+    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT) -> None:
+        """Append one fetch to a page's history; past ``keep`` fetches the oldest go (one
+        indexed statement; none for a page's first fetch, ``version.changed`` None)."""
+        changed = None if version.changed is None else int(version.changed)
+        self._exec("INSERT INTO page_versions(page_id, fetched_at, digest, simhash, changed, distance, score) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?)",
+                   (page_id, version.fetched_at, version.digest, _blob(version.simhash, bits), changed,
+                    version.distance, version.score))
+        if version.changed is not None or keep < 1:  # a re-fetch: the history may now be too long
+            self._exec("DELETE FROM page_versions WHERE page_id=? AND id <= (SELECT id FROM page_versions "
+                       "WHERE page_id=? ORDER BY id DESC LIMIT 1 OFFSET ?)", (page_id, page_id, int(keep)))
+
+    def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:
+        """A page's last ``limit`` fetches, oldest first."""
+        rows = self._exec("SELECT fetched_at, digest, simhash, changed, distance, score FROM page_versions "
+                          "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
+        what = f"a version of page {page_id}"
+        return [VersionRow(float(r[0]), str(r[1]), int.from_bytes(self._simhash_bytes(r[2], what), "big"),
+                           None if r[3] is None else bool(r[3]), None if r[4] is None else int(r[4]),
+                           None if r[5] is None else float(r[5])) for r in reversed(rows)]
+
+    def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
+        """Up to ``limit`` pages last fetched before ``before`` (expiry deletes them, then asks again)."""
+        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE fetched_at < ? LIMIT ?",
+                          (before, limit)).fetchall()
+        return [self._record(r) for r in rows]
+
+    # the index holds one page per SimHash value: the oldest non-empty page with it
+    _LIVE_REPS = ("status != 'empty' AND NOT EXISTS (SELECT 1 FROM pages q WHERE q.simhash = p.simhash "
+                  "AND q.status != 'empty' AND q.id < p.id)")
+
+    def simhashes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, simhash words) of the pages the index holds: per SimHash value, the oldest
+        non-empty page with it (:meth:`lowest_live`), for rebuilding the index."""
+        rows = self._exec(f"SELECT id, simhash FROM pages p WHERE {self._LIVE_REPS} ORDER BY id").fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        blobs = [self._simhash_bytes(r[1], f"page {r[0]}") for r in rows]
+        if len({len(b) for b in blobs}) > 1:
+            raise StoreError(f"store {self.path} is damaged: SimHash values of mixed widths")
+        blob = b"".join(blobs)
+        words = np.frombuffer(blob, dtype=">u8").astype(np.uint64)
+        return ids, words
+
+    def signatures(self) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+        """(ids, signature blobs, set sizes) of the pages the index holds (:meth:`simhashes`)
+        that have a signature."""
+        rows = self._exec(f"SELECT id, signature, set_size FROM pages p WHERE {self._LIVE_REPS} "
+                          "AND signature IS NOT NULL ORDER BY id").fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        sizes = np.fromiter((r[2] or 0 for r in rows), dtype=np.int64, count=len(rows))
+        return ids, [bytes(r[1]) for r in rows], sizes
+
+    def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
+        last = 0
+        while True:
+            rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id > ? ORDER BY id LIMIT ?",
+                              (last, batch)).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield self._record(r)
+            last = rows[-1][0]
+
+    # -- clusters ---------------------------------------------------------------------
+    def new_cluster(self, now: float | None = None) -> int:
+        return self._insert("INSERT INTO clusters(canonical_id, size, created_at) VALUES(NULL, 0, ?)",
+                            (time.time() if now is None else now,))
+
+    def cluster_canonical(self, cluster_id: int) -> int | None:
+        row = self._exec("SELECT canonical_id FROM clusters WHERE id=?", (cluster_id,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int,
+                    growth: tuple[int, float | None, float] | None = None) -> None:
+        """Store a cluster's canonical page and size (and ``growth``: joins, joined_at,
+        recent); a cluster of size 0 is deleted with its link counts."""
+        if size <= 0:
+            self._exec("DELETE FROM clusters WHERE id=?", (cluster_id,))
+            self._exec("DELETE FROM cluster_links WHERE cluster_id=?", (cluster_id,))
+        elif growth is None:
+            self._exec("UPDATE clusters SET canonical_id=?, size=? WHERE id=?", (canonical_id, size, cluster_id))
+        else:
+            self._exec("UPDATE clusters SET canonical_id=?, size=?, joins=?, joined_at=?, recent=? WHERE id=?",
+                       (canonical_id, size, *growth, cluster_id))
+
+    def cluster_row(self, cluster_id: int) -> ClusterRow | None:
+        row = self._exec("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
+                         "WHERE id=?", (cluster_id,)).fetchone()
+        if row is None:
+            return None
+        return ClusterRow(int(row[0]), None if row[1] is None else int(row[1]), int(row[2]), float(row[3]),
+                          int(row[4] or 0), None if row[5] is None else float(row[5]), float(row[6] or 0.0))
+
+    def cluster_ids(self) -> list[int]:
+        return [int(r[0]) for r in self._exec("SELECT id FROM clusters ORDER BY id")]
+
+    def member(self, page_id: int) -> MemberRow | None:
+        """(id, url, first_seen, canonical_link, priority) of one page."""
+        return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE id=?", (page_id,)).fetchone()
+
+    def members_with_url_key(self, cluster_id: int, key: str) -> list[MemberRow]:
+        """The members of a cluster whose URL compares equal to ``key`` (a canonical link)."""
+        return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE url_key=? AND cluster_id=?",
+                          (key, cluster_id)).fetchall()
+
+    def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[MemberRow]]:
+        """All members of a cluster (:data:`MEMBER_COLUMNS`), ``batch`` rows at a time."""
+        last = -1
+        while True:
+            rows = self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE cluster_id=? AND id > ? ORDER BY id LIMIT ?",
+                              (cluster_id, last, batch)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = int(rows[-1][0])
+
+    def link_counts(self, cluster_id: int, keys: Sequence[str]) -> dict[str, int]:
+        """How many members of the cluster name each of ``keys`` (absent: none)."""
+        if not keys:
+            return {}
+        rows = self._exec(f"SELECT link, n FROM cluster_links WHERE cluster_id=? AND link IN "
+                          f"({','.join('?' * len(keys))})", [cluster_id, *keys]).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def named_links(self, cluster_id: int) -> set[str]:
+        return {str(r[0]) for r in self._exec("SELECT link FROM cluster_links WHERE cluster_id=? AND n > 0",
+                                             (cluster_id,))}
+
+    def add_link(self, cluster_id: int, key: str, delta: int) -> None:
+        """Change the count of members of the cluster naming ``key`` by ``delta``."""
+        self._exec("INSERT INTO cluster_links(cluster_id, link, n) VALUES(?, ?, ?) "
+                   "ON CONFLICT(cluster_id, link) DO UPDATE SET n = cluster_links.n + excluded.n",
+                   (cluster_id, key, delta))
+        if delta < 0:
+            self._exec("DELETE FROM cluster_links WHERE cluster_id=? AND link=? AND n <= 0", (cluster_id, key))
+
+    def cluster_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM clusters").fetchone()[0])
+
+    def status_counts(self) -> dict[str, int]:
+        return {str(s): int(n) for s, n in self._exec("SELECT status, count(*) FROM pages GROUP BY status")}
+
+    # -- change log -------------------------------------------------------------------
+    def log_change(self, page_id: int, op: str, simhash: int, bits: int) -> int:
+        """Record an index change (``add`` or ``remove``) in the current transaction."""
+        return self._insert("INSERT INTO changes(page_id, op, simhash) VALUES(?, ?, ?)",
+                            (page_id, op, _blob(simhash, bits)), key="seq")
+
+    def change_bounds(self) -> tuple[int, int]:
+        """(smallest, largest) sequence number in the change log; (0, 0) when empty."""
+        # Two scalar subqueries: SQLite answers a lone min() or max() from the primary key,
+        # but "SELECT min(seq), max(seq)" scans the whole log (and every check calls this).
+        row = self._exec("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
+        return (int(row[0] or 0), int(row[1] or 0))
+
+    def changes_since(self, seq: int, limit: int = 100000) -> list[tuple[int, int, str, int]]:
+        """Changes after ``seq`` in order: (seq, page_id, op, simhash)."""
+        rows = self._exec("SELECT seq, page_id, op, simhash FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+                          (seq, limit)).fetchall()
+        return [(int(r[0]), int(r[1]), str(r[2]), int.from_bytes(self._simhash_bytes(r[3], f"change {r[0]}"), "big"))
+                for r in rows]
+
+    def change_count(self) -> int:
+        return int(self._exec("SELECT count(*) FROM changes").fetchone()[0])
+
+    def prune_changes(self, keep_after: int) -> int:
+        """Drop log entries up to ``keep_after``; a process behind that point rebuilds its
+        index from the pages instead."""
+        with self.transaction():
+            cur = self._exec("DELETE FROM changes WHERE seq <= ?", (keep_after,))
+            return int(cur.rowcount or 0)
+
+
