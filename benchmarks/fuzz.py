@@ -92,8 +92,9 @@ _pages: list[bytes] | None = None
 
 
 def bombs() -> dict[str, str]:
-    """The attribute, tag and entity bombs of issue 25 (each about 0.5 MB, real text inside):
-    what a page can make a parser do with little input."""
+    """The attribute, tag and entity bombs of issue 25 (about 0.5 MB each, real text inside), and
+    the hostile pages of tests/test_extract_hybrid.py (up to 16 MiB): what a page can make a
+    parser do."""
     text = "<p>" + " ".join(f"word{i}" for i in range(300)) + "</p>"
     return {
         "attributes: one element with 50,000 (a1=x ...)": "<html><body><div "
@@ -107,6 +108,18 @@ def bombs() -> dict[str, str]:
         "tags: 100,000 nested <b>": "<html><body>" + "<b>" * 100_000 + text + "</body></html>",
         "entities: 100,000 (named, numeric, invalid)": "<html><body><p>"
         + "&amp;&#x1F600;&bogus;&#99999999;&lt" * 20_000 + "</p>" + text + "</body></html>",
+        # the hostile pages of tests/test_extract_hybrid.py, whose cost is measured here, not asserted there
+        **{f"entities: 16 MiB of {e}": "<html><body><p>" + e * (16 * 1024 * 1024 // len(e) - 100) + "</p></body></html>"
+           for e in ("&amp;", "&#x0000000041;", "&notin;")},
+        "entities: 1.5 million &amp; (under the cap)": "<html><body><p>" + "&amp; " * 1_500_000 + "</p></body></html>",
+        "tags: a million <p>x": "<html><body>" + "<p>x" * 1_000_000 + "</body></html>",
+        "tags: 100,000 nested <div>": "<html><body>" + "<div>" * 100_000 + "deep text</body></html>",
+        "attributes: 200,000 elements x 6": "<html><body>"
+        + "".join(f"<p a=1 b=2 c=3 d=4 e=5 f=6>w{i}</p>" for i in range(200_000)) + "</body></html>",
+        "blocks: 100,000 short paragraphs": "<html><body><article>"
+        + "".join(f"<p>word {i}</p>" for i in range(100_000)) + "</article></body></html>",
+        "blocks: 40,000 link paragraphs": "<html><body>" + "<p><a href='/a'>link</a></p>" * 40_000
+        + "<p>" + "word " * 20 + "</p></body></html>",
     }
 
 
@@ -453,7 +466,7 @@ def bomb_run(timeout: float = 10.0) -> dict[str, Any]:
 
     out: dict[str, Any] = {"library": [], "http": [], "untyped": 0, "timeout": timeout}
     for name, html in bombs().items():
-        for extractor in ("accurate", "fast", "full"):
+        for extractor in ("hybrid", "accurate", "fast", "full"):
             config = neardup.FingerprintConfig(extractor=extractor)
             cpu, wall = time.process_time(), time.perf_counter()
             try:

@@ -617,9 +617,17 @@ def test_unexpected_error_is_one_line(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
+    assert run("add", "--db", tmp_path / "s.db", "https://y.example/", page_file("newyorker-teas-2019")).exit_code == 0
     monkeypatch.setattr(neardup.detector.core.Detector, "check", broken)
     r = run("check", "--db", tmp_path / "s.db", "https://x.example/", page_file("newyorker-teas-2019"))
     assert "unexpected RuntimeError: simulated bug" in assert_one_line_error(r, 1)
+
+
+def test_check_against_a_missing_store_is_a_store_error(tmp_path):
+    """check writes nothing, so a typo in --db must not answer 'new' for everything (issue 34)."""
+    r = run("check", "--db", tmp_path / "typo.db", "https://x.example/", page_file("newyorker-teas-2019"))
+    assert "does not exist" in assert_one_line_error(r, 3)
+    assert not (tmp_path / "typo.db").exists()
 
 
 @pytest.mark.parametrize("args", [["frobnicate"], ["add"], ["add", "--db"], ["dedup", "--db", "x.db"],
@@ -753,7 +761,7 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
     (tmp_path / "missing.nbi").write_bytes(b"")
     _kernels.compile_notice(Cold())  # cached on disk: nothing to say
     assert capsys.readouterr().err == ""
-    from neardup.ingest.workers import warm_up
+    from neardup.fingerprint.core import warm_up
 
     warm_up()
     assert not _kernels._cache_is_cold(_kernels._simhash_tokens_tf)  # compiled (or loaded) in this process
@@ -768,3 +776,12 @@ def test_dedup_progress_bar_has_a_total_for_folders(tmp_path):
     r = run("dedup", warc, "--db", tmp_path / "w.db", "--progress", "--jobs", "1")
     assert r.exit_code == 0, r.stderr
     assert "1/1" not in r.stderr and "1page" in r.stderr.replace(" ", "")  # unknown total: a count
+
+
+def test_dedup_of_inputs_without_pages_is_exit_1_and_creates_no_store(tmp_path):
+    """An empty folder, or one without pages, is a mistake to report (issue 34), not 'pages 0'."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "style.css").write_text("p { color: red }")
+    r = run("dedup", tmp_path / "in", "--db", tmp_path / "s.db")
+    assert "no pages in" in assert_one_line_error(r, 1)
+    assert not (tmp_path / "s.db").exists()

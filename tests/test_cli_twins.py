@@ -147,6 +147,9 @@ def test_threshold_with_simhash_is_a_usage_error(tmp_path):
     page = SAMPLE / "pages" / "newyorker-teas-2019.html.gz"
     msg = one_line_error(run("check", "--db", tmp_path / "s.db", "--threshold", "0.5", "https://x.example/", page), 2)
     assert "--threshold" in msg
+    assert not (tmp_path / "s.db").exists()  # refused before the store is opened
+    r = run("add", "--db", tmp_path / "s.db", "--method", "minhash", "--threshold", "0.5", "https://y.example/", page)
+    assert r.exit_code == 0, r.stderr
     r = run("check", "--db", tmp_path / "s.db", "--method", "minhash", "--threshold", "0.5", "https://x.example/",
             page)
     assert r.exit_code == 0, r.stderr

@@ -7,7 +7,6 @@ import gzip
 import json
 import logging
 import re
-import time
 from collections import Counter
 
 import pytest
@@ -19,7 +18,9 @@ from neardup.fingerprint.extract_fast import Block, looks_wrong, parse_blocks, s
 from neardup.fingerprint.guards import MAX_ATTRS_PER_ELEMENT, MAX_ENTITIES, guard_markup, text_only
 
 WORD = re.compile(r"\w+")
-CPU_LIMIT_S = 2.0  # no page of at most 16 MiB may cost more (issue 22 and 25)
+# What these pages cost (the target: no page of at most 16 MiB over 2 s of CPU, issues 22 and 25)
+# is measured by `python benchmarks/fuzz.py --bombs` (docs/benchmarks.md), not asserted here: a
+# unit test has no time limit (issue 34). The tests check what the guards decide.
 ARTICLE = "cnbc-cybersecurity-2019"
 SENTENCE = "The aggressive tactics come as the cybersecurity market expands dramatically"
 
@@ -38,11 +39,9 @@ def word_f1(predicted: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def timed(page: str | bytes, extractor: str = "hybrid"):
-    """(extracted page, CPU seconds)."""
-    start = time.process_time()
-    ext = extract_main_content(page, extractor=extractor)
-    return ext, time.process_time() - start
+def extracted(page: str | bytes, extractor: str = "hybrid"):
+    """The extracted page."""
+    return extract_main_content(page, extractor=extractor)
 
 
 # --------------------------------------------------------------------------- registration
@@ -127,8 +126,8 @@ def test_real_page_where_the_fast_pass_finds_nothing(corpus):
 
 def test_page_too_large_for_the_fallback_keeps_the_fast_result():
     body = "<p><a href='/a'>link</a></p>" * 40_000 + "<p>" + "word " * 20 + "</p>"
-    ext, cpu = timed(f"<html><body>{body}</body></html>")
-    assert ext.extractor == "hybrid" and cpu < CPU_LIMIT_S
+    ext = extracted(f"<html><body>{body}</body></html>")
+    assert ext.extractor == "hybrid"
     assert ext.path == "fast" or "too large for the fallback" in ext.path
 
 
@@ -136,8 +135,8 @@ def test_large_page_of_short_blocks_is_not_emptied():
     # no block scores above zero and the page is too large for trafilatura: keep what the
     # main-content pass found rather than nothing
     page = "<html><body><article>" + "".join(f"<p>word {i}</p>" for i in range(100_000)) + "</article></body></html>"
-    ext, cpu = timed(page)
-    assert cpu < CPU_LIMIT_S and "too large for the fallback" in ext.path
+    ext = extracted(page)
+    assert "too large for the fallback" in ext.path
     assert "word 99999" in ext.text
 
 
@@ -178,20 +177,19 @@ def test_hybrid_on_readability_pages_finds_expected_text(corpus):
     assert scores and sum(scores) / len(scores) >= 0.85
 
 
-def test_largest_corpus_pages_stay_under_the_cpu_limit(corpus):
+def test_largest_corpus_pages_are_extracted(corpus):
     files = sorted(corpus.glob("*/**/*.htm*.gz"), key=lambda p: p.stat().st_size)[-4:]
     for path in files:
         for extractor in ("hybrid", "accurate"):
-            ext, cpu = timed(gzip.decompress(path.read_bytes()), extractor)
-            assert cpu < CPU_LIMIT_S, (path.name, extractor, cpu)
+            ext = extracted(gzip.decompress(path.read_bytes()), extractor)
+            assert ext.extractor == extractor and len(ext.text.split()) > 50, (path.name, extractor, ext.path)
 
 
-def test_16_mib_page_under_the_cpu_limit(sample_pages):
+def test_16_mib_page_keeps_its_article(sample_pages):
     one = sample_pages[ARTICLE].content
     big = (one * (16 * 1024 * 1024 // len(one)))[: 16 * 1024 * 1024 - 1]
     for extractor in ("hybrid", "fast"):
-        ext, cpu = timed(big, extractor)
-        assert cpu < CPU_LIMIT_S, (extractor, cpu)
+        ext = extracted(big, extractor)
         assert SENTENCE in flat(ext.text)
 
 
@@ -208,49 +206,48 @@ def attribute_bomb(n: int, value: str | None = "x", name: str = "a") -> str:
 def test_attribute_bomb_is_trimmed_before_parsing(n, value):
     # today 23-52 s (50,000) and over 100 s (100,000): quadratic in the parsers
     for extractor in ("hybrid", "accurate"):
-        ext, cpu = timed(attribute_bomb(n, value), extractor)
-        assert cpu < CPU_LIMIT_S, (extractor, cpu)
+        ext = extracted(attribute_bomb(n, value), extractor)
         assert "some text here" in ext.text
         assert "attributes" in ext.fallback or "'<'" in ext.fallback
 
 
 def test_attribute_names_starting_with_lt_are_defused():
     # the tokenizer reads "<a1" inside a start tag as an attribute name, not a new tag
-    ext, cpu = timed(attribute_bomb(100_000, None, name="<a"))
-    assert cpu < CPU_LIMIT_S and "'<'" in ext.fallback
+    ext = extracted(attribute_bomb(100_000, None, name="<a"))
+    assert "'<'" in ext.fallback
 
 
 def test_many_elements_with_many_attributes_go_text_only():
     page = "<html><body>" + "".join(f"<p a=1 b=2 c=3 d=4 e=5 f=6>w{i}</p>" for i in range(200_000)) + "</body></html>"
-    ext, cpu = timed(page)
-    assert cpu < CPU_LIMIT_S
+    ext = extracted(page)
     assert ext.path == "text" and "attributes" in ext.fallback and "w199999" in ext.text
 
 
 def test_a_million_tags_go_text_only():
-    ext, cpu = timed("<html><body>" + "<p>x" * 1_000_000 + "</body></html>")
-    assert cpu < CPU_LIMIT_S and ext.path == "text" and "tags" in ext.fallback
+    ext = extracted("<html><body>" + "<p>x" * 1_000_000 + "</body></html>")
+    assert ext.path == "text" and "tags" in ext.fallback
 
 
 @pytest.mark.parametrize("depth", [45_000, 100_000])
 def test_deep_nesting(depth):
-    ext, cpu = timed("<html><body>" + "<div>" * depth + "deep text</body></html>")
-    assert cpu < CPU_LIMIT_S and "deep text" in ext.text
+    ext = extracted("<html><body>" + "<div>" * depth + "deep text</body></html>")
+    assert "deep text" in ext.text
     assert ext.path in ("full", "text")
 
 
 @pytest.mark.parametrize("entity", ["&amp;", "&#x0000000041;", "&notin;"])
 def test_entity_runs(entity):
     count = 16 * 1024 * 1024 // len(entity) - 100
-    ext, cpu = timed("<html><body><p>" + entity * count + "</p></body></html>")
-    assert cpu < CPU_LIMIT_S
+    ext = extracted("<html><body><p>" + entity * count + "</p></body></html>")
     if count > MAX_ENTITIES:
         assert ext.path == "text" and "character references" in ext.fallback
+    else:  # under the cap: parsed, the references decoded
+        assert ext.path != "text" and "AAAA" in ext.text
 
 
 def test_entity_run_under_the_cap_is_parsed():
-    ext, cpu = timed("<html><body><p>" + "&amp; " * 1_500_000 + "</p></body></html>")
-    assert cpu < CPU_LIMIT_S and ext.path != "text"
+    ext = extracted("<html><body><p>" + "&amp; " * 1_500_000 + "</p></body></html>")
+    assert ext.path != "text"
 
 
 def test_guards_leave_real_pages_alone(sample_pages):

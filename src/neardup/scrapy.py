@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from neardup.detector.core import Detector
 from neardup.detector.settings import DetectorSettings, setting_names
 from neardup.errors import NeardupError
+from neardup.fingerprint.core import warm_up
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -167,7 +168,6 @@ def open_detector(settings: Any) -> tuple[Any, bool]:
 
 #: The detector of a detector process (``NEARDUP_PROCESS``), opened by :func:`_process_open`.
 _PROCESS_DETECTOR: Any = None
-_WARM_UP = "<html><body><article><p>" + " ".join(f"warm{i} up" for i in range(200)) + "</p></article></body></html>"
 
 
 def _process_open(settings: dict[str, Any]) -> None:
@@ -175,7 +175,7 @@ def _process_open(settings: dict[str, Any]) -> None:
     fingerprint kernels (a first fingerprint), before any page arrives."""
     global _PROCESS_DETECTOR
     _PROCESS_DETECTOR = open_detector(settings)[0]
-    _PROCESS_DETECTOR.fingerprint(_WARM_UP)
+    warm_up(_PROCESS_DETECTOR.config)
 
 
 def _process_call(name: str, *args: Any, **kwargs: Any) -> Any:

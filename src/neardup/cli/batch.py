@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from neardup.cli.common import refuse_overwrite
 from neardup.cli.errors import one_line as _one_line
 from neardup.detector.settings import DetectorSettings
 from neardup.fingerprint.core import DEFAULT_CONFIG, FingerprintConfig
@@ -27,7 +28,6 @@ from typing import IO
 
 from neardup.cli.errors import handle_errors
 from neardup.cli.options import settings_from_options, settings_options
-from neardup.errors import ConfigError
 from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY
 
 
@@ -190,24 +190,23 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
 @click.option("--master", default=None, help="Spark master (default: $SPARK_MASTER, else local[*]).")
 @click.option("--partitions", type=click.IntRange(1), default=None, help="Shuffle partitions.")
 @click.option("--fingerprints-out", default=None, help="Also write the fingerprints (Parquet) and read them back.")
+@handle_errors
 def spark_dedup_cmd(inputs: tuple[str, ...], out: str, k: int | None, verify: float, bands: bool, exact_k: bool,
                     canonical: str | None, method: str, threshold: float, master: str | None,
                     partitions: int | None, fingerprints_out: str | None) -> None:
     """Clusters and canonicals of whole inputs on Spark (neardup.batch.spark.job; pip install 'neardup[spark]'):
     the answer of `neardup dedup --batch`, with the same candidate stage (sketch bands plus
     SimHash blocks). Prints a summary line."""
+    refuse_overwrite({"--out": out, "--fingerprints-out": fingerprints_out}, inputs=inputs)
     try:
         import pyspark  # noqa: F401 (the extra is installed)
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise click.UsageError(f"PySpark is not installed ({exc}): pip install 'neardup[spark]'") from None
     from neardup.batch.spark import submit as spark_job
 
-    try:
-        print(spark_job.run(inputs, out, k=k, verify=verify, canonical=canonical, method=method, threshold=threshold,
-                            master=master, partitions=partitions, fingerprints_out=fingerprints_out, bands=bands,
-                            exact_k=exact_k))
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    click.echo(spark_job.run(inputs, out, k=k, verify=verify, canonical=canonical, method=method, threshold=threshold,
+                             master=master, partitions=partitions, fingerprints_out=fingerprints_out, bands=bands,
+                             exact_k=exact_k))
 
 
 # -- neardup check-batch -------------------------------------------------------------------------
@@ -238,6 +237,7 @@ def check_batch_cmd(queries: tuple[str, ...], stored: tuple[str, ...], out: str,
     \b
     Example: neardup check-batch segment.warc.gz --stored archive.parquet -o verdicts.jsonl
     """
+    refuse_overwrite({"--out": out, "--errors": errors_path}, inputs=[*queries, *stored])
     from neardup.batch.check import check_against
 
     settings = settings_from_options(opts)

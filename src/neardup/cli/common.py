@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import click
 from neardup.detector.core import Detector
 from neardup.errors import ConfigError, NeardupError
 from neardup.ingest.inputs import TooLargeError, read_file
-from neardup.store.backends import require_existing
+from neardup.store.backends import require_existing, store_paths
 
 
 def read_content(file: str, max_bytes: int) -> bytes:
@@ -68,3 +70,40 @@ header_option = click.option("-H", "--header", multiple=True,
                               help="HTTP header 'Name: value' (repeatable), e.g. Content-Type.")
 
 
+def _real(path: str | Path) -> Path:
+    """The path with every link resolved (a path that does not exist yet: its folder's)."""
+    return Path(os.path.realpath(path))
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def refuse_overwrite(outputs: Mapping[str, str | None], *, stores: Mapping[str, str | None] | None = None,
+                     inputs: Iterable[str] = ()) -> None:
+    """:class:`ConfigError` (exit 2, before anything is opened) when an output path would
+    overwrite the store (its file, ``-wal``, ``-shm``, journal or index folder, through a link
+    too), one of the inputs, or another output. ``outputs`` and ``stores`` map an option name
+    (``--out``) to its path (None and ``-`` are skipped).
+
+    >>> refuse_overwrite({"--out": "s.db"}, stores={"--db": "s.db"})
+    Traceback (most recent call last):
+    ...
+    neardup.errors.ConfigError: --out s.db is the store --db s.db: refusing to overwrite it
+    """
+    taken: list[tuple[Path, str, bool]] = []  # (real path, what it is, a folder whose contents count)
+    for option, target in (stores or {}).items():
+        if target:
+            for part in store_paths(target):
+                taken.append((_real(part), f"the store {option} {target}", part.name.endswith(".index")))
+    for item in inputs:
+        if item and item != "-":
+            taken.append((_real(item), f"the input {item}", False))
+    for option, path in outputs.items():
+        if not path or path == "-":
+            continue
+        real = _real(path)
+        for other, what, folder in taken:
+            if real == other or (folder and _within(real, other)):
+                raise ConfigError(f"{option} {path} is {what}: refusing to overwrite it")
+        taken.append((real, f"the output of {option}", False))

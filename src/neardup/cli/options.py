@@ -63,8 +63,9 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Any, str]] = {
     "canonical": (("--canonical",), str,
                   "Canonical policy chain, e.g. 'rel-canonical,first-seen' (default: the store's, else that one)."),
     "extractor": (("--extractor",), click.Choice(list(EXTRACTORS)),
-                  "Main-content extractor for a new store: accurate (trafilatura, default), fast (Resiliparse), "
-                  "full (no boilerplate removal)."),
+                  "Main-content extractor for a new store: hybrid (the default of spec version 3: Resiliparse's "
+                  "block selection, trafilatura where that looks wrong), accurate (trafilatura; the default of "
+                  "versions 1 and 2), fast (Resiliparse), full (no boilerplate removal)."),
     "min_tokens": (("--min-tokens",), click.IntRange(0),
                    "Pages with fewer main-content tokens are 'empty' "
                    f"(new store; default {DEFAULT_CONFIG.min_tokens})."),

@@ -15,10 +15,12 @@ from neardup.cli.batch import fingerprint_file as _fingerprint_file
 from neardup.cli.common import (
     DB_HELP,
     db_option,
+    existing_db_option,
     header_option,
     open_detector,
     parse_headers,
     read_content,
+    refuse_overwrite,
 )
 from neardup.cli.errors import EXIT_INPUT, handle_errors
 from neardup.cli.errors import one_line as _one_line
@@ -29,12 +31,10 @@ from neardup.cli.options import (
     settings_from_options,
     settings_options,
 )
-from neardup.detector.core import Detector
-from neardup.errors import NeardupError
+from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
 from neardup.ingest.inputs import read_all, read_input
 from neardup.model import Verdict
-from neardup.store.backends import is_url
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
@@ -58,6 +58,7 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, pa
 
     A file that cannot be read gets a JSON line with an "error" field; the exit code is 1
     if any file failed."""
+    refuse_overwrite({"--out": parquet_out}, inputs=files)
     config = build_config(settings_from_options(opts), **opts) or DEFAULT_CONFIG
     if parquet_out is not None and not parquet_out.lower().endswith(".parquet"):
         raise click.UsageError(f"--out names a Parquet file (.parquet), got {parquet_out!r}")
@@ -87,11 +88,9 @@ def _single(add: bool, db: str, url: str, file: str, header: tuple[str, ...], op
     settings = settings_from_options(opts)
     config = build_config(settings, **opts)
     content = read_content(file, (config or DEFAULT_CONFIG).max_bytes)
-    # check never writes: against a store file that does not exist yet, every page is new;
-    # a postgresql:// URL is always connected to (a server that is down is exit 3)
-    opener = (open_detector(db, config=config, settings=settings) if add or is_url(db) or Path(db).exists()
-              else Detector(config=config, settings=settings))
-    with opener as det:
+    # check never writes, and needs the store it checks against (a missing file is exit 3, not
+    # "new" for everything); a postgresql:// URL is always connected to (a server that is down is exit 3)
+    with open_detector(db, create=add, config=config, settings=settings) as det:
         headers = parse_headers(header)
         verdict = det.add(url, content, headers) if add else det.check(url, content, headers)
     click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
@@ -111,7 +110,7 @@ def add_cmd(db: str, url: str, file: str, header: tuple[str, ...], **opts: Any) 
 
 
 @click.command("check")
-@db_option
+@existing_db_option
 @click.argument("url")
 @click.argument("file")
 @header_option
@@ -119,7 +118,7 @@ def add_cmd(db: str, url: str, file: str, header: tuple[str, ...], **opts: Any) 
 @config_options
 @handle_errors
 def check_cmd(db: str, url: str, file: str, header: tuple[str, ...], **opts: Any) -> None:
-    """Like add, without writing anything to the store."""
+    """Like add, without writing anything to the store (which must exist: exit 3 otherwise)."""
     _single(False, db, url, file, header, opts)
 
 
@@ -212,10 +211,13 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     statuses other than 200, revisits) are counted by reason under 'skipped'. Exit 0 when
     at least one page was read (failed items are counted, and listed with --errors); exit 1
     when none of the input items could be read."""
+    refuse_overwrite({"--out": out, "--errors": errors_path, "--fingerprints-out": fingerprints_out},
+                     stores={"--db": db}, inputs=inputs)
     from tqdm import tqdm
 
+    from neardup.fingerprint.core import warm_up
     from neardup.ingest.inputs import count_items
-    from neardup.ingest.workers import add_pages, default_jobs, warm_up
+    from neardup.ingest.workers import add_pages, default_jobs
 
     for path in inputs:  # an input of unknown type is a usage mistake: refuse before any work
         if not Path(path).is_dir() and not (batch and _fingerprint_file(path)):
@@ -236,6 +238,10 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         raise click.UsageError("Missing option '--db' (or use --batch)")
     if fmt == "parquet":
         raise click.UsageError("--format parquet goes with --batch")
+    if next(iter(read_all(inputs, (config or DEFAULT_CONFIG).max_bytes)), None) is None:
+        # nothing to read: say so (exit 1) rather than "pages 0" and a new empty store
+        raise InputError(f"no pages in {', '.join(inputs)}: folders are searched for .html, .htm, .html.gz and "
+                         ".txt files; a file is read as JSONL, WARC or a page")
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
     stream: TextIO | None = None
     errors_stream: TextIO | None = None

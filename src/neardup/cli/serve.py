@@ -68,7 +68,7 @@ def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, m
     if page_workers is not None:
         limits["page_workers"] = page_workers
     det = open_detector(db, config=build_config(settings, **opts), settings=settings)  # creates / checks the store
-    from neardup.ingest.workers import warm_up
+    from neardup.fingerprint.core import warm_up
 
     warm_up(det.config)  # compile (cold cache: with a notice) before the first request, not during it
     if workers == 1:

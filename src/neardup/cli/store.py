@@ -16,6 +16,7 @@ import click
 from neardup.cli.common import (
     existing_db_option,
     open_detector,
+    refuse_overwrite,
 )
 from neardup.cli.errors import EXIT_INPUT, handle_errors
 from neardup.cli.errors import one_line as _one_line
@@ -33,6 +34,7 @@ def export_cmd(db: str, out: str, fmt: str | None) -> None:
     """Every stored URL with its first decision, current cluster, final canonical URL,
     last change and next planned fetch (the store's state now; `dedup --out` rows are the
     decisions at the time they were made). Prints {"rows": n} on stderr."""
+    refuse_overwrite({"--out": out}, stores={"--db": db})
     from neardup.cli.common import open_detector
     from neardup.report.export import export, format_of
 

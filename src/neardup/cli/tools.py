@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from neardup.cli.common import refuse_overwrite
 from neardup.cli.errors import handle_errors as _errors
 from neardup.cli.options import settings_options
 from neardup.errors import NeardupError
@@ -46,6 +47,7 @@ def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precis
     and each verify threshold; recommend thresholds (overall and per host), with 95% Wilson
     confidence intervals. Fewer than --min-pairs pairs of a label: a warning on stderr, and
     --apply stores nothing (exit 1) unless --force."""
+    refuse_overwrite({"--out": out}, stores={"--db": db}, inputs=[pairs])
     from neardup.report.plots import document
     from neardup.store.backends import open_store
     from neardup.tune import sweep as tuning
@@ -90,6 +92,7 @@ def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precis
 @_errors
 def report_cmd(db: str, out: str, title: str | None, top_clusters: int, top_hosts: int) -> None:
     """Write a self-contained HTML report of a store (plots and tables; opens offline)."""
+    refuse_overwrite({"--out": out}, stores={"--db": db})
     from neardup.report.html_report import write_report
     from neardup.store.backends import require_existing
 

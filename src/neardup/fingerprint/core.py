@@ -259,3 +259,29 @@ def text_fields_encodable(fp: Fingerprint) -> None:
             raise InputError(f"fingerprint {name} holds a lone surrogate (not valid Unicode text)") from None
 
 
+#: a small page with what real pages have (headings, lists, links, a table, attributes, an
+#: entity, non-ASCII and CJK text): fingerprinting it reaches every kernel a page can reach
+WARM_UP_PAGE = (
+    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Warm-up page</title>'
+    '<link rel="canonical" href="https://warm-up.example/page"></head><body>'
+    '<header class="site-header" id="top"><nav><ul><li><a href="/">Home</a></li><li><a href="/a">About</a></li>'
+    "</ul></nav></header><main><article><h1>A heading</h1>"
+    + "".join(f"<p>Paragraph {i}: caf\u00e9 na\u00efve &amp; r\u00e9sum\u00e9, \u6f22\u5b57\u306e\u6587, "
+              f"word{i} text{i} <a href='/x{i}'>link {i}</a> more words here for the extractor.</p>"
+              for i in range(12))
+    + "<h2>A list</h2><ul>" + "".join(f"<li>item {i} of the list</li>" for i in range(6)) + "</ul>"
+    "<table><tr><th>k</th><th>v</th></tr><tr><td>1</td><td>one</td></tr></table>"
+    "</article></main><footer><p>Footer text</p></footer></body></html>"
+)
+
+
+def warm_up(config: FingerprintConfig = DEFAULT_CONFIG) -> None:
+    """Compile (or load from numba's cache) every kernel ``config`` can reach, in this process,
+    before any page's clock starts: a page through ``config``'s own extractor (structure
+    fingerprint included), as bytes and as str, and plain text. A cold cache says so on
+    stderr (:func:`neardup.fingerprint._kernels.compile_notice`) and compiles once here, in
+    the parent, rather than in every worker at the same time (forked workers inherit the
+    compiled kernels; spawned ones load them from the cache this fills)."""
+    fingerprint(WARM_UP_PAGE.encode("utf-8"), "https://warm-up.example/page", config=config)
+    fingerprint(WARM_UP_PAGE, "https://warm-up.example/page", config=config)
+    fingerprint(" ".join(f"w{i}" for i in range(20)), config=config.with_(extractor="full"))

@@ -33,7 +33,7 @@ from multiprocessing.connection import wait as connection_wait
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from neardup.errors import InputError, NeardupError
-from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint
+from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint, FingerprintConfig, fingerprint, warm_up
 from neardup.urls import validate_url
 
 if TYPE_CHECKING:
@@ -65,13 +65,6 @@ def fingerprint_one(page: "Page", config: FingerprintConfig = DEFAULT_CONFIG) ->
     except Exception as exc:  # noqa: BLE001 - a bug in an extractor: one page's error, not the run's
         message = " ".join(str(exc).split())[:300]
         return str(page.url)[:2000], None, f"unexpected {type(exc).__name__}: {message}"
-
-
-def warm_up(config: FingerprintConfig = DEFAULT_CONFIG) -> None:
-    """Compile (or load from numba's cache) the kernels ``config`` uses, in this process:
-    a cold cache says so on stderr (:func:`neardup.fingerprint._kernels.compile_notice`) and compiles
-    once here rather than in every worker at the same time."""
-    fingerprint(" ".join(f"w{i}" for i in range(20)), config=config.with_(extractor="full"))
 
 
 DEFAULT_PAGE_TIMEOUT = 10.0

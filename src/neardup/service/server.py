@@ -182,11 +182,28 @@ def serve(app: Any, host: str, port: int) -> None:
     detector = getattr(state, "detector", None)
     if state is not None:
         state.start_page_workers = True
-    if detector is not None:
-        settings = {"k": detector.k, "method": detector.method, "spec": detector.config.spec,
-                    **getattr(state, "settings", {})}
-        print(startup_line(host, port, detector.store.path, 1, settings), flush=True)
-    uvicorn.run(app, host=host, port=port, **UVICORN_SETTINGS)
+    config = uvicorn.Config(app, host=host, port=port, **UVICORN_SETTINGS)
+    sock = listening_socket(config)  # connections queue from here on: the line below is then true
+    try:
+        if detector is not None:
+            settings = {"k": detector.k, "method": detector.method, "spec": detector.config.spec,
+                        **getattr(state, "settings", {})}
+            print(startup_line(host, port, detector.store.path, 1, settings), flush=True)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def listening_socket(config: Any) -> socket.socket:
+    """The listening socket of a uvicorn ``config``, created as IPPROTO_TCP (see
+    :func:`serve_workers`) and already listening: a client that connects once the startup
+    line is printed waits in the backlog until the app answers, never gets "connection refused"."""
+    sock = config.bind_socket()
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
+        sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+        sock.set_inheritable(True)
+    sock.listen(config.backlog)
+    return sock
 
 
 def serve_workers(workers: int, host: str, port: int) -> None:
@@ -210,14 +227,11 @@ def serve_workers(workers: int, host: str, port: int) -> None:
     settings.update(given)
     shown = {k: settings.get(k) for k in ("k", "method", "max_body", "body_timeout", "max_inflight", "private",
                                           "page_timeout", "page_workers")}
-    print(startup_line(host, port, _redacted(os.environ.get("NEARDUP_DB", "")), workers,
-                       {"token": bool(os.environ.get("NEARDUP_TOKEN")), **shown}), flush=True)
     config = uvicorn.Config("neardup.service:app_from_env", factory=True, workers=workers, host=host, port=port,
                             **UVICORN_SETTINGS)
-    sock = config.bind_socket()
-    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
-        sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
-        sock.set_inheritable(True)
+    sock = listening_socket(config)
+    print(startup_line(host, port, _redacted(os.environ.get("NEARDUP_DB", "")), workers,
+                       {"token": bool(os.environ.get("NEARDUP_TOKEN")), **shown}), flush=True)
     try:
         Multiprocess(config, sockets=[sock]).run()
     finally:
@@ -233,4 +247,4 @@ def _redacted(db: str) -> str:
 
 
 __all__ = ["GuardedHttpToolsProtocol", "HEADER_TIMEOUT", "KEEP_ALIVE_TIMEOUT", "MAX_HEADER_BYTES", "UVICORN_SETTINGS",
-           "max_connections", "serve", "serve_workers", "startup_line"]
+           "listening_socket", "max_connections", "serve", "serve_workers", "startup_line"]

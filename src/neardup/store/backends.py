@@ -33,6 +33,23 @@ def require_existing(target: str | Path) -> None:
         raise StoreError(f"store {target} does not exist")
 
 
+#: the files beside an SQLite store that are part of it: its WAL, shared memory, rollback
+#: journal and the saved index folder (:mod:`neardup.detector.mirror`)
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal", ".index")
+
+
+def store_paths(target: str | Path) -> list[Path]:
+    """Every file (or folder) an SQLite store at ``target`` consists of; none for a URL.
+
+    >>> [p.name for p in store_paths("crawl.db")]
+    ['crawl.db', 'crawl.db-wal', 'crawl.db-shm', 'crawl.db-journal', 'crawl.db.index']
+    """
+    if is_url(target) or str(target) == ":memory:":
+        return []
+    path = Path(target)
+    return [path, *(path.with_name(path.name + suffix) for suffix in SQLITE_COMPANIONS)]
+
+
 def display_name(target: str | Path) -> str:
     """The target as it may be printed: a URL without its password."""
     if is_url(target):
