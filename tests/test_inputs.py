@@ -106,8 +106,11 @@ def test_sample_directory_uses_urls_tsv():
         page = present(by_file[name])
         assert page.url == row["url"], name
         assert page.content == gzip.decompress((SAMPLE / row["file"]).read_bytes())
-    # sorted order
-    assert [it.source for it in items] == sorted(it.source for it in items)
+    # capture order (the list's order for equal dates), each page at its capture date
+    when = {Path(r["file"]).name: datetime.fromisoformat(r["captured"]).replace(tzinfo=UTC).timestamp()
+            for r in tsv_rows()}
+    assert [present(it.page).fetched_at for it in items] == sorted(when.values())
+    assert all(present(it.page).fetched_at == when[Path(it.source).name] for it in items)
 
 
 def test_directory_without_urls_tsv_uses_file_urls(tmp_path):
@@ -606,3 +609,53 @@ def test_count_items(tmp_path):
     assert count_items([tmp_path, SAMPLE]) == 28
     write_warc(tmp_path / "x.warc", gzip_records=False)
     assert count_items([SAMPLE, tmp_path / "x.warc"]) is None
+
+
+# -- urls.tsv: URLs, fetch times and the capture order (issue 34) ------------------------------
+
+PAGE_HTML = "<html><body><p>" + " ".join(f"word{i}" for i in range(60)) + "</p></body></html>"
+
+
+def _listed_folder(tmp_path: Path, rows: list[tuple[str, str, str]], extra: tuple[str, ...] = ()) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    for name, _, _ in rows:
+        (folder / name).write_text(PAGE_HTML + f"<!-- {name} -->")
+    for name in extra:
+        (folder / name).write_text(PAGE_HTML)
+    lines = ["file\turl\tcaptured"] + ["\t".join(r) for r in rows]
+    (folder / "urls.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_listed_files_come_in_capture_order_with_their_times(tmp_path):
+    folder = _listed_folder(tmp_path, [("a.html", "https://a.example/new", "2022-08-10"),
+                                       ("b.html", "https://a.example/orig", "2019-05-14"),
+                                       ("c.html", "https://mirror.example/orig", "2019-05-14"),
+                                       ("d.html", "https://a.example/epoch", "1553126400")], extra=("0-unlisted.html",))
+    items = list(read_input(str(folder)))
+    assert [Path(it.source).name for it in items] == ["d.html", "b.html", "c.html", "a.html", "0-unlisted.html"]
+    times = [it.page.fetched_at for it in items if it.page is not None]
+    assert times[:4] == [1553126400.0, datetime(2019, 5, 14, tzinfo=UTC).timestamp(),
+                         datetime(2019, 5, 14, tzinfo=UTC).timestamp(), datetime(2022, 8, 10, tzinfo=UTC).timestamp()]
+    assert times[4] is None  # not listed: no time given, the fetch is "now"
+    assert items[1].page is not None and items[1].page.url == "https://a.example/orig"
+
+
+def test_a_bad_time_in_urls_tsv_is_that_file_s_error(tmp_path):
+    folder = _listed_folder(tmp_path, [("a.html", "https://a.example/1", "yesterday"),
+                                       ("b.html", "https://a.example/2", "2020-01-01T12:00:00Z")])
+    items = {Path(it.source).name: it for it in read_input(str(folder))}
+    assert items["a.html"].page is None and items["a.html"].reason == "bad-time"
+    assert "urls.tsv:2: captured 'yesterday' is not a time" in (items["a.html"].error or "")
+    page = items["b.html"].page
+    assert page is not None and page.fetched_at == datetime(2020, 1, 1, 12, tzinfo=UTC).timestamp()
+
+
+def test_the_sample_is_read_originals_first_at_its_capture_times():
+    sample = Path(__file__).resolve().parents[1] / "examples" / "sample"
+    names = [Path(it.source).name for it in read_input(str(sample))]
+    assert names.index("newyorker-teas-2019.html.gz") < names.index("newyorker-teas-2019-mirror.html.gz")
+    pages = [it.page for it in read_input(str(sample)) if it.page is not None]
+    times = [p.fetched_at for p in pages]
+    assert None not in times and times == sorted(times)  # type: ignore[type-var]

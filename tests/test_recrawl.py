@@ -217,11 +217,25 @@ def test_processes_creating_one_store_at_once(tmp_path):
 
 # -- the command line: dedup twice, history, export ----------------------------------------------
 
+def _crawl_without_times(tmp_path: Path) -> Path:
+    """The sample as a crawl that does not say when it fetched (urls.tsv without its
+    ``captured`` column): each run's fetches happen now, so a second run is a later crawl."""
+    folder = tmp_path / "crawl"
+    (folder / "pages").mkdir(parents=True)
+    for page in (SAMPLE / "pages").iterdir():
+        (folder / "pages" / page.name).write_bytes(page.read_bytes())
+    rows = list(csv.DictReader(open(SAMPLE / "urls.tsv", encoding="utf-8"), delimiter="\t"))
+    (folder / "urls.tsv").write_text("file\turl\n" + "".join(f"{r['file']}\t{r['url']}\n" for r in rows),
+                                     encoding="utf-8")
+    return folder
+
+
 def test_dedup_twice_keeps_every_host_figure_and_export_has_the_final_answer(tmp_path):
     db = tmp_path / "s.db"
-    assert run("dedup", SAMPLE, "--db", db, "--no-progress", "--jobs", "1").exit_code == 0
+    crawl = _crawl_without_times(tmp_path)
+    assert run("dedup", crawl, "--db", db, "--no-progress", "--jobs", "1").exit_code == 0
     hosts1 = [json.loads(x) for x in run("hosts", "--db", db).output.splitlines()]
-    second = run("dedup", SAMPLE, "--db", db, "--no-progress", "--jobs", "1", "--out", tmp_path / "v2.jsonl")
+    second = run("dedup", crawl, "--db", db, "--no-progress", "--jobs", "1", "--out", tmp_path / "v2.jsonl")
     assert second.exit_code == 0
     summary = json.loads(second.output.strip().splitlines()[-1])
     assert summary["unchanged"] + summary["changed"] == 26 and "re-fetched 26" in second.stderr

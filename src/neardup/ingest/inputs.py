@@ -4,10 +4,12 @@ Every reader yields :class:`InputItem`: a :class:`~neardup.detector.Page` or, fo
 that cannot be read, an error naming the file and record, so that one bad record never
 stops a batch.
 
-* directory: every ``*.html``, ``*.htm``, ``*.html.gz``, ``*.htm.gz`` below it, in sorted
-  order, and every ``*.txt`` / ``*.txt.gz`` file as plain text (fingerprinted as it is, no
-  HTML extraction); the URL is the file's ``file://`` URL unless ``urls.tsv`` in the
-  directory (or a parent of the file, up to the given directory) maps ``file`` -> ``url``.
+* directory: every ``*.html``, ``*.htm``, ``*.html.gz``, ``*.htm.gz`` below it, and every
+  ``*.txt`` / ``*.txt.gz`` file as plain text (fingerprinted as it is, no HTML extraction).
+  A ``urls.tsv`` in the directory (or a parent of the file, up to the given directory) maps
+  ``file`` -> ``url`` and, with a ``fetched_at`` or ``captured`` column (POSIX seconds or ISO
+  8601), gives each file its fetch time; listed files come in capture order (equal times in
+  the list's order), then the others in sorted order with their ``file://`` URL and no time.
 * JSONL (``*.jsonl``, ``*.jsonl.gz``, ``*.ndjson``): one object per line with ``url`` and
   ``html`` (or ``text``), optional ``headers`` (object), ``fetched_at`` (POSIX seconds) and
   ``priority``.
@@ -28,6 +30,7 @@ at the next record; unreadable folders are errors. Each error item carries a sho
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -35,8 +38,9 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from neardup.errors import InputFormatError, NeardupError
 from neardup.fingerprint.extract import DEFAULT_MAX_BYTES
@@ -51,6 +55,7 @@ REASONS = {
     "unreadable": "a file or folder that cannot be read (permissions, I/O error)",
     "too-large": "over the page size limit (max_bytes), after decompression",
     "bad-gzip": "corrupt or truncated gzip data",
+    "bad-time": "a urls.tsv fetched_at or captured value that is not a time",
     "bad-json": "a JSONL line that is not valid JSON, too deeply nested or too long",
     "bad-record": "a JSONL object or WARC record without the fields a page needs",
     "bad-encoding": "a Content-Encoding or chunked body that cannot be decoded",
@@ -166,8 +171,45 @@ def _file_item(path: Path, url: str, max_bytes: int) -> InputItem:
     return InputItem(str(path), Page(url=url, content=content, headers=headers))
 
 
-def _url_map(root: Path, tsvs: list[Path]) -> dict[Path, str]:
-    mapping: dict[Path, str] = {}
+#: the columns of ``urls.tsv`` that give a file's fetch time, the first present wins
+TIME_COLUMNS = ("fetched_at", "captured")
+
+
+class Listed(NamedTuple):
+    """What ``urls.tsv`` says of one file: its URL, its fetch time (None: not given), its row
+    (the list's order) and the problem with its time, if any."""
+
+    url: str
+    fetched_at: float | None
+    row: int
+    error: str | None = None
+
+
+def capture_time(text: str) -> float:
+    """A ``urls.tsv`` time: POSIX seconds, or an ISO 8601 date or date-time (UTC when it names no
+    zone). :class:`ValueError` for anything else.
+
+    >>> capture_time("2019-03-21"), capture_time("1553126400"), capture_time("2019-03-21T00:00:00+00:00")
+    (1553126400.0, 1553126400.0, 1553126400.0)
+    """
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        value = parsed.timestamp()
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _url_map(root: Path, tsvs: list[Path]) -> dict[Path, Listed]:
+    """Every file a ``urls.tsv`` lists (beside it, or in its ``pages/`` folder): its URL, and
+    its fetch time from a ``fetched_at`` or ``captured`` column."""
+    mapping: dict[Path, Listed] = {}
+    row = 0
     for tsv in tsvs:
         try:
             lines = tsv.read_text(encoding="utf-8").splitlines()
@@ -177,13 +219,23 @@ def _url_map(root: Path, tsvs: list[Path]) -> dict[Path, str]:
         if "file" not in header or "url" not in header:
             continue
         fi, ui = header.index("file"), header.index("url")
-        for line in lines[1:]:
+        ti = next((header.index(c) for c in TIME_COLUMNS if c in header), None)
+        for lineno, line in enumerate(lines[1:], 2):
             cols = line.split("\t")
             if len(cols) > max(fi, ui) and cols[fi] and cols[ui]:
+                row += 1
+                when: float | None = None
+                error = None
+                if ti is not None and ti < len(cols) and cols[ti].strip():
+                    try:
+                        when = capture_time(cols[ti])
+                    except (ValueError, OverflowError, OSError):
+                        error = (f"{tsv}:{lineno}: {header[ti]} {cols[ti][:100]!r} is not a time "
+                                 "(POSIX seconds or ISO 8601)")
                 rel = Path(cols[fi])
                 for base in (tsv.parent, tsv.parent / "pages"):
                     try:
-                        mapping[(base / rel).resolve()] = cols[ui]
+                        mapping[(base / rel).resolve()] = Listed(cols[ui], when, row, error)
                     except (OSError, ValueError, RuntimeError):
                         continue  # a path that cannot exist (NUL byte, loop)
     return mapping
@@ -224,16 +276,37 @@ def _walk(root: Path) -> tuple[list[Path], list[Path], list[InputItem]]:
 
 
 def read_directory(root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputItem]:
+    """The pages of a folder. Files a ``urls.tsv`` lists get its URL and fetch time and come in
+    capture order (ties in the list's order: an original before its mirror), then the other
+    files by name, with their ``file://`` URL."""
     files, tsvs, errors = _walk(root)
     yield from errors
     urls = _url_map(root, tsvs)
+    placed: list[tuple[tuple[float, int, str], Path, Listed | None]] = []
     for path in files:
         try:
-            url = urls.get(path.resolve()) or path.resolve().as_uri()
+            listed = urls.get(path.resolve())
         except (OSError, ValueError, RuntimeError) as exc:
             yield _failed(str(path), f"{path}: cannot resolve the path ({exc})", "unreadable")
             continue
-        yield _file_item(path, url, max_bytes)
+        if listed is None:
+            placed.append(((math.inf, 0, str(path)), path, None))
+        else:
+            when = listed.fetched_at if listed.fetched_at is not None else math.inf
+            placed.append(((when, listed.row, str(path)), path, listed))
+    for _, path, listed in sorted(placed, key=lambda item: item[0]):
+        if listed is not None and listed.error is not None:
+            yield _failed(str(path), listed.error, "bad-time")
+            continue
+        try:
+            url = listed.url if listed is not None else path.resolve().as_uri()
+        except (OSError, ValueError, RuntimeError) as exc:
+            yield _failed(str(path), f"{path}: cannot resolve the path ({exc})", "unreadable")
+            continue
+        item = _file_item(path, url, max_bytes)
+        if listed is not None and listed.fetched_at is not None and item.page is not None:
+            item = dataclasses.replace(item, page=dataclasses.replace(item.page, fetched_at=listed.fetched_at))
+        yield item
 
 
 def _number(value: object) -> bool:
