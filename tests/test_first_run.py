@@ -37,7 +37,7 @@ def compiled():
 warm_up(config)
 before = compiled()
 for path in sorted(Path(sys.argv[2]).glob("*.html.gz")):
-    fp = fingerprint(gzip.decompress(path.read_bytes()), "https://sample.example/" + path.name, config=config)
+    fingerprint(gzip.decompress(path.read_bytes()), "https://sample.example/" + path.name, config=config)
 fingerprint("plain text " * 100, config=config)
 fingerprint("plain text " * 100, config=config.with_(extractor="full"))
 after = compiled()

@@ -282,26 +282,20 @@ def read_directory(root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[I
     files, tsvs, errors = _walk(root)
     yield from errors
     urls = _url_map(root, tsvs)
-    placed: list[tuple[tuple[float, int, str], Path, Listed | None]] = []
+    placed: list[tuple[tuple[float, int, str], Path, str, Listed | None]] = []
     for path in files:
         try:
-            listed = urls.get(path.resolve())
+            resolved = path.resolve()
+            listed = urls.get(resolved)
+            url = listed.url if listed is not None else resolved.as_uri()
         except (OSError, ValueError, RuntimeError) as exc:
             yield _failed(str(path), f"{path}: cannot resolve the path ({exc})", "unreadable")
             continue
-        if listed is None:
-            placed.append(((math.inf, 0, str(path)), path, None))
-        else:
-            when = listed.fetched_at if listed.fetched_at is not None else math.inf
-            placed.append(((when, listed.row, str(path)), path, listed))
-    for _, path, listed in sorted(placed, key=lambda item: item[0]):
+        when = listed.fetched_at if listed is not None and listed.fetched_at is not None else math.inf
+        placed.append(((when, listed.row if listed is not None else 0, str(path)), path, url, listed))
+    for _, path, url, listed in sorted(placed, key=lambda item: item[0]):
         if listed is not None and listed.error is not None:
             yield _failed(str(path), listed.error, "bad-time")
-            continue
-        try:
-            url = listed.url if listed is not None else path.resolve().as_uri()
-        except (OSError, ValueError, RuntimeError) as exc:
-            yield _failed(str(path), f"{path}: cannot resolve the path ({exc})", "unreadable")
             continue
         item = _file_item(path, url, max_bytes)
         if listed is not None and listed.fetched_at is not None and item.page is not None:
