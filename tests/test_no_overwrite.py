@@ -108,3 +108,28 @@ def test_a_new_output_elsewhere_is_written(store, tmp_path):
     result = run("export", "--db", store, "--out", out)
     assert result.exit_code == 0, result.output
     assert out.read_text().count("\n") == 4  # header and three pages
+
+
+def test_a_postgresql_store_keeps_its_pages_when_an_output_is_an_input(pg_dsn, pages, tmp_path):
+    # a server store has no file to overwrite: the inputs and the other outputs are what is guarded
+    page = next(pages.iterdir())
+    before = digest(page)
+    assert run("dedup", pages, "--db", pg_dsn).exit_code == 0
+    for option, target in (("--out", page), ("--errors", page), ("--out", pages / "urls.tsv")):
+        assert_refused(run("dedup", pages, "--db", pg_dsn, option, target),
+                       f"{option} {target} is read from the input folder {pages}")
+    out = tmp_path / "v.csv"
+    assert_refused(run("dedup", pages, "--db", pg_dsn, "--out", out, "--errors", out), "is the output of --out")
+    assert digest(page) == before and not out.exists()
+    with Detector.open(pg_dsn, create=False) as det:
+        assert det.stats()["pages"] == 2
+    exported = tmp_path / "export.csv"
+    assert run("export", "--db", pg_dsn, "--out", exported).exit_code == 0
+    assert exported.read_text().count("\n") == 3
+
+
+def test_an_output_beside_the_pages_of_an_input_folder_is_written(tmp_path, pages):
+    out = pages / "verdicts.csv"  # not a page: the folder does not read it
+    result = run("dedup", pages, "--db", tmp_path / "s.db", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("\n") == 3

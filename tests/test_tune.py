@@ -177,6 +177,19 @@ def test_per_host_recommendations_need_enough_pairs():
     assert tune.thresholds_for(settings, "c.example")["k"] == res2.choice.k
 
 
+def test_ties_keep_the_default_k():
+    # exact copies and unrelated pages: every k from 0 to 20 separates them perfectly
+    facts = tune.PairFacts.from_arrays(same=[True] * 6 + [False] * 6, distance=[0] * 6 + [32] * 6,
+                                       score=[1.0] * 6 + [0.0] * 6)
+    res = tune.tune_facts(facts, min_precision=0.99)
+    assert res.choice.met and res.choice.k == DEFAULT_K and res.choice.recall == 1.0
+    assert tune.tune_facts(facts, preferred_k=12).choice.k == 12
+    # a real optimum still wins over the default: duplicates up to 8 bits apart
+    spread = tune.PairFacts.from_arrays(same=[True] * 6 + [False] * 6, distance=[0, 2, 4, 6, 8, 8] + [32] * 6,
+                                        score=[1.0] * 6 + [0.0] * 6)
+    assert tune.tune_facts(spread).choice.k == 8
+
+
 def test_no_point_meets_the_target_falls_back_to_best_f1():
     facts = tune.PairFacts.from_arrays(same=[True, False, True, False], distance=[1, 1, 2, 2])
     res = tune.tune_facts(facts, min_precision=0.9)

@@ -135,6 +135,7 @@ def test_ports():
     assert normalize_url("http://a.example:/x") == "http://a.example/x"
     assert normalize_url("http://[2001:DB8::1]:80/a") == "http://[2001:db8::1]/a"
     assert normalize_url("http://[2001:db8::1]:8080/a") == "http://[2001:db8::1]:8080/a"
+    assert normalize_url("http://[::1]:/a") == "http://[::1]/a"
 
 
 def test_percent_encoding():
@@ -229,6 +230,9 @@ def test_config_validation(kwargs, message):
     ("http://a.example:99999/", "malformed URL"),
     ("http://a.example:x/", "malformed URL"),
     ("http://[::1/", "malformed URL"),
+    ("http://[::1]junk/", "text after its IPv6 address that is not a port: 'junk'"),
+    ("http://[::1]x8080/", "text after its IPv6 address that is not a port: 'x8080'"),
+    ("http://u@[::1]:80x/", "malformed URL"),
     ("http://a.example/\ud800", "lone surrogate"),
     ("http://" + "a" * 9000, "over the 8192 limit"),
     ("http://a<b>.example/", "has an invalid host"),
@@ -292,7 +296,7 @@ _labels = st.one_of(st.sampled_from(["a", "Www", "xn--bcher-kva", "xn--zz", "-a"
 _hosts = st.one_of(st.sampled_from(["a.example", "A.Example", "www.a.example", "bücher.de", "xn--bcher-kva.de",
                                     "127.0.0.1", "[2001:DB8::1]", "faß.de", "exa_mple.com", "a.example."]),
                    st.lists(_labels, min_size=1, max_size=4).map(".".join))
-_ports = st.sampled_from(["", ":80", ":443", ":8080", ":0443", ":"])
+_ports = st.sampled_from(["", ":80", ":443", ":8080", ":0443", ":", "junk", "x8080", ":8o"])
 _params = st.lists(st.tuples(st.sampled_from(["a", "B", "utm_source", "gclid", "q", "Ç", "%61", "amp;utm_x",
                                               "utm%5Fmedium", "x%3D"]), _text,
                              st.booleans()), max_size=5)

@@ -160,6 +160,11 @@ def _checked(url: str) -> tuple[str, SplitResult]:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
         raise URLError(f"malformed URL {url[:200]!r}: {exc}") from None
+    hostport = parts.netloc.rpartition("@")[2]
+    if hostport.startswith("["):  # urlsplit ignores what follows "]" unless it starts with ":"
+        after = hostport.partition("]")[2]
+        if after and not _PORT_AFTER_BRACKET.fullmatch(after):
+            raise URLError(f"URL {url[:200]!r} has text after its IPv6 address that is not a port: {after[:100]!r}")
     if parts.scheme.lower() not in SCHEMES:
         raise URLError(f"URL {url[:200]!r} has no supported scheme ({', '.join(SCHEMES)})")
     if parts.scheme.lower() != "file" and not parts.hostname:
@@ -180,6 +185,7 @@ def validate_url(url: str) -> str:
     return _checked(url)[0]
 
 
+_PORT_AFTER_BRACKET = re.compile(r":[0-9]*")
 LDH_HOST = re.compile(r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*")
 
 

@@ -12,7 +12,7 @@ import click
 
 from neardup.detector.core import Detector
 from neardup.errors import ConfigError, NeardupError
-from neardup.ingest.inputs import TooLargeError, read_file
+from neardup.ingest.inputs import HTML_SUFFIXES, TooLargeError, read_file
 from neardup.store.backends import require_existing, store_paths
 
 
@@ -83,8 +83,9 @@ def refuse_overwrite(outputs: Mapping[str, str | None], *, stores: Mapping[str, 
                      inputs: Iterable[str] = ()) -> None:
     """:class:`ConfigError` (exit 2, before anything is opened) when an output path would
     overwrite the store (its file, ``-wal``, ``-shm``, journal or index folder, through a link
-    too), one of the inputs, or another output. ``outputs`` and ``stores`` map an option name
-    (``--out``) to its path (None and ``-`` are skipped).
+    too), one of the inputs (a file an input folder reads too: its pages and ``urls.tsv``), or
+    another output. ``outputs`` and ``stores`` map an option name (``--out``) to its path (None
+    and ``-`` are skipped).
 
     >>> refuse_overwrite({"--out": "s.db"}, stores={"--db": "s.db"})
     Traceback (most recent call last):
@@ -96,9 +97,12 @@ def refuse_overwrite(outputs: Mapping[str, str | None], *, stores: Mapping[str, 
         if target:
             for part in store_paths(target):
                 taken.append((_real(part), f"the store {option} {target}", part.name.endswith(".index")))
+    read_folders: list[tuple[Path, str]] = []
     for item in inputs:
         if item and item != "-":
             taken.append((_real(item), f"the input {item}", False))
+            if os.path.isdir(item):
+                read_folders.append((_real(item), item))
     for option, path in outputs.items():
         if not path or path == "-":
             continue
@@ -106,4 +110,9 @@ def refuse_overwrite(outputs: Mapping[str, str | None], *, stores: Mapping[str, 
         for other, what, folder in taken:
             if real == other or (folder and _within(real, other)):
                 raise ConfigError(f"{option} {path} is {what}: refusing to overwrite it")
+        name = real.name.lower()
+        if name == "urls.tsv" or name.endswith(HTML_SUFFIXES):
+            for folder_path, item in read_folders:
+                if _within(real, folder_path):
+                    raise ConfigError(f"{option} {path} is read from the input folder {item}: refusing to overwrite it")
         taken.append((real, f"the output of {option}", False))

@@ -10,7 +10,8 @@ fingerprints carry MinHash signatures, at every MinHash threshold in
 precision target must hold at the point *and* one step looser on each axis (``k + 1``; the
 next lower verify or MinHash threshold), because thresholds tuned on a few hundred pairs
 sit on a noisy edge. Among those points it takes the best recall, then the best precision,
-then the smaller ``k`` (the verify closest to the default). Hosts with enough pairs of both
+then the ``k`` nearest the default (the smaller of two as near), then the verify closest to
+the default: where every ``k`` ties (pairs any threshold separates) the default is kept. Hosts with enough pairs of both
 labels (:data:`MIN_HOST_PAIRS`, :data:`MIN_HOST_EACH`) get their own recommendation.
 :func:`apply` stores the choice in the store's settings under :data:`META_KEY`.
 
@@ -69,7 +70,7 @@ from neardup.fingerprint.core import DEFAULT_CONFIG, Fingerprint, FingerprintCon
 from neardup.fingerprint.minhash import MinHashSignature, jaccard
 from neardup.index.bands import far_verify, share_band
 from neardup.matching import FAR_TITLE_VERIFY, Side, match, pair_rule, title_guarded
-from neardup.model import DEFAULT_VERIFY, default_k
+from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY, default_k
 from neardup.store.base import PageRecord, Store
 from neardup.tune.pairs import LabelledPair, PageRef, PageRefError, PairsFile, PairsFormatError, load_pairs
 
@@ -392,8 +393,12 @@ def _looser(values: Sequence[float], v: float) -> float | None:
 
 
 def recommend(points: dict[tuple[int, float], Point], min_precision: float = DEFAULT_MIN_PRECISION,
-              ks: Sequence[int] = K_VALUES, verifies: Sequence[float] = VERIFY_VALUES) -> Recommendation:
-    """The best (k, verify) with the one-step margin (module docs)."""
+              ks: Sequence[int] = K_VALUES, verifies: Sequence[float] = VERIFY_VALUES,
+              preferred_k: int | None = None) -> Recommendation:
+    """The best (k, verify) with the one-step margin (module docs); ties go to the ``k``
+    nearest ``preferred_k`` (default: :func:`neardup.model.default_k`)."""
+    home = default_k() if preferred_k is None else preferred_k
+
     def ok(kv: tuple[int, float]) -> bool:
         return points[kv].precision >= min_precision - 1e-12
 
@@ -404,16 +409,17 @@ def recommend(points: dict[tuple[int, float], Point], min_precision: float = DEF
     n = next(iter(points.values())).tp + next(iter(points.values())).fn + next(iter(points.values())).fp \
         + next(iter(points.values())).tn
     if eligible:
-        best = max(eligible, key=lambda kv: (points[kv].recall, points[kv].precision, -kv[0],
+        best = max(eligible, key=lambda kv: (points[kv].recall, points[kv].precision, -abs(kv[0] - home), -kv[0],
                                              -abs(kv[1] - DEFAULT_VERIFY), kv[1]))
         return Recommendation(points[best], True, min_precision, n)
     in_range = [kv for kv in points if kv[0] in ks]
-    best = max(in_range, key=lambda kv: (points[kv].f1, -kv[0], kv[1]))
+    best = max(in_range, key=lambda kv: (points[kv].f1, -abs(kv[0] - home), -kv[0], kv[1]))
     return Recommendation(points[best], False, min_precision, n)
 
 
 def recommend_minhash(points: dict[float, Point], min_precision: float = DEFAULT_MIN_PRECISION) -> Recommendation:
-    """The best MinHash threshold with the one-step margin (the next lower threshold)."""
+    """The best MinHash threshold with the one-step margin (the next lower threshold); ties go
+    to the threshold nearest the default (:data:`neardup.model.DEFAULT_THRESHOLD`)."""
     ts = sorted(points)
 
     def ok(t: float) -> bool:
@@ -423,9 +429,9 @@ def recommend_minhash(points: dict[float, Point], min_precision: float = DEFAULT
     first = points[ts[0]]
     n = first.tp + first.fn + first.fp + first.tn
     if eligible:
-        best = max(eligible, key=lambda t: (points[t].recall, points[t].precision, t))
+        best = max(eligible, key=lambda t: (points[t].recall, points[t].precision, -abs(t - DEFAULT_THRESHOLD), t))
         return Recommendation(points[best], True, min_precision, n)
-    best = max(ts, key=lambda t: (points[t].f1, t))
+    best = max(ts, key=lambda t: (points[t].f1, -abs(t - DEFAULT_THRESHOLD), t))
     return Recommendation(points[best], False, min_precision, n)
 
 
@@ -483,9 +489,11 @@ class TuneResult:
 
 
 def tune_facts(facts: PairFacts, min_precision: float = DEFAULT_MIN_PRECISION, min_host_pairs: int = MIN_HOST_PAIRS,
-               min_host_each: int = MIN_HOST_EACH, verifies: Sequence[float] = VERIFY_VALUES) -> TuneResult:
+               min_host_each: int = MIN_HOST_EACH, verifies: Sequence[float] = VERIFY_VALUES,
+               preferred_k: int | None = None) -> TuneResult:
     """Score every threshold on the facts and recommend (overall, per host, MinHash);
-    ``verifies``: the verify thresholds to consider (one value: keep verify fixed)."""
+    ``verifies``: the verify thresholds to consider (one value: keep verify fixed);
+    ``preferred_k``: the ``k`` that wins ties (default: :func:`neardup.model.default_k`)."""
     if len(facts) == 0:
         raise NeardupError("no pairs to tune on")
     if not 0.0 < min_precision <= 1.0:
@@ -495,7 +503,9 @@ def tune_facts(facts: PairFacts, min_precision: float = DEFAULT_MIN_PRECISION, m
         raise NeardupError(f"verify thresholds must be in [0, 1], got {verifies}")
     started = time.perf_counter()
     points = grid(facts, verifies=verifies)
-    result = TuneResult(facts, points, recommend(points, min_precision, verifies=verifies))
+    result = TuneResult(facts, points, recommend(points, min_precision, verifies=verifies, preferred_k=preferred_k))
+    if preferred_k is not None:
+        result.default_k = preferred_k
     if facts.has_minhash:
         result.minhash_points = minhash_grid(facts)
         result.minhash_choice = recommend_minhash(result.minhash_points, min_precision)
@@ -511,7 +521,8 @@ def tune_facts(facts: PairFacts, min_precision: float = DEFAULT_MIN_PRECISION, m
         result.host_pairs[h] = (n_same, n_diff)
         if len(idx) >= min_host_pairs and n_same >= min_host_each and n_diff >= min_host_each:
             sub = facts.subset(mask)
-            result.hosts[h] = recommend(grid(sub, verifies=verifies), min_precision, verifies=verifies)
+            result.hosts[h] = recommend(grid(sub, verifies=verifies), min_precision, verifies=verifies,
+                                        preferred_k=preferred_k)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -530,8 +541,8 @@ def tune(pairs: str | Path | PairsFile | Sequence[LabelledPair], *, store: Store
         else PairsFile("", list(pairs))
     source = PageSource(config, store)
     facts = pair_facts(pf.pairs, source, bands)
-    result = tune_facts(facts, min_precision, min_host_pairs, min_host_each, verifies)
-    result.default_k = default_k(source.config.version, bands)
+    result = tune_facts(facts, min_precision, min_host_pairs, min_host_each, verifies,
+                        preferred_k=default_k(source.config.version, bands))
     result.skipped = dict(pf.skipped)
     if check:
         check_against_match(pf.pairs, source, facts, result.default_k, DEFAULT_VERIFY)
