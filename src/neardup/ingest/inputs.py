@@ -13,11 +13,17 @@ stops a batch.
 * JSONL (``*.jsonl``, ``*.jsonl.gz``, ``*.ndjson``): one object per line with ``url`` and
   ``html`` (or ``text``), optional ``headers`` (object), ``fetched_at`` (POSIX seconds) and
   ``priority``.
-* WARC (``*.warc``, ``*.warc.gz``): ``response`` records with HTTP status 200 and an HTML
-  Content-Type (or none), read with FastWARC; the target URI, HTTP headers and WARC date go
-  with the page. Other responses and ``revisit`` records are items with a ``skip`` reason
-  (:data:`SKIPS`), counted but not pages; warcinfo, request and metadata records are not
-  items.
+* WARC (``*.warc``, ``*.warc.gz``; WARC/1.0 and 1.1): ``response`` records with HTTP status 200
+  and an HTML Content-Type (or none), read with FastWARC; the target URI, HTTP headers and WARC
+  date go with the page, the HTTP payload decoded (chunked transfer coding, gzip or deflate
+  Content-Encoding, as wget and Heritrix store it). ``resource`` records of an ``http(s)`` or
+  ``ftp`` URI (a capture without protocol headers) are pages the same way, their WARC
+  Content-Type standing for the HTTP one. Other responses (and response records that hold no
+  HTTP message, such as Heritrix's ``dns:`` lookups) and ``revisit`` records are items with a
+  ``skip`` reason (:data:`SKIPS`), counted but not pages; warcinfo, request and metadata records
+  and resource records of other URIs (wget's ``metadata://`` log, browsertrix's ``urn:pageinfo:``,
+  ``urn:text:`` and ``urn:view:`` records) are not items. URIs are read in both the WARC/1.1
+  form and the WARC/1.0 one in angle brackets (``<http://...>``, GNU Wget): :func:`warc_uri`.
 
 Hostile or damaged input is bounded and reported, never fatal: every decompression (``.gz``
 files, ``Content-Encoding`` in WARC records) is streamed and stops at ``max_bytes`` of
@@ -78,7 +84,10 @@ class InputItem:
 
 # why a record is not a page (InputItem.skip): counted, never reported as an error
 SKIPS = {
-    "non-html": "a WARC response whose Content-Type is not HTML (CSS, scripts, JSON, images, PDF, robots.txt...)",
+    "non-html": (
+        "a WARC response whose Content-Type is not HTML (CSS, scripts, JSON, images, PDF, robots.txt...), "
+        "or that holds no HTTP response (Heritrix's dns: records)"
+    ),
     "non-200": "a WARC response whose HTTP status is not 200 (redirects, 404s, server errors)",
     "revisit": "a WARC revisit record (a capture stored only as a reference to an earlier one)",
 }
@@ -483,7 +492,32 @@ def _next_record(stream, start: int, gz: bool) -> int | None:  # type: ignore[no
         pos += _RESYNC_STEP
 
 
+def warc_uri(value: str | None) -> str:
+    """A URI field of a WARC header (``WARC-Target-URI``, ``WARC-Refers-To-Target-URI``) as the
+    URI itself: WARC/1.1 writes it bare, the WARC/1.0 grammar (and GNU Wget, which follows it)
+    in angle brackets; surrounding white space dropped, "" for none.
+
+    >>> warc_uri("<http://a.example/x?y=1>"), warc_uri(" https://a.example/ "), warc_uri(None), warc_uri("<>")
+    ('http://a.example/x?y=1', 'https://a.example/', '', '')
+    """
+    uri = (value or "").strip()
+    if uri.startswith("<") and uri.endswith(">"):
+        uri = uri[1:-1].strip()
+    return uri
+
+
+#: URI schemes whose ``resource`` records are pages (other resources are a crawler's own data:
+#: logs, ``urn:`` page info, text and screenshots)
+RESOURCE_SCHEMES = ("http", "https", "ftp")
+
+
+def _resource_page(url: str) -> bool:
+    return url.split(":", 1)[0].lower() in RESOURCE_SCHEMES and ":" in url
+
+
 def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputItem]:
+    """The items of a WARC file (see the module's description): pages, skipped records and
+    errors, in file order."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     try:
@@ -514,7 +548,7 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                         yield _failed(f"{path}#{n}", f"{path}: corrupt data after record {bad_from} ({failure}); "
                                       f"skipped to the next readable record, at byte {last:,}", "warc-corrupt")
                         bad_from = None
-                    url = record.headers.get("WARC-Target-URI") or ""
+                    url = warc_uri(record.headers.get("WARC-Target-URI"))
                     source = f"{path}#{n} {url}"[:1000]
                     if record.record_type == WarcRecordType.unknown:
                         rtype = (record.headers.get("WARC-Type") or "")[:40]
@@ -523,10 +557,17 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                     if record.record_type == WarcRecordType.revisit:
                         yield _skipped(source, "revisit")
                         continue
+                    if record.record_type == WarcRecordType.resource:
+                        if _resource_page(url):
+                            yield _resource_item(record, source, url, max_bytes)
+                        continue
                     if record.record_type != WarcRecordType.response:
                         continue
                     if not url:
                         yield _failed(source, f"{source}: response record without WARC-Target-URI", "warc-header")
+                        continue
+                    if not _http_block(record.headers.get("Content-Type")):
+                        yield _skipped(source, "non-html")  # no HTTP message: a dns: lookup, a whois: reply
                         continue
                     yield _response_item(record, source, url, max_bytes, max_record)
             except (OSError, EOFError, ValueError, UnicodeError) as exc:
@@ -546,6 +587,50 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
         yield _failed(f"{path}#{n + 1}", f"{path}: WARC stream is corrupt after record {n} ({failure})", "warc-corrupt")
     elif gz and not _gzip_tail_complete(path, max(last, 0)):
         yield _failed(f"{path}#{n + 1}", f"{path}: truncated or corrupt after record {n}", "warc-corrupt")
+
+
+def _http_block(content_type: str | None) -> bool:
+    """A response record's WARC Content-Type says it holds an HTTP message (``application/http``,
+    with or without ``msgtype``, any spacing), or says nothing.
+
+    >>> [_http_block(t) for t in ("application/http; msgtype=response", "application/http;msgtype=response",
+    ...                           "Application/HTTP", None, "text/dns")]
+    [True, True, True, True, False]
+    """
+    if content_type is None or not content_type.strip():
+        return True
+    return content_type.split(";", 1)[0].strip().lower() == "application/http"
+
+
+def _record_time(record: Any) -> float | None:
+    """The record's WARC-Date as POSIX seconds (None: none, or not a date)."""
+    try:
+        date = record.record_date
+        return date.timestamp() if date else None
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _resource_item(record: Any, source: str, url: str, max_bytes: int) -> InputItem:
+    """A ``resource`` record of a web URI as an input item: its block is the page, its WARC
+    Content-Type the page's (no HTTP status: a stored resource is a capture)."""
+    if record.content_length > max_bytes:
+        too_big = f"{source}: record is {record.content_length:,} bytes, over the {max_bytes:,}-byte page size limit"
+        return _failed(source, too_big, "too-large")
+    content_type = record.headers.get("Content-Type")
+    if not is_html_type(content_type):
+        return _skipped(source, "non-html")
+    try:
+        body = record.reader.read(max_bytes + 1)
+    except Exception as exc:  # noqa: BLE001 - FastWARC raises plain exceptions on broken records
+        return _failed(source, f"{source}: cannot read record ({exc})", "warc-corrupt")
+    if len(body) > max_bytes:
+        return _failed(source, f"{source}: record is over the {max_bytes:,}-byte page size limit", "too-large")
+    if record.content_length and len(body) < record.content_length:
+        truncated = f"{source}: truncated record ({len(body)} of {record.content_length} bytes)"
+        return _failed(source, truncated, "warc-corrupt")
+    headers = {"Content-Type": str(content_type)} if content_type else None
+    return InputItem(source, Page(url=url, content=body, headers=headers, fetched_at=_record_time(record)))
 
 
 def _response_item(record: Any, source: str, url: str, max_bytes: int, max_record: int) -> InputItem:
@@ -577,12 +662,7 @@ def _response_item(record: Any, source: str, url: str, max_bytes: int, max_recor
         return _failed(source, f"{source}: {exc}", "too-large")
     except ValueError as exc:
         return _failed(source, f"{source}: {exc}", "bad-encoding")
-    try:
-        date = record.record_date
-        when = date.timestamp() if date else None
-    except (ValueError, OverflowError, OSError):
-        when = None
-    return InputItem(source, Page(url=url, content=body, headers=headers, fetched_at=when))
+    return InputItem(source, Page(url=url, content=body, headers=headers, fetched_at=_record_time(record)))
 
 
 def count_items(paths: "Iterable[str | Path]") -> int | None:
