@@ -7,9 +7,12 @@ were fetched and found to be duplicates (same cluster), the differences between 
 suggest rewrite rules (Bar-Yossef, Keidar, Schonfeld, "Do not crawl in the DUST", WWW 2007;
 Dasgupta, Kumar, Sasturkar, "De-duping URLs via rewrite rules", KDD 2008). A rule of a host
 is kept only when it has at least ``min_support`` merges of different URLs with one content
-and **no counter-example** (two URLs it would make equal whose contents differ): a parameter
-that changes the content is never learned, and a rule is dropped as soon as a fetch
-contradicts it.
+and **no counter-example** (two URLs it would make equal whose contents differ), or, once it
+has :data:`MERGES_PER_COUNTER_EXAMPLE` merges or more, at most one counter-example per that many
+merges: a parameter that changes the content is never learned (its counter-examples are as
+many as its merges, or more), a rule is dropped as soon as fetches contradict it, and a rule
+that 390 session-id merges support is not dropped because two of its pages were extracted
+differently (a page whose timestamp or ad is its main text, a fetch that failed half-way).
 
 Rule kinds (``Rule.name``):
 
@@ -62,6 +65,8 @@ from neardup.urls import host_of
 
 #: merges of different URLs with one content a rule needs before it is used
 DEFAULT_MIN_SUPPORT = 3
+#: a rule keeps at most one counter-example per this many merges (:func:`tolerated`)
+MERGES_PER_COUNTER_EXAMPLE = 20
 #: each member of a cluster is compared with at most this many other members for candidates
 MAX_PAIRS_PER_MEMBER = 8
 _INDEX_FILE = re.compile(r"^(index|default|home)\.[a-z0-9]{1,5}$", re.IGNORECASE)
@@ -81,6 +86,8 @@ class Rule:
     value: str = ""
     support: int = 0
     example: tuple[str, str] | None = None
+    #: pairs of URLs it makes equal whose contents differ (:func:`tolerated`)
+    counter: int = 0
 
     @property
     def name(self) -> str:
@@ -121,7 +128,9 @@ class Rule:
             "scheme-alias": "http:// and https:// serve the same page at every path",
             "host-alias": f"hosts {a!r} and {b!r} serve the same page at every path (either scheme)",
         }.get(self.kind, self.name)
-        return f"{self.host}: {what} ({self.support} merges, no counter-example)"
+        against = "no counter-example" if not self.counter else \
+            f"{self.counter} counter-example{'s' if self.counter > 1 else ''}"
+        return f"{self.host}: {what} ({self.support} merges, {against})"
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as JSON-ready values (``neardup rules``, ``GET /v1/rules``).
@@ -131,8 +140,8 @@ class Rule:
         ('scheme-alias:http=https', ['a.example'], 3)
         """
         return {"host": self.host, "hosts": list(self.hosts), "rule": self.name, "kind": self.kind,
-                "value": self.value, "support": self.support, "example": list(self.example) if self.example else None,
-                "description": self.describe()}
+                "value": self.value, "support": self.support, "counter_examples": self.counter,
+                "example": list(self.example) if self.example else None, "description": self.describe()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Rule:
@@ -144,7 +153,7 @@ class Rule:
         """
         example = data.get("example")
         return cls(str(data["host"]), str(data["kind"]), str(data.get("value") or ""), int(data.get("support") or 0),
-                   (str(example[0]), str(example[1])) if example else None)
+                   (str(example[0]), str(example[1])) if example else None, int(data.get("counter_examples") or 0))
 
 
 @dataclass(frozen=True)
@@ -300,6 +309,16 @@ def _evaluate(obs: list[tuple[str, int]], names: frozenset[str],
     return support, counter, example
 
 
+def tolerated(support: int, counter: int) -> bool:
+    """Whether ``counter`` counter-examples leave a rule of ``support`` merges standing: none
+    below :data:`MERGES_PER_COUNTER_EXAMPLE` merges, then one per that many.
+
+    >>> tolerated(3, 0), tolerated(19, 1), tolerated(20, 1), tolerated(390, 19), tolerated(390, 20)
+    (True, False, True, True, False)
+    """
+    return counter * MERGES_PER_COUNTER_EXAMPLE <= support
+
+
 def _rank(support: int, name: str) -> tuple[int, int]:
     """Order of preference: parameters dropped together, the fewest first; then support."""
     together = name[12:].count(",") + 1 if name.startswith("drop-params:") else 0
@@ -324,24 +343,24 @@ def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT
     names: frozenset[str] = frozenset()
     rejected: set[str] = set()
     while True:
-        best: tuple[int, str, tuple[str, str] | None] | None = None
+        best: tuple[int, str, tuple[str, str] | None, int] | None = None
         # single rules first; parameters dropped together only where no single rule qualifies
         for joint in (False, True):
             for cand in sorted(cands - names - rejected):
                 if cand.startswith("drop-params:") != joint:
                     continue
                 support, counter, example = _evaluate(obs, names, cand)
-                if counter:
+                if not tolerated(support, counter):
                     rejected.add(cand)
                 elif support >= min_support and (best is None or _rank(support, cand) < _rank(best[0], best[1])):
-                    best = (support, cand, example)
+                    best = (support, cand, example, counter)
             if best is not None:
                 break
         if best is None:
             return taken
-        support, cand, example = best
+        support, cand, example, counter = best
         kind, _, value = cand.partition(":")
-        taken.append(Rule(host, kind, value, support, example))
+        taken.append(Rule(host, kind, value, support, example, counter))
         names = names | {cand}
 
 
@@ -373,16 +392,19 @@ MAX_ALIAS_PARTNERS = 64
 
 def _scheme_rule(host: str, rests: dict[str, dict[str, tuple[int, str]]], min_support: int) -> Rule | None:
     """The ``scheme-alias`` rule of ``host`` if its pages support it."""
-    support = 0
+    support = counter = 0
     example: tuple[str, str] | None = None
     for by_scheme in rests.values():
         if len(by_scheme) == 2:
             (c_http, u_http), (c_https, u_https) = by_scheme["http"], by_scheme["https"]
             if c_http != c_https:
-                return None  # a counter-example
+                counter += 1
+                continue
             support += 1
             example = example or (u_http, u_https)
-    return Rule(host, "scheme-alias", "http=https", support, example) if support >= min_support else None
+    if support < min_support or not tolerated(support, counter):
+        return None
+    return Rule(host, "scheme-alias", "http=https", support, example, counter)
 
 
 def _pair_rule(pages: _AliasPages, a: str, b: str, min_support: int) -> Rule | None:
@@ -391,19 +413,22 @@ def _pair_rule(pages: _AliasPages, a: str, b: str, min_support: int) -> Rule | N
     ``min_support`` of them."""
     pa, pb = pages.get(a, {}), pages.get(b, {})
     small, large = (pa, pb) if len(pa) <= len(pb) else (pb, pa)
-    support = 0
+    support = counter = 0
     example: tuple[str, str] | None = None
     for rest, by_scheme in small.items():
         other = large.get(rest)
         if other is None:
             continue
         if len({c for c, _ in by_scheme.values()} | {c for c, _ in other.values()}) > 1:
-            return None  # a counter-example
+            counter += 1
+            continue
         support += 1
         if example is None:
             u1, u2 = sorted((next(iter(by_scheme.values()))[1], next(iter(other.values()))[1]))
             example = (u1, u2)
-    return Rule(a, "host-alias", f"{a}={b}", support, example) if support >= min_support else None
+    if support < min_support or not tolerated(support, counter):
+        return None
+    return Rule(a, "host-alias", f"{a}={b}", support, example, counter)
 
 
 def learn_aliases(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_SUPPORT) -> list[Rule]:
