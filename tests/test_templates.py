@@ -196,3 +196,39 @@ def test_state_is_bounded() -> None:
         host.observe(1000.0 + i, A, f"text-{i}", 10, f"/t/{i}")
     assert len(host.texts) <= MAX_TEXTS
     assert len(json.dumps(host.to_dict())) < 400_000
+
+
+def crawl(kinds: str, folders: str, start: float = 0.0) -> list[TemplatePage]:
+    """Pages of templates ``kinds`` at URLs in folders ``folders`` (one letter each)."""
+    return [TemplatePage(start + i, near({"A": A, "B": B, "S": S}[k]), url=f"https://docs.example/{f}/p{i}.html")
+            for i, (k, f) in enumerate(zip(kinds, folders, strict=True))]
+
+
+def test_a_crawl_moving_between_sections_is_not_a_redesign() -> None:
+    # a static site: section "lib" in one layout, then section "api" in another, breadth-first
+    rows = crawl("A" * 25 + "B" * 25, "l" * 25 + "a" * 25)
+    assert redesigns(rows) == []
+    host = HostStructure()
+    assert [e for r in rows if (e := host.observe(r.fetched_at, r.structure, url=r.url).redesign)] == []
+    # the same layouts, but section "l" itself changed over time: a redesign, online and offline
+    moved = crawl("A" * 25 + "B" * 25, "l" * 25 + "l" * 25)
+    host = HostStructure()
+    seen = [e for r in moved if (e := host.observe(r.fetched_at, r.structure, url=r.url).redesign)]
+    assert [e["at"] for e in seen] == [e["at"] for e in redesigns(moved)] == [25.0]
+
+
+def test_dated_folders_are_one_section() -> None:
+    rows = [TemplatePage(float(i), near(A if i < 25 else B),
+                         url=f"https://news.example/{2019 + i // 25}/0{1 + i % 9}/a{i}.html") for i in range(50)]
+    assert [e["at"] for e in redesigns(rows)] == [25.0]
+
+
+def test_state_with_sections_round_trips() -> None:
+    host = HostStructure()
+    for r in crawl("AAB", "lla"):
+        host.observe(r.fetched_at, r.structure, url=r.url)
+    data = json.loads(json.dumps(host.to_dict()))
+    assert HostStructure.from_dict(data) == host
+    legacy = {**data, "templates": [t[:6] for t in data["templates"]]}
+    del legacy["recent_sections"]
+    assert HostStructure.from_dict(legacy).templates[0].sections == set()

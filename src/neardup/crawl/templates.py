@@ -32,7 +32,12 @@ Redesigns
     old); nor is a section with its own template fetched alongside (it is in the window
     before, so it counts as old); nor is a site with two layouts whose pages happen to come
     five of one, then five of the other. Pages with one fetch time are simultaneous: a
-    redesign needs a later time.
+    redesign needs a later time. And a redesign is one part of the site changing, never the
+    crawl moving from one part to another (a static documentation site whose sections differ
+    in layout, crawled breadth-first): at least :data:`MIN_SECTION_PAGES` of the pages on the
+    new template after the cut are in a *section* (the URL's folder, digits masked:
+    ``/2019/03/18/a.html`` and ``/2022/08/10/b.html`` are one section, :func:`section_of`)
+    where the old templates had pages. Pages without URLs give no such evidence either way.
 
 Soft-404 and template-only pages
     A page whose main text is short (under :data:`SOFT404_MAX_LENGTH` bytes of normalised
@@ -54,6 +59,7 @@ Soft-404 and template-only pages
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -85,6 +91,41 @@ SOFT404_MIN_URLS = 3
 #: repeated short texts tracked
 MAX_TEMPLATES = 64
 MAX_TEXTS = 1024
+#: a redesign's new template has at least this many pages after the cut in sections where the
+#: old templates had pages (module docs)
+MIN_SECTION_PAGES = 2
+#: sections remembered per template
+MAX_SECTIONS = 256
+_DIGITS = re.compile(r"[0-9]+")
+#: "no section": a page without a URL
+NO_SECTION = -1
+
+
+def section_of(url: str | None) -> int:
+    """The section of a page (module docs): a hash of its URL's folder with digit runs masked,
+    :data:`NO_SECTION` without a URL.
+
+    >>> section_of("https://a.example/2019/03/18/a.html") == section_of("https://a.example/2022/08/10/b.html")
+    True
+    >>> section_of("https://a.example/library/email.html") == section_of("https://a.example/c-api/list.html")
+    False
+    """
+    if not url:
+        return NO_SECTION
+    rest = url.split("://", 1)[-1]
+    path = rest[rest.find("/"):] if "/" in rest else "/"
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    folder = path[:path.rfind("/") + 1] or "/"
+    return zlib.crc32(_DIGITS.sub("N", folder).encode("utf-8", "surrogatepass"))
+
+
+def _moved_here(after_on_new: Sequence[int], old_sections: set[int]) -> bool:
+    """Whether the pages on a redesign's new template (their sections) are where the old
+    templates were: :data:`MIN_SECTION_PAGES` of them in ``old_sections``, or no evidence
+    (no URLs) either way."""
+    if not old_sections or any(x == NO_SECTION for x in after_on_new):
+        return True
+    return sum(1 for x in after_on_new if x in old_sections) >= MIN_SECTION_PAGES
 
 
 @dataclass(frozen=True)
@@ -109,10 +150,14 @@ class Template:
     last: float = 0.0
     bit_counts: list[int] = field(default_factory=lambda: [0] * 64, repr=False)
     share: float = field(default=0.0, compare=False)  # set by HostStructure.template_shares
+    #: the sections of its pages (:func:`section_of`; at most :data:`MAX_SECTIONS`)
+    sections: set[int] = field(default_factory=set, repr=False)
 
-    def add(self, structure: int, at: float) -> None:
-        """Count one more page with ``structure`` fetched at ``at``; the representative is
-        the bitwise majority (ties keep the current bit)."""
+    def add(self, structure: int, at: float, section: int = NO_SECTION) -> None:
+        """Count one more page with ``structure`` fetched at ``at`` (in ``section``); the
+        representative is the bitwise majority (ties keep the current bit)."""
+        if section != NO_SECTION and len(self.sections) < MAX_SECTIONS:
+            self.sections.add(section)
         first = self.pages == 0
         self.pages += 1
         counts = self.bit_counts
@@ -130,6 +175,7 @@ class Template:
     def merge(self, other: Template) -> None:
         """Take ``other``'s pages (its bit counts, span) into this template."""
         self.pages += other.pages
+        self.sections |= set(list(other.sections)[:max(0, MAX_SECTIONS - len(self.sections))])
         self.bit_counts = [a + b for a, b in zip(self.bit_counts, other.bit_counts, strict=True)]
         rep = 0
         for b in range(64):
@@ -244,6 +290,7 @@ class HostStructure:
     pages: int = 0
     recent: list[int] = field(default_factory=list)  # template ids of the last 2 * window pages
     recent_at: list[float] = field(default_factory=list)
+    recent_sections: list[int] = field(default_factory=list)  # their sections (:func:`section_of`)
     #: digest -> [distinct URL keys (up to SOFT404_MIN_URLS), structure of its first page, pages]
     texts: dict[str, list[Any]] = field(default_factory=dict)
     redesigns: list[dict[str, Any]] = field(default_factory=list)
@@ -252,8 +299,9 @@ class HostStructure:
     template_only: int = 0
 
     # -- templates -------------------------------------------------------------------
-    def assign(self, structure: int, at: float) -> Template:
-        """The template of a page with ``structure`` fetched at ``at`` (joined or new)."""
+    def assign(self, structure: int, at: float, section: int = NO_SECTION) -> Template:
+        """The template of a page with ``structure`` fetched at ``at`` (in ``section``;
+        joined or new)."""
         self.pages += 1
         t, d = _nearest(self.templates, structure)
         if t is None or d > self.threshold:
@@ -262,7 +310,7 @@ class HostStructure:
             t = Template(self.next_id, structure)
             self.next_id += 1
             self.templates.append(t)
-        t.add(structure, at)
+        t.add(structure, at, section)
         # a template whose representative moved within reach of another one is the same template
         other, d = _nearest([x for x in self.templates if x is not t], t.structure)
         if other is not None and d <= self.threshold:
@@ -292,14 +340,20 @@ class HostStructure:
         """Take one new page of the host: its template, its soft-404 flag and a redesign
         event when this page completes the window after one (reported ``window`` pages late,
         with ``at`` the first page of the new structure)."""
-        t = self.assign(structure, fetched_at)
+        section = section_of(url)
+        t = self.assign(structure, fetched_at, section)
         if self.merged:  # keep the window's ids current; the state needs no older mapping
             self.recent = [self.current_id(x) for x in self.recent]
             self.merged.clear()
         self.recent.append(t.id)
         self.recent_at.append(fetched_at)
+        self.recent_sections.append(section)
         if len(self.recent) > 2 * self.window:
             del self.recent[0], self.recent_at[0]
+        if len(self.recent_sections) > len(self.recent):  # a state read without sections
+            del self.recent_sections[:len(self.recent_sections) - len(self.recent)]
+        while len(self.recent_sections) < len(self.recent):
+            self.recent_sections.insert(0, NO_SECTION)
         event = self._redesign_at_window()
         if event is not None:
             self.redesigns.append(event)
@@ -326,6 +380,10 @@ class HostStructure:
         pages_to = next((t.pages for t in self.templates if t.id == to), 0)
         if pages_to - after.count(to) > max(1.0, MAX_OLD_SHARE * (self.pages - len(after))):
             return None  # a return to a template of the host's past, not a new one
+        old_sections = set().union(*(t.sections for t in self.templates if t.id in old))
+        if not _moved_here([s for x, s in zip(after, self.recent_sections[i:], strict=True) if x == to],
+                           old_sections):
+            return None  # the crawl moved to another part of the site
         j = _first_page(self.recent, i, i, to, old, self.window, {t.id: t.structure for t in self.templates})
         if self.redesigns and (self.redesigns[-1]["to"] == to or self.redesigns[-1]["at"] >= self.recent_at[i - 1]):
             return None  # the same move, seen from a later cut
@@ -356,7 +414,8 @@ class HostStructure:
         """A JSON-serialisable form (:meth:`from_dict` reads it back)."""
         return {"threshold": self.threshold, "window": self.window, "next_id": self.next_id,
                 "pages": self.pages, "recent": list(self.recent), "recent_at": list(self.recent_at),
-                "templates": [[t.id, t.structure, t.pages, t.first, t.last, list(t.bit_counts)]
+                "recent_sections": list(self.recent_sections),
+                "templates": [[t.id, t.structure, t.pages, t.first, t.last, list(t.bit_counts), sorted(t.sections)]
                               for t in self.templates],
                 "texts": {k: [list(v[0]), v[1], v[2]] for k, v in self.texts.items()},
                 "redesigns": [dict(e) for e in self.redesigns], "merged": {str(k): v for k, v in self.merged.items()},
@@ -369,8 +428,10 @@ class HostStructure:
         return cls(threshold=int(data["threshold"]), window=int(data["window"]), next_id=int(data["next_id"]),
                    pages=int(data["pages"]), recent=[int(x) for x in data["recent"]],
                    recent_at=[float(x) for x in data["recent_at"]],
-                   templates=[Template(int(i), int(s), int(p), float(f), float(la), [int(c) for c in bc])
-                              for i, s, p, f, la, bc in data["templates"]],
+                   recent_sections=[int(x) for x in data.get("recent_sections", [NO_SECTION] * len(data["recent"]))],
+                   templates=[Template(int(i), int(s), int(p), float(f), float(la), [int(c) for c in bc],
+                                       sections={int(x) for x in (rest[0] if rest else [])})
+                              for i, s, p, f, la, bc, *rest in data["templates"]],
                    texts={str(k): [[int(u) for u in v[0]], int(v[1]), int(v[2])] for k, v in data["texts"].items()},
                    redesigns=[dict(e) for e in data["redesigns"]],
                    merged={int(k): int(v) for k, v in data.get("merged", {}).items()}, soft_404s=int(data["soft_404s"]),
@@ -409,7 +470,7 @@ def assign(rows: Iterable[TemplatePage],
     """
     ordered = _ordered(rows)
     state = HostStructure(threshold=threshold)
-    ids = [state.assign(r.structure, r.fetched_at).id for r in ordered]
+    ids = [state.assign(r.structure, r.fetched_at, section_of(r.url)).id for r in ordered]
     return ordered, [state.current_id(i) for i in ids], state
 
 
@@ -439,19 +500,26 @@ def redesigns(rows: Iterable[TemplatePage], threshold: int = TEMPLATE_DISTANCE, 
     representatives = {t.id: t.structure for t in state.templates}
     n = len(ids)
     times = [r.fetched_at for r in ordered]
+    sections = [section_of(r.url) for r in ordered]
+    seen_in: dict[int, set[int]] = {}  # template -> the sections of its pages before the cut
+    for k in range(max(1, min_pages) - 1):
+        seen_in.setdefault(ids[k], set()).add(sections[k])
     none: tuple[int, float, int, set[int]] = (-1, 1.0, -1, set())
     cuts: list[tuple[int, float, int, set[int]]] = []  # (cut, old share after it, new template, old ones)
     first = max(1, min_pages)
     seen: Counter[int] = Counter(ids[:first - 1])  # the pages before the cut, by template
     for i in range(first, n - window + 1):  # a full window after the cut, as observe() sees it
         seen[ids[i - 1]] += 1
+        seen_in.setdefault(ids[i - 1], set()).add(sections[i - 1])
         if times[i - 1] >= times[i]:
             cuts.append(none)
             continue
         before = ids[max(0, i - window):i]
         cut = _cut(before, ids[i:i + window], max_old_share, [x for x, c in seen.items() if c >= 2])
         # a new template (a few odd pages before), not a return to one of the host's past
-        if cut is not None and seen[cut[1]] <= max(1.0, max_old_share * i):
+        if cut is not None and seen[cut[1]] <= max(1.0, max_old_share * i) and _moved_here(
+                [sections[k] for k in range(i, i + window) if ids[k] == cut[1]],
+                set().union(*(seen_in.get(x, set()) for x in cut[2])) - {NO_SECTION}):
             # for good: the templates the host was on keep at most max_old_share of all later fetches
             current = {x for x, c in Counter(before).items() if c >= 2} - {cut[1]}
             if sum(1 for x in ids[i:] if x in current) <= max_old_share * (n - i):
