@@ -35,7 +35,18 @@ from neardup.crawl.urlrules import Rule
 from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
 from neardup.fingerprint.core import Fingerprint, FingerprintConfig
 from neardup.fingerprint.core import fingerprint as neardup_fingerprint
-from neardup.model import DEFAULT_TRAP_MEMBERS, FetchDecision, Page, Verdict
+from neardup.model import (
+    DEFAULT_HOST_MIN_PAGES,
+    DEFAULT_TRAP_MEMBERS,
+    MIN_HOST_PAGES,
+    MIN_TRAP_MEMBERS,
+    FetchDecision,
+    Page,
+    Verdict,
+    checked_count,
+    priority_value,
+    timestamp,
+)
 from neardup.store.base import PageRecord
 
 
@@ -56,11 +67,20 @@ def _page_body(url: str, content: bytes | str, headers: Mapping[str, str] | None
     if headers:
         body["headers"] = {k: v for k, v in headers.items()
                            if k.lower() != "content-type" or "charset" not in v.lower()}
+    return {**body, **_when(fetched_at, priority)}
+
+
+def _when(fetched_at: float | datetime | None, priority: float | None) -> dict[str, float]:
+    """The ``fetched_at`` and ``priority`` fields of a request, checked here as the Detector
+    checks them (:func:`neardup.model.checked_time`: :class:`ConfigError` for a time outside
+    1970-01-01 to 9999-12-31, a bool, NaN...); none for None."""
+    out: dict[str, float] = {}
     if fetched_at is not None:
-        body["fetched_at"] = fetched_at.timestamp() if isinstance(fetched_at, datetime) else float(fetched_at)
-    if priority is not None:
-        body["priority"] = priority
-    return body
+        out["fetched_at"] = timestamp(fetched_at)
+    checked = priority_value(priority)
+    if checked is not None:
+        out["priority"] = checked
+    return out
 
 
 def _fp_body(url: str, fp: Fingerprint, **extra: Any) -> dict[str, Any]:
@@ -93,9 +113,21 @@ def _typed(name: object) -> type[NeardupError] | None:
     return cls if isinstance(cls, type) and issubclass(cls, NeardupError) else None
 
 
-def _seconds(when: float | datetime | None) -> float | None:
-    """Unix seconds of a time given as a float or a datetime."""
-    return when.timestamp() if isinstance(when, datetime) else when
+def _batch(items: Iterable[Any], body: Any, send: Any) -> list[Verdict]:
+    """A batch over HTTP with the Detector's per-item errors: ``body(item)`` builds an item's
+    JSON (a :class:`NeardupError` there, a bad time or binary content, is that item's
+    ``error`` verdict, as from the Detector); ``send(bodies)`` posts the others at once and
+    returns their verdicts, which are put back in order."""
+    bodies: list[Any] = []
+    refused: dict[int, Verdict] = {}
+    for i, item in enumerate(items):
+        try:
+            bodies.append(body(item))
+        except NeardupError as exc:
+            url = item.url if isinstance(item, Page) else item[0]
+            refused[i] = Verdict(status="error", url=str(url), error=str(exc))
+    done = iter(send(bodies) if bodies else [])
+    return [refused[i] if i in refused else next(done) for i in range(len(bodies) + len(refused))]
 
 
 def _verdict(data: dict[str, Any]) -> Verdict:
@@ -167,11 +199,13 @@ class Client:
 
     def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
         """:meth:`Detector.add_many` over HTTP: ``POST /v1/pages/batch``."""
-        body = []
-        for item in pages:
+        def body(item: Page | tuple[str, bytes | str]) -> dict[str, Any]:
             p = item if isinstance(item, Page) else Page(*item)
-            body.append(_page_body(p.url, p.content, p.headers, p.fetched_at, p.priority))
-        return [_verdict(v) for v in self._call("POST", "/v1/pages/batch", {"pages": body})["verdicts"]]
+            return _page_body(p.url, p.content, p.headers, p.fetched_at, p.priority)
+
+        def send(bodies: list[dict[str, Any]]) -> list[Verdict]:
+            return [_verdict(v) for v in self._call("POST", "/v1/pages/batch", {"pages": bodies})["verdicts"]]
+        return _batch(pages, body, send)
 
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         """:meth:`Detector.check_fingerprint` over HTTP (with the sketch and the title)."""
@@ -180,7 +214,7 @@ class Client:
     def add_fingerprint(self, url: str, fp: Fingerprint, *, fetched_at: float | datetime | None = None,
                         priority: float | None = None) -> Verdict:
         """:meth:`Detector.add_fingerprint` over HTTP (with the sketch and the title)."""
-        body = _fp_body(url, fp, fetched_at=_seconds(fetched_at), priority=priority)
+        body = _fp_body(url, fp, **_when(fetched_at, priority))
         return _verdict(self._call("POST", "/v1/fingerprints/add", body))
 
     def check_fingerprints(self, items: Iterable[tuple[str, Fingerprint]]) -> list[Verdict]:
@@ -192,9 +226,13 @@ class Client:
         self, items: Iterable[tuple[str, Fingerprint] | tuple[str, Fingerprint, float | datetime | None, float | None]],
     ) -> list[Verdict]:
         """:meth:`Detector.add_fingerprints` over HTTP: one request, one transaction."""
-        body = {"fingerprints": [_fp_body(it[0], it[1], fetched_at=_seconds(it[2]) if len(it) == 4 else None,
-                                          priority=it[3] if len(it) == 4 else None) for it in items]}
-        return [_verdict(v) for v in self._call("POST", "/v1/fingerprints/add/batch", body)["verdicts"]]
+        def body(it: tuple[Any, ...]) -> dict[str, Any]:
+            return _fp_body(it[0], it[1], **(_when(it[2], it[3]) if len(it) == 4 else {}))
+
+        def send(bodies: list[dict[str, Any]]) -> list[Verdict]:
+            found = self._call("POST", "/v1/fingerprints/add/batch", {"fingerprints": bodies})
+            return [_verdict(v) for v in found["verdicts"]]
+        return _batch(items, body, send)
 
     def page(self, page_id: int) -> PageRecord | None:
         """:meth:`Detector.page` over HTTP: ``GET /v1/pages/{id}`` (None when there is none)."""
@@ -223,7 +261,7 @@ class Client:
     def host(self, name: str, *, window: float | None = None, at: float | None = None,
              trap_members: int = DEFAULT_TRAP_MEMBERS) -> dict[str, Any] | None:
         """:meth:`Detector.host` over HTTP: ``GET /v1/hosts/{host}`` (None when it has no page)."""
-        params: dict[str, Any] = {"trap_members": trap_members}
+        params: dict[str, Any] = {"trap_members": checked_count(trap_members, "trap_members", MIN_TRAP_MEMBERS)}
         if window is not None:
             params["window"] = window
         if at is not None:
@@ -249,12 +287,15 @@ class Client:
 
     def should_fetch(self, url: str, *, max_age: float | None = None,
                      host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
-        """:meth:`Detector.should_fetch` over HTTP: ``GET /v1/should-fetch?url=...``."""
+        """:meth:`Detector.should_fetch` over HTTP: ``GET /v1/should-fetch?url=...`` (``url``
+        as given, ``key`` the normalised one)."""
         params: dict[str, Any] = {"url": url}
         if max_age is not None:
             params["max_age"] = max_age
         if host_max_duplicate_rate is not None:
             params["host_max_duplicate_rate"] = host_max_duplicate_rate
+        if checked_count(host_min_pages, "host_min_pages", MIN_HOST_PAGES) != DEFAULT_HOST_MIN_PAGES \
+                or host_max_duplicate_rate is not None:
             params["host_min_pages"] = host_min_pages
         return FetchDecision.from_dict(self._call("GET", "/v1/should-fetch?" + urlencode(params)))
 
@@ -284,8 +325,8 @@ class Client:
             params["window"] = window
         if at is not None:
             params["at"] = float(at)
-        if trap_members != DEFAULT_TRAP_MEMBERS:
-            params["trap_members"] = int(trap_members)
+        if checked_count(trap_members, "trap_members", MIN_TRAP_MEMBERS) != DEFAULT_TRAP_MEMBERS:
+            params["trap_members"] = trap_members
         return self._call("GET", "/v1/hosts?" + urlencode(params))["hosts"]
 
     def close(self) -> None:

@@ -129,7 +129,9 @@ _VERDICT_FIELDS = tuple(Verdict.__dataclass_fields__)
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a batch for :meth:`Detector.add_many`."""
+    """One page of a batch for :meth:`Detector.add_many`. ``fetched_at`` (default: now) is
+    checked when the page is added (:func:`checked_time`: a time outside 1970-01-01 to
+    9999-12-31 makes that page's verdict an ``error``)."""
 
     url: str
     content: bytes | str
@@ -138,21 +140,47 @@ class Page:
     priority: float | None = None
 
 
-def timestamp(value: float | datetime | None) -> float:
-    if value is None:
-        return time.time()
+#: The range of every time given to neardup (a page's ``fetched_at``, ``at``): POSIX seconds
+#: from :data:`MIN_TIME`, 1970-01-01T00:00:00Z, to :data:`MAX_TIME`, 9999-12-31T23:59:59Z,
+#: finite (the span a datetime, a store and the report can all hold). A bool is not a time.
+#: :func:`checked_time` refuses anything else at the door with a :class:`ConfigError`.
+MIN_TIME = 0.0
+MAX_TIME = 253402300799.0
+TIME_RANGE = "1970-01-01T00:00:00Z (0) to 9999-12-31T23:59:59Z (253402300799)"
+
+
+def checked_time(value: object, what: str = "fetched_at") -> float:
+    """A time given to the library, checked at the door: POSIX seconds (int or float) or a
+    :class:`datetime`, in ``[MIN_TIME, MAX_TIME]``; :class:`ConfigError` otherwise.
+
+    >>> checked_time(1e18)
+    Traceback (most recent call last):
+    ...
+    neardup.errors.ConfigError: fetched_at must be a time from 1970-01-01T00:00:00Z (0) to
+    9999-12-31T23:59:59Z (253402300799) in POSIX seconds or a datetime, got 1e+18
+    """
+    problem = f"{what} must be a time from {TIME_RANGE} in POSIX seconds or a datetime, got {short_repr(value)}"
+    if isinstance(value, bool):
+        raise ConfigError(problem)
     try:
-        out = value.timestamp() if isinstance(value, datetime) else float(value)
+        out = value.timestamp() if isinstance(value, datetime) else float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
-        raise ConfigError(f"fetched_at must be a POSIX timestamp or datetime, got {short_repr(value)}") from None
-    if out != out or out in (float("inf"), float("-inf")):
-        raise ConfigError(f"fetched_at must be a finite timestamp, got {value!r}")
+        raise ConfigError(problem) from None
+    if not MIN_TIME <= out <= MAX_TIME:  # (NaN fails both comparisons)
+        raise ConfigError(problem)
     return out
+
+
+def timestamp(value: float | datetime | None) -> float:
+    """A page's fetch time: now for None, else :func:`checked_time`."""
+    return time.time() if value is None else checked_time(value, "fetched_at")
 
 
 def priority_value(value: float | None) -> float | None:
     if value is None:
         return None
+    if isinstance(value, bool):
+        raise ConfigError(f"priority must be a number, got {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError, OverflowError):
@@ -160,6 +188,12 @@ def priority_value(value: float | None) -> float | None:
     if out != out:
         raise ConfigError("priority must be a number, got NaN")
     return out
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` when it is a finite number, else None: what a figure read back from a store
+    written before the checks at the door (an infinite change rate) is shown as."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 #: the largest id a store hands out (a signed 64-bit integer)
@@ -191,6 +225,25 @@ def seconds(value: object, what: str, *, optional: bool = False) -> float | None
     return out
 
 
+def duration(value: object, what: str, *, optional: bool = False) -> float | None:
+    """A duration given to the library (``max_age``, ``window``, ``older_than``): a finite
+    number of seconds ``>= 0`` (:func:`seconds`); :class:`ConfigError` otherwise."""
+    out = seconds(value, what, optional=optional)
+    if out is not None and out < 0:
+        raise ConfigError(f"{what} must be >= 0 seconds, got {short_repr(value)}")
+    return out
+
+
+def checked_count(value: object, what: str, least: int) -> int:
+    """A count given to the library (``host_min_pages``, ``trap_members``): an integer
+    ``>= least`` (not a bool); :class:`ConfigError` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer >= {least}, got {short_repr(value)}")
+    if value < least:
+        raise ConfigError(f"{what} must be >= {least}, got {short_repr(value)}")
+    return value
+
+
 def short_repr(value: object) -> str:
     """``repr(value)`` cut to 80 characters (a message stays one short line)."""
     if isinstance(value, int) and value.bit_length() > 200:  # (repr fails past 4,300 digits)
@@ -214,6 +267,10 @@ class FetchDecision:
     - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.crawl.urlrules`) rewrite it
       to a known page, ``known_url`` (skip);
     - ``host-budget``: its host is over its duplicate budget (``host_duplicate_rate``; skip).
+
+    ``url`` is the URL as it was asked about, ``key`` its normalised form, its key in the
+    store (:func:`neardup.urls.normalize_url`): two spellings of one URL (``/a`` and
+    ``/a?utm_source=feed``) get answers with their own ``url`` and the same ``key``.
     """
 
     url: str
@@ -227,12 +284,14 @@ class FetchDecision:
     host_duplicate_rate: float | None = None
     next_fetch: float | None = None
     change_rate: float | None = None
+    key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "fetch": self.fetch, "reason": self.reason, "known_url": self.known_url,
-                "canonical_url": self.canonical_url, "cluster_id": self.cluster_id, "rules": list(self.rules),
-                "fetched_at": self.fetched_at, "host_duplicate_rate": self.host_duplicate_rate,
-                "next_fetch": self.next_fetch, "change_rate": self.change_rate}
+        return {"url": self.url, "key": self.key, "fetch": self.fetch, "reason": self.reason,
+                "known_url": self.known_url, "canonical_url": self.canonical_url, "cluster_id": self.cluster_id,
+                "rules": list(self.rules), "fetched_at": self.fetched_at,
+                "host_duplicate_rate": self.host_duplicate_rate, "next_fetch": self.next_fetch,
+                "change_rate": self.change_rate}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FetchDecision":
@@ -244,5 +303,11 @@ class FetchDecision:
 
 #: how many pages of one cluster from one host make the host a trap (:meth:`Detector.hosts`)
 DEFAULT_TRAP_MEMBERS = 10
+#: the least ``trap_members`` (:meth:`Detector.hosts`; the CLI's ``--trap-members``, the service's)
+MIN_TRAP_MEMBERS = 1
+#: pages a host needs before ``host_max_duplicate_rate`` applies (:meth:`Detector.should_fetch`)
+DEFAULT_HOST_MIN_PAGES = 20
+#: the least ``host_min_pages`` (:meth:`Detector.should_fetch`, the CLI's ``--host-min-pages``, the service's)
+MIN_HOST_PAGES = 1
 #: the smallest budget factor :meth:`Detector.hosts` suggests
 MIN_BUDGET_FACTOR = 0.05

@@ -158,6 +158,8 @@ def _error_reason(message: str) -> str:
         return "too-large"
     if "extractor failed" in low:
         return "extractor"
+    if low.startswith("fetched_at "):  # outside the range of neardup.model.checked_time
+        return "bad-time"
     if low.startswith("unexpected "):
         return "internal"
     return "bad-page"

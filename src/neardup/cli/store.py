@@ -21,6 +21,7 @@ from neardup.cli.common import (
 from neardup.cli.errors import EXIT_INPUT, handle_errors
 from neardup.cli.errors import one_line as _one_line
 from neardup.errors import NeardupError, URLError
+from neardup.model import DEFAULT_HOST_MIN_PAGES, MIN_HOST_PAGES
 
 
 @click.command("export")
@@ -67,16 +68,18 @@ def history_cmd(db: str, url: str) -> None:
 @click.argument("urls", nargs=-1, required=True)
 @existing_db_option
 @click.option("--max-age", type=click.FloatRange(0), default=None,
-              help="Seconds: a known page fetched more recently than this is skipped (reason 'fresh').")
+              help="Seconds (>= 0): a known page fetched more recently than this is skipped (reason 'fresh').")
 @click.option("--host-max-duplicate-rate", type=click.FloatRange(0.0, 1.0), default=None,
               help="Skip URLs of hosts whose share of duplicates is at least this (reason 'host-budget').")
-@click.option("--host-min-pages", type=click.IntRange(1), default=20, show_default=True,
+@click.option("--host-min-pages", type=click.IntRange(MIN_HOST_PAGES), default=DEFAULT_HOST_MIN_PAGES,
+              show_default=True,
               help="Pages a host needs before --host-max-duplicate-rate applies.")
 @handle_errors
 def should_fetch_cmd(urls: tuple[str, ...], db: str, max_age: float | None, host_max_duplicate_rate: float | None,
                      host_min_pages: int) -> None:
-    """Before fetching: should a crawler fetch each URL, and why? One JSON line per URL
-    (fetch, reason, known_url, canonical_url, rules...); a bad URL gets a line with an
+    """Before fetching: should a crawler fetch each URL, and why? One JSON line per URL, in
+    order: the URL as given ("url") and its key in the store ("key", the normalised URL), fetch,
+    reason, known_url, canonical_url, rules...; a bad URL gets a line with its "url" and an
     "error" field and the exit code is 1. Nothing is written."""
     failed = False
     with open_detector(db, create=False) as det:

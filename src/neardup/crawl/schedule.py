@@ -14,7 +14,9 @@ the intervals ``t_i`` between consecutive fetches, the rate ``λ`` solves
 (the left side falls from infinity to 0 as ``λ`` grows, so the root is unique). When every
 interval saw a change the estimator diverges; then their bias-reduced estimator for regular
 access is used with the mean interval, ``λ = ln((n + 0.5) / 0.5) / mean(t)``. A page never
-seen changing has rate 0.
+seen changing has rate 0. Intervals shorter than :data:`MIN_CHANGE_INTERVAL` (one second)
+count as that long: no crawler tells changes apart faster, and the estimate stays finite
+(at most ``ln(2n + 1)`` changes a second), whatever times a store holds.
 
 :func:`next_fetch` turns the rate into a time: the expected wait for the next change,
 ``1 / λ`` (a Poisson process has no memory), within ``[min_interval, max_interval]``; a page
@@ -26,6 +28,8 @@ every unchanged fetch), within the same bounds.
 >>> change_rate([60.0, 60.0], [False, False])
 0.0
 >>> change_rate([], []) is None
+True
+>>> change_rate([5e-324], [True]) == math.log(3)                      # a sub-second interval counts as 1 s
 True
 >>> next_fetch(1000.0, 1 / 7200, observed=7200.0)                      # every two hours
 8200.0
@@ -42,13 +46,19 @@ from typing import Any
 MIN_REVISIT = 60.0
 #: the longest wait :func:`next_fetch` plans (seconds): 30 days
 MAX_REVISIT = 30 * 86400.0
+#: the shortest interval between two fetches :func:`change_rate` counts (seconds): a shorter
+#: one counts as this long, so that every estimate is finite
+MIN_CHANGE_INTERVAL = 1.0
 
 
 def change_rate(intervals: Sequence[float], changed: Sequence[bool]) -> float | None:
     """Estimated changes per second from the ``intervals`` (seconds) between consecutive
     fetches and whether each fetch found the content ``changed``; None without an interval.
-    Intervals of 0 or less (two fetches at the same time, or out of order) are left out."""
-    pairs = [(float(t), bool(c)) for t, c in zip(intervals, changed) if t > 0 and math.isfinite(t)]
+    Intervals of 0 or less (two fetches at the same time, or out of order) and infinite ones
+    are left out; shorter ones than :data:`MIN_CHANGE_INTERVAL` count as that long. Always
+    finite."""
+    pairs = [(max(float(t), MIN_CHANGE_INTERVAL), bool(c)) for t, c in zip(intervals, changed)
+             if t > 0 and math.isfinite(t)]
     if not pairs:
         return None
     changed_t = [t for t, c in pairs if c]
@@ -60,7 +70,8 @@ def change_rate(intervals: Sequence[float], changed: Sequence[bool]) -> float | 
         return math.log((n + 0.5) / 0.5) / (sum(changed_t) / n)
 
     def excess(rate: float) -> float:  # decreasing in rate; the root is the estimate
-        return sum(t / math.expm1(min(rate * t, 700.0)) for t in changed_t) - unchanged_total
+        # rate >= 1e-12 and t >= 1 s: expm1 > 0 (no division by zero)
+        return sum(t / math.expm1(min(max(rate * t, 1e-300), 700.0)) for t in changed_t) - unchanged_total
 
     lo, hi = 1e-12, 1.0
     while excess(hi) > 0.0 and hi < 1e12:

@@ -8,10 +8,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from neardup.crawl.schedule import MIN_CHANGE_INTERVAL
 from neardup.crawl.templates import HostStructure
 from neardup.crawl.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
-from neardup.errors import ConfigError
-from neardup.model import DEFAULT_TRAP_MEMBERS, MIN_BUDGET_FACTOR, STATUSES, FetchDecision, seconds
+from neardup.errors import ConfigError, URLError
+from neardup.model import (
+    DEFAULT_HOST_MIN_PAGES,
+    DEFAULT_TRAP_MEMBERS,
+    MIN_BUDGET_FACTOR,
+    MIN_HOST_PAGES,
+    MIN_TRAP_MEMBERS,
+    STATUSES,
+    FetchDecision,
+    checked_count,
+    checked_time,
+    duration,
+    finite_or_none,
+    seconds,
+)
 from neardup.store.base import Store
 from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url
 
@@ -25,6 +39,26 @@ class ClusterInfo(Protocol):
 
 #: hosts whose template state :class:`CrawlSignals` keeps in memory (least recently used go)
 MAX_HOST_STATES = 10_000
+
+
+def host_key(name: str) -> str:
+    """A host name as the store keys it (the host of a normalised URL,
+    :func:`neardup.urls.normalize_url`: lower case, IDNA punycode, no trailing dot), so that
+    ``bücher.example``, ``BÜCHER.EXAMPLE`` and ``xn--bcher-kva.example`` name one host; a name
+    that is no host comes back lower-cased (it names no stored page).
+
+    >>> host_key("BÜCHER.Example"), host_key("a.example"), host_key("::1"), host_key("a/b")
+    ('xn--bcher-kva.example', 'a.example', '::1', 'a/b')
+    """
+    low = name.lower()
+    inner = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    if not inner or any(c in inner for c in "/?#@\\[]"):
+        return low
+    netloc = f"[{inner}]" if ":" in inner else inner  # an IPv6 address, bracketed or not
+    try:
+        return host_of(normalize_url(f"http://{netloc}/")) or low
+    except URLError:
+        return low
 
 
 class CrawlSignals:
@@ -110,14 +144,18 @@ class CrawlSignals:
         """The learned URL rules (:mod:`neardup.crawl.urlrules`) of ``host``, or of every host:
         each with its ``support`` (merges of different URLs with one content), an example
         pair and ``describe()``. A rule is used only with at least :attr:`rule_min_support`
-        merges and no counter-example, and is dropped as soon as a fetch contradicts it."""
-        return self.learner().rules(host)
+        merges and no counter-example, and is dropped as soon as a fetch contradicts it.
+        ``host`` is normalised as stored keys are (:func:`host_key`)."""
+        return self.learner().rules(None if host is None else host_key(host))
 
     def should_fetch(self, url: str, *, max_age: float | None = None,
-                     host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
-        """Whether to fetch ``url``, and why: :meth:`neardup.Detector.should_fetch`."""
-        url = normalize_url(url, self.urls)
-        max_age = seconds(max_age, "max_age", optional=True)
+                     host_max_duplicate_rate: float | None = None,
+                     host_min_pages: int = DEFAULT_HOST_MIN_PAGES) -> FetchDecision:
+        """Whether to fetch ``url``, and why: :meth:`neardup.Detector.should_fetch`. The
+        answer's ``url`` is ``url`` as given, its ``key`` the normalised one."""
+        given, url = url, normalize_url(url, self.urls)
+        max_age = duration(max_age, "max_age", optional=True)
+        host_min_pages = checked_count(host_min_pages, "host_min_pages", MIN_HOST_PAGES)
         if host_max_duplicate_rate is not None:
             rate = seconds(host_max_duplicate_rate, "host_max_duplicate_rate")
             if rate is None or not 0.0 <= rate <= 1.0:
@@ -128,32 +166,32 @@ class CrawlSignals:
             if own is not None and own.status != "empty" and own.cluster_id is not None:
                 info = self.clusters.info(own.cluster_id)
                 if info is not None and info["size"] >= 2 and info["canonical_id"] not in (None, own.id):
-                    return FetchDecision(url, False, "known-duplicate", known_url=url,
+                    return FetchDecision(given, False, "known-duplicate", known_url=url,
                                          canonical_url=info["canonical_url"], cluster_id=own.cluster_id,
-                                         fetched_at=own.fetched_at)
+                                         fetched_at=own.fetched_at, key=url)
             if own is not None:
                 now = time.time()
                 if max_age is not None:
                     fresh = now - own.fetched_at < max_age
                 else:
                     fresh = own.next_fetch is not None and now < own.next_fetch
-                return FetchDecision(url, not fresh, "fresh" if fresh else "known", known_url=url,
+                return FetchDecision(given, not fresh, "fresh" if fresh else "known", known_url=url,
                                      canonical_url=url if own.cluster_id is not None else None,
                                      cluster_id=own.cluster_id, fetched_at=own.fetched_at,
-                                     next_fetch=own.next_fetch, change_rate=own.change_rate)
+                                     next_fetch=own.next_fetch, change_rate=finite_or_none(own.change_rate), key=url)
             found = learner.match(url)
             if found is not None:
                 info = self.clusters.info(found.cluster_id)
-                return FetchDecision(url, False, "rule", known_url=found.known_url,
+                return FetchDecision(given, False, "rule", known_url=found.known_url,
                                      canonical_url=info["canonical_url"] if info else None,
-                                     cluster_id=found.cluster_id, rules=found.rules)
+                                     cluster_id=found.cluster_id, rules=found.rules, key=url)
             if host_max_duplicate_rate is not None:
                 counts = self.store.host_stats(host_of(url))
                 pages = sum(counts.values())
                 rate = (counts.get("exact", 0) + counts.get("near", 0)) / pages if pages else 0.0
                 if pages >= host_min_pages and rate >= host_max_duplicate_rate:
-                    return FetchDecision(url, False, "host-budget", host_duplicate_rate=round(rate, 4))
-        return FetchDecision(url, True, "unknown")
+                    return FetchDecision(given, False, "host-budget", host_duplicate_rate=round(rate, 4), key=url)
+        return FetchDecision(given, True, "unknown", key=url)
 
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
               sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,
@@ -161,12 +199,13 @@ class CrawlSignals:
         """Per-host duplicate and change signals: :meth:`neardup.Detector.hosts`."""
         if sort not in ("duplicate_rate", "duplicates", "pages", "distinct_contents"):
             raise ConfigError(f"unknown sort {sort!r}; choose duplicate_rate, duplicates, pages or distinct_contents")
-        at, window = seconds(at, "at", optional=True), seconds(window, "window", optional=True)
-        if window is not None and window < 0:
-            raise ConfigError(f"window must be >= 0 seconds, got {window}")
-        now = time.time() if at is None else float(at)
+        window = duration(window, "window", optional=True)
+        if window == 0:  # as the CLI's --window: the last 0 seconds hold no fetch
+            raise ConfigError("window must be > 0 seconds, got 0")
+        trap_members = checked_count(trap_members, "trap_members", MIN_TRAP_MEMBERS)
+        now = time.time() if at is None else checked_time(at, "at")
         since = None if window is None else now - float(window)
-        wanted = host.lower() if host is not None else None
+        wanted = host_key(host) if host is not None else None
         with self.store.reading():
             rows: list[dict[str, Any]] = []
             for h in self.store.host_figures(wanted, since):
@@ -177,7 +216,7 @@ class CrawlSignals:
                              "duplicates": dups, "duplicate_rate": round(dups / pages, 4) if pages else 0.0,
                              "distinct_contents": h.distinct_contents, "refetched": h.refetched,
                              "changed_pages": h.changed_pages,
-                             "changes_per_day": round(h.changes * 86400.0 / h.watched, 4) if h.watched else None})
+                             "changes_per_day": _per_day(h.changes, h.watched)})
             rows.sort(key=lambda r: (-r[sort], r["host"]))
             if top is not None:
                 rows = rows[:max(0, int(top))]
@@ -209,3 +248,9 @@ class CrawlSignals:
         return row
 
 
+def _per_day(changes: int, watched: float) -> float | None:
+    """A host's pooled change rate, changes per day watched (None before a re-fetch); finite:
+    watching counts as at least :data:`~neardup.crawl.schedule.MIN_CHANGE_INTERVAL`."""
+    if not watched > 0:
+        return None
+    return finite_or_none(round(changes * 86400.0 / max(watched, MIN_CHANGE_INTERVAL), 4))

@@ -53,8 +53,8 @@ from neardup.model import (
     Verdict,
     checked_id,
     default_k,
+    duration,
     priority_value,
-    seconds,
     timestamp,
 )
 from neardup.store.backends import open_store
@@ -287,7 +287,9 @@ class Detector:
         fetched_at: float | datetime | None = None,
         priority: float | None = None,
     ) -> Verdict:
-        """Decide and record ``content`` at ``url`` (committed when this returns)."""
+        """Decide and record ``content`` at ``url`` (committed when this returns). ``fetched_at``:
+        when it was fetched (default now), POSIX seconds or a datetime from 1970-01-01 to
+        9999-12-31 (:func:`neardup.model.checked_time`; :class:`ConfigError` otherwise)."""
         url = validate_url(url)
         fp = self.fingerprint(content, url, headers)
         return self.add_fingerprint(url, fp, fetched_at=fetched_at, priority=priority)
@@ -446,9 +448,7 @@ class Detector:
         In batches of :data:`EXPIRE_BATCH` pages (one read and one delete statement each);
         each cluster that lost members is updated once at the end, re-choosing its canonical
         from scratch only when the canonical itself left (or lost the link naming it)."""
-        older_than = seconds(older_than, "older_than") or 0.0
-        if older_than < 0:
-            raise ConfigError(f"older_than must be >= 0 seconds, got {older_than}")
+        older_than = duration(older_than, "older_than") or 0.0
         total = 0
         with self.signals.learning(), self._writing():
             before = time.time() - older_than

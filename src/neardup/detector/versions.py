@@ -20,6 +20,7 @@ from typing import Any
 from neardup.crawl.schedule import MAX_REVISIT, MIN_REVISIT, UrlHistory, schedule
 from neardup.fingerprint.core import Fingerprint
 from neardup.matching import Side, pair_rule, sketch_score
+from neardup.model import finite_or_none
 from neardup.store.base import HISTORY_LIMIT, PageRecord, Store
 
 
@@ -77,7 +78,8 @@ def counters(store: Store, own: PageRecord | None, now: float, revisit: Revisit 
 
 
 def url_history(store: Store, key: str, bits: int) -> UrlHistory | None:
-    """The fetch history of the URL stored under ``key`` (None when it is not stored)."""
+    """The fetch history of the URL stored under ``key`` (None when it is not stored); a
+    change rate a store written before the checks holds as infinite reads as None."""
     with store.reading():
         own = store.page_by_url(key)
         if own is None or own.id is None:
@@ -85,6 +87,6 @@ def url_history(store: Store, key: str, bits: int) -> UrlHistory | None:
         versions = store.versions(own.id)
     return UrlHistory(url=own.url, fetched_url=own.fetched_url, first_seen=own.first_seen,
                       fetched_at=own.fetched_at, fetches=own.fetches, change_count=own.change_count,
-                      last_changed_at=own.last_changed_at, change_rate=own.change_rate,
+                      last_changed_at=own.last_changed_at, change_rate=finite_or_none(own.change_rate),
                       next_fetch=own.next_fetch,
                       versions=tuple(v.to_dict(bits) for v in versions))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,17 @@ FORMATS = ("csv", "jsonl", "parquet")
 
 def rows(store: Store, batch: int = 5000) -> Iterator[dict[str, Any]]:
     """Every stored URL as an export row, in id order (:meth:`Store.export_batches`)."""
-    for chunk in store.export_batches(batch):
+    for chunk in _batches(store, batch):
         yield from chunk
+
+
+def _batches(store: Store, batch: int) -> Iterator[list[dict[str, Any]]]:
+    """:meth:`Store.export_batches` with every non-finite number as None: a store written
+    before the checks at the door may hold an infinite change rate (JSON has no infinity,
+    and a rate is finite: :func:`neardup.crawl.schedule.change_rate`)."""
+    for chunk in store.export_batches(batch):
+        yield [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+               for row in chunk]
 
 
 def format_of(path: str, fmt: str | None = None) -> str:
@@ -69,7 +79,7 @@ def export(store: Store, path: str, fmt: str | None = None, batch: int = 5000) -
             if writer is not None:
                 writer.writerow(row)
             else:
-                stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                stream.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
             n += 1
     finally:
         if stream is not sys.stdout:
@@ -95,7 +105,7 @@ def _parquet(store: Store, path: str, batch: int) -> int:
     ])
     n = 0
     with pq.ParquetWriter(path, schema) as writer:
-        for chunk in store.export_batches(batch):
+        for chunk in _batches(store, batch):
             writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
             n += len(chunk)
     return n

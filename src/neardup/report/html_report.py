@@ -20,7 +20,7 @@ every chart with a one-line "how to read this":
   duplicate URLs, and re-fetches that found nothing changed), and the hosts with most URLs;
 * ``over-time``: URLs by when they were first seen, stacked by verdict
   (``duplicates-over-time``), on a time axis fitted to the data's span (:func:`time_axis`:
-  minutes to years, at most :data:`MAX_BUCKETS` buckets);
+  minutes to millennia, at most :data:`MAX_BUCKETS` buckets);
 * ``drift``: re-fetches that found the content changed, per bucket and host, from the
   URLs' fetch histories (``drift``), and hosts ranked by their change rate
   (``host-change-rates``: changes per URL and day watched);
@@ -28,6 +28,12 @@ every chart with a one-line "how to read this":
   joined (verdict, the URL it matched, distance, sketch score).
 
 Pages without a host (``file://`` URLs) are listed under :data:`NO_HOST`.
+
+Any stored time is rendered, whatever it is (a store written before the checks at the door,
+:func:`neardup.model.checked_time`, may hold any float): the time axis spans at most the
+documented range (:data:`~neardup.model.MIN_TIME` to :data:`~neardup.model.MAX_TIME`, 1970 to
+9999), a time outside the axis is counted in its first or last bucket, a time with no calendar
+date is written as its seconds (:func:`when`), and an infinite rate as none.
 
 >>> from neardup import Detector
 >>> det = Detector()
@@ -48,9 +54,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from neardup.crawl.templates import TemplatePage, redesigns, soft_404s, templates
+from neardup.crawl.templates import MIN_PAGES, TemplatePage, redesigns, soft_404s, templates
 from neardup.errors import NeardupError
-from neardup.model import STATUSES
+from neardup.model import MAX_TIME, MIN_TIME, STATUSES, finite_or_none
 from neardup.report.plots import bar_chart, empty_chart, hbar_chart, stacked_bars
 from neardup.sketch import similarity
 from neardup.store.backends import open_store
@@ -76,7 +82,9 @@ NO_HOST = "(no host: file:// or local pages)"
 #: time buckets (seconds, name, tick label format), finest first
 _STEPS = ((60, "minute", "%H:%M"), (300, "5 minutes", "%H:%M"), (900, "15 minutes", "%H:%M"),
           (3600, "hour", "%m-%d %Hh"), (6 * 3600, "6 hours", "%m-%d %Hh"), (86400, "day", "%Y-%m-%d"),
-          (7 * 86400, "week", "%Y-%m-%d"), (30 * 86400, "30 days", "%Y-%m-%d"), (365 * 86400, "year", "%Y-%m"))
+          (7 * 86400, "week", "%Y-%m-%d"), (30 * 86400, "30 days", "%Y-%m-%d"), (365 * 86400, "year", "%Y-%m"),
+          (3650 * 86400, "10 years", "%Y"), (36500 * 86400, "100 years", "%Y"),
+          (365000 * 86400, "1000 years", "%Y"))
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 12px}
@@ -118,28 +126,57 @@ class TimeAxis:
 
     def label(self, b: int) -> str:
         """Bucket ``b``'s tick label (the bucket's start, UTC)."""
-        return _dt.datetime.fromtimestamp(self.start(b), _dt.UTC).strftime(self.fmt)
+        return when(self.start(b), self.fmt)
 
     def caption(self) -> str:
         """The axis label: the bucket and, for a clock-time axis, the first day."""
-        first = _dt.datetime.fromtimestamp(self.origin, _dt.UTC)
         if "%d" not in self.fmt:
-            return f"time (UTC, per {self.name}) from {first:%Y-%m-%d}" if "%H" in self.fmt \
+            return f"time (UTC, per {self.name}) from {when(self.origin, '%Y-%m-%d')}" if "%H" in self.fmt \
                 else f"{self.name} (UTC)"
         return f"{self.name} starting (UTC)"
 
+    def bucket(self, b: int) -> int:
+        """Bucket ``b`` of a store's aggregate, within the axis: a time before its start (or
+        after its end: outside the documented range, or out of order) is counted in the
+        first (last) bucket."""
+        return min(max(int(b), 0), self.buckets - 1)
+
+
+def when(ts: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """A time as the report writes it (UTC); one with no calendar date (outside the years 1 to
+    9999, or not a number: a store written before the checks at the door) as its seconds.
+
+    >>> when(0), when(1e18), when(None)
+    ('1970-01-01 00:00', '1e+18 s (no calendar date)', '-')
+    """
+    if ts is None:
+        return "-"
+    try:
+        day = _dt.datetime.fromtimestamp(float(ts), _dt.UTC)
+        return day.strftime(fmt.replace("%Y", f"{day.year:04d}"))  # (strftime writes year 1 as "1")
+    except (OverflowError, OSError, ValueError):
+        return f"{float(ts):.6g} s (no calendar date)"
+
 
 def time_axis(first: float | None, last: float | None, max_buckets: int = MAX_BUCKETS) -> TimeAxis:
-    """The finest bucket with at most ``max_buckets`` buckets from ``first`` to ``last``.
+    """The finest bucket with at most ``max_buckets`` buckets from ``first`` to ``last``,
+    both within :data:`~neardup.model.MIN_TIME` and :data:`~neardup.model.MAX_TIME` (a time
+    outside counts as the nearest end; not a number: as the start).
 
     >>> a = time_axis(1_700_000_000, 1_700_000_000 + 3 * 3600)
     >>> a.name, a.buckets
     ('5 minutes', 37)
     >>> time_axis(0, 3 * 365 * 86400).name
     '30 days'
+    >>> time_axis(-1e300, 1e18).name, time_axis(float("nan"), float("inf")).buckets
+    ('1000 years', 9)
     """
-    lo = float(first or 0.0)
-    hi = max(float(last or lo), lo)
+    def within(t: float | None, default: float) -> float:
+        t = default if t is None or t != t else float(t)
+        return min(max(t, MIN_TIME), MAX_TIME)
+
+    lo = within(first, MIN_TIME)
+    hi = max(within(last, lo), lo)
     for seconds, name, fmt_ in _STEPS:
         origin = lo - lo % seconds
         n = int((hi - origin) // seconds) + 1
@@ -221,18 +258,21 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
         axis = time_axis(figures["first_seen"], figures["last_fetch"])
         over_time: dict[int, dict[str, int]] = defaultdict(dict)
         for b, status, n in store.statuses_over_time(axis.origin, axis.seconds):
-            over_time[b][status] = n
+            slot = over_time[axis.bucket(b)]
+            slot[status] = slot.get(status, 0) + n
         drift: dict[str, dict[int, int]] = defaultdict(dict)
         for h, b, n in store.changes_over_time(axis.origin, axis.seconds):
-            drift[h][b] = n
+            b = axis.bucket(b)
+            drift[h][b] = drift[h].get(b, 0) + n
         largest = store.largest_clusters(top_clusters, members_per_cluster)
         data = ReportData(
             generated_at=time.time(), figures=figures, status_counts=counts, spec=store.get_meta("spec"),
             thresholds=store.get_meta("thresholds"), distance_hist=store.distance_counts(), score_hist=score_hist,
             scores_sampled=sampled, cluster_sizes=store.cluster_size_counts(),
-            hosts_by_pages=store.host_rankings("pages", top_hosts), hosts_by_rate=by_rate,
-            hosts_by_wasted=store.host_rankings("wasted", top_hosts),
-            hosts_by_change=store.host_rankings("changes_per_day", top_hosts), axis=axis,
+            hosts_by_pages=_finite_rates(store.host_rankings("pages", top_hosts)),
+            hosts_by_rate=_finite_rates(by_rate),
+            hosts_by_wasted=_finite_rates(store.host_rankings("wasted", top_hosts)),
+            hosts_by_change=_finite_rates(store.host_rankings("changes_per_day", top_hosts)), axis=axis,
             over_time=dict(over_time), drift=dict(drift), largest=largest, rate_min_pages=rate_min_pages)
     data.structure = _structure_rows(store, data)
     for cl in data.largest:
@@ -244,6 +284,16 @@ def collect(store: Store, *, top_hosts: int = TOP_HOSTS, top_clusters: int = TOP
     return data
 
 
+def _finite_rates(hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Host rows with an infinite change rate or time watched (fetches a moment apart in a
+    store written before the checks at the door) as none."""
+    for h in hosts:
+        for name in ("changes_per_day", "watched"):
+            if name in h:
+                h[name] = finite_or_none(h[name])
+    return hosts
+
+
 def _structure_rows(store: Store, data: ReportData) -> list[dict[str, Any]]:
     """Templates and redesigns of the hosts with most URLs (:mod:`neardup.crawl.templates` over
     their pages' structures), and their content changes split at the last redesign."""
@@ -253,7 +303,8 @@ def _structure_rows(store: Store, data: ReportData) -> list[dict[str, Any]]:
                 for r in store.structure_rows(h["host"])]
         if not rows:
             continue
-        found, events = templates(rows), redesigns(rows)
+        # (redesigns needs MIN_PAGES pages before a cut: fewer never hold one, and would fail it)
+        found, events = templates(rows), redesigns(rows) if len(rows) >= MIN_PAGES else []
         flags = soft_404s(rows)
         split = events[-1]["at"] if events else None
         before = after = 0
@@ -271,12 +322,6 @@ def _structure_rows(store: Store, data: ReportData) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 # HTML
 # --------------------------------------------------------------------------------------------
-
-def _when(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return _dt.datetime.fromtimestamp(float(ts), _dt.UTC).strftime("%Y-%m-%d %H:%M")
-
 
 def size_bins(sizes: dict[int, int], least: int = 2) -> list[tuple[str, int, int]]:
     """Clusters of ``least`` pages or more in logarithmic bins (2, 3-4, 5-8, 9-16, ...; at
@@ -494,7 +539,7 @@ def _summary(data: ReportData) -> list[tuple[str, Any]]:
             ("fetches", f["fetches"]), ("URLs fetched twice or more", f["refetched"]),
             ("URLs whose content changed", f["changed_pages"]), ("changes found", f["changes"]),
             ("fetches wasted (nothing new)", f["wasted"]),
-            ("first seen", _when(f["first_seen"])), ("latest fetch", _when(f["last_fetch"])),
+            ("first seen", when(f["first_seen"])), ("latest fetch", when(f["last_fetch"])),
             ("fingerprint spec", data.spec or "-"),
             ("tuned thresholds", _thresholds_text(data.thresholds)),
             ("report computed in", f"{data.seconds:.3f} s")]
@@ -526,7 +571,7 @@ def render_html(data: ReportData, title: str = "neardup report") -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<p class="note">Generated {escape(_when(data.generated_at))} UTC by neardup. One file, no script, '
+        f'<p class="note">Generated {escape(when(data.generated_at))} UTC by neardup. One file, no script, '
         "no external resource.</p>",
         '<section id="summary"><h2>Summary</h2>', keep_words(DEFINITIONS),
         _table(("figure", "value"), _summary(data), "figures", "ka"), "</section>",
@@ -548,7 +593,7 @@ def render_html(data: ReportData, title: str = "neardup report") -> str:
         _table(("host", "templates", "largest shares", "redesigns", "soft-404s", "changes before",
                 "changes after"),
                [(host_name(r["host"]), r["templates"], ", ".join(_pct(x) for x in r["shares"]),
-                 ", ".join(_when(t) for t in r["redesigns"]) or "none", r["soft_404s"], r["changes_before"],
+                 ", ".join(when(t) for t in r["redesigns"]) or "none", r["soft_404s"], r["changes_before"],
                  "" if r["changes_after"] is None else r["changes_after"]) for r in data.structure],
                "templates", "knkdnnn") if data.structure else
         '<p class="note">No page with a structure fingerprint (spec version 3) is stored.</p>',
@@ -563,7 +608,7 @@ def render_html(data: ReportData, title: str = "neardup report") -> str:
             ("page", "URL", "verdict", "matched", "distance", "score", "fetched", "title"),
             [(("★ " if m["canonical"] else "") + str(m["id"]), m["url"], m["status"], m["match_url"] or "",
               m["distance"] if m["distance"] is not None else "",
-              round(m["score"], 3) if m["score"] is not None else "", _when(m["fetched_at"]), m["title"] or "")
+              round(m["score"], 3) if m["score"] is not None else "", when(m["fetched_at"]), m["title"] or "")
              for m in cl["members"]], "members", "kukunndt"))
         if cl["size"] > len(cl["members"]):
             parts.append(f'<p class="note">{cl["size"] - len(cl["members"]):,} more members not listed.</p>')

@@ -3,12 +3,14 @@ expiry and the store's counts (each under the decision lock, in the thread pool)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from neardup.model import DEFAULT_TRAP_MEMBERS
+from neardup.crawl.signals import host_key
+from neardup.model import DEFAULT_HOST_MIN_PAGES, DEFAULT_TRAP_MEMBERS
 from neardup.service.guard import error, json_response
 from neardup.service.models import (
     MAX_ID,
@@ -35,6 +37,12 @@ from neardup.service.state import ServiceDep
 router = APIRouter()
 
 
+def _finite(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every non-finite number as None (a store written before the checks at the
+    door may hold an infinite change rate; JSON has no infinity)."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+
+
 @router.get("/v1/pages/{page_id}", summary="A stored page", response_model=None, responses=answers(PageOut, 404))
 def get_page(svc: ServiceDep, page_id: int) -> Any:
     """A stored page (404 when there is none)."""
@@ -44,7 +52,7 @@ def get_page(svc: ServiceDep, page_id: int) -> Any:
         rec = svc.detector.page(page_id)
     if rec is None:
         return error(404, f"no page with id {page_id}")
-    return rec.to_dict(svc.detector.config.bits)
+    return json_response(_finite(rec.to_dict(svc.detector.config.bits)))
 
 
 @router.get("/v1/clusters/{cluster_id}", summary="A cluster: members, canonical, why each joined", response_model=None,
@@ -78,7 +86,7 @@ def get_cluster_pages(svc: ServiceDep, cluster_id: int) -> Any:
     if not members:
         return error(404, f"no cluster with id {cluster_id}")
     bits = svc.detector.config.bits
-    return json_response({"pages": [m.to_dict(bits) for m in members]})
+    return json_response({"pages": [_finite(m.to_dict(bits)) for m in members]})
 
 
 @router.get("/v1/config", summary="The fingerprint config, spec and settings the service decides with",
@@ -110,11 +118,13 @@ def learn_rules(svc: ServiceDep) -> Response:
             responses=answers(HostOut, 404))
 def get_host(svc: ServiceDep, host: str, window: float | None = None, at: float | None = None,
              trap_members: int = DEFAULT_TRAP_MEMBERS) -> Any:
-    """A host's figures (:meth:`Detector.host`: counts, rates, largest cluster, rules)."""
+    """A host's figures (:meth:`Detector.host`: counts, rates, largest cluster, rules); the
+    host is normalised as stored keys are (``BÜCHER.example`` is ``xn--bcher-kva.example``);
+    ``window``, ``at`` and ``trap_members`` are checked as the Detector checks them (400)."""
     if len(host) > 1024 or has_surrogates(host):
         return error(404, f"no page stored for host {host[:100]!r}")
     with svc.lock:
-        found = svc.detector.host(host.lower(), window=window, at=at, trap_members=trap_members)
+        found = svc.detector.host(host, window=window, at=at, trap_members=trap_members)
     if found is None:
         return error(404, f"no page stored for host {host!r}")
     return json_response(found)
@@ -123,8 +133,10 @@ def get_host(svc: ServiceDep, host: str, window: float | None = None, at: float 
 @router.get("/v1/should-fetch", summary="Should a crawler fetch this URL? (before the fetch)", response_model=None,
             responses=answers(FetchDecisionOut))
 def should_fetch(svc: ServiceDep, url: str, max_age: float | None = None, host_max_duplicate_rate: float | None = None,
-                 host_min_pages: int = 20) -> Response:
-    """Should a crawler fetch this URL (before the fetch)?"""
+                 host_min_pages: int = DEFAULT_HOST_MIN_PAGES) -> Response:
+    """Should a crawler fetch this URL (before the fetch)? ``url`` is echoed as given, beside
+    its ``key``; ``max_age`` (>= 0) and ``host_min_pages`` (>= 1) are checked as the Detector
+    checks them (400 ConfigError)."""
     with svc.lock:
         decision = svc.detector.should_fetch(url, max_age=max_age, host_max_duplicate_rate=host_max_duplicate_rate,
                                          host_min_pages=host_min_pages)
@@ -158,8 +170,8 @@ def get_host_rules(svc: ServiceDep, host: str) -> Response:
     if len(host) > 1024 or has_surrogates(host):
         return error(400, f"bad host {host[:100]!r}", kind="InputError")
     with svc.lock:
-        rules = [r.to_dict() for r in svc.detector.rules(host.lower())]
-    return json_response({"host": host.lower(), "rules": rules})
+        rules = [r.to_dict() for r in svc.detector.rules(host)]
+    return json_response({"host": host_key(host), "rules": rules})
 
 
 @router.get("/v1/hosts", summary="Per-host duplicate signals, sorted and paged", response_model=None,

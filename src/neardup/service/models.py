@@ -8,12 +8,12 @@ import re
 import typing
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictInt, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, StrictFloat, StrictInt, create_model, field_validator, model_validator
 
 from neardup.detector.core import Detector
 from neardup.errors import InputError
 from neardup.fingerprint.core import Fingerprint
-from neardup.model import Verdict
+from neardup.model import TIME_RANGE, Verdict
 
 MAX_BATCH = 1000
 MAX_ID = (1 << 63) - 1  # SQLite INTEGER
@@ -41,6 +41,11 @@ def has_surrogates(value: str) -> bool:
 
 
 Finite = Field(None, allow_inf_nan=False)
+#: a page's ``fetched_at`` and ``priority`` in a request: a JSON number (``true`` is refused,
+#: 422); the range of a time is the library's (:data:`neardup.model.MIN_TIME` to
+#: :data:`~neardup.model.MAX_TIME`, :func:`neardup.model.checked_time`: 400 ``ConfigError``, or
+#: the item's ``error`` in a batch), as for the Detector
+FetchedAt = Field(None, allow_inf_nan=False, description=f"POSIX seconds, from {TIME_RANGE}; default: now")
 
 
 class FieldError(InputError):
@@ -56,8 +61,8 @@ class PageIn(BaseModel):
     html: str | None = None
     text: str | None = None
     headers: dict[str, str] | None = Field(None, max_length=200)
-    fetched_at: float | None = Finite
-    priority: float | None = Finite
+    fetched_at: StrictFloat | None = FetchedAt
+    priority: StrictFloat | None = Finite
 
     @model_validator(mode="after")
     def one_body(self) -> "PageIn":
@@ -103,8 +108,8 @@ class FingerprintIn(BaseModel):
     title: str | None = Field(None, max_length=8192)
     canonical_url: str | None = Field(None, max_length=8192)
     language: str | None = Field(None, max_length=64)
-    fetched_at: float | None = Finite
-    priority: float | None = Finite
+    fetched_at: StrictFloat | None = FetchedAt
+    priority: StrictFloat | None = Finite
 
     @field_validator("simhash")
     @classmethod
@@ -321,7 +326,8 @@ class HostOut(BaseModel):
 class FetchDecisionOut(BaseModel):
     """Should a crawler fetch this URL."""
 
-    url: str
+    url: str = Field(..., description="the URL as asked about")
+    key: str | None = Field(None, description="its normalised form, its key in the store")
     fetch: bool
     reason: str
     known_url: str | None = None
@@ -372,7 +378,7 @@ class HostsOut(BaseModel):
 class ExpireIn(BaseModel):
     """What to forget."""
 
-    older_than: float = Field(description="seconds: pages last fetched longer ago are forgotten (>= 0)")
+    older_than: StrictFloat = Field(description="seconds: pages last fetched longer ago are forgotten (>= 0)")
 
 
 class ExpiredOut(BaseModel):
