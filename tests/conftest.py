@@ -80,6 +80,23 @@ def corpus() -> Path:
 
 
 
+#: a real documentation site from a Debian package (Sphinx's own manual, ``sphinx-doc``): the
+#: link-list and crawl tests read its pages (.ci/run installs it)
+SPHINX_DOCS = Path(os.environ.get("NEARDUP_SPHINX_DOCS", "/usr/share/doc/sphinx-doc/html"))
+
+
+@pytest.fixture(scope="session")
+def sphinx_docs() -> Path:
+    """The ``sphinx-doc`` package's HTML manual. Skips without it, except under
+    ``NEARDUP_REQUIRE_SITE=1`` (set by .ci/run, which installs it), where it fails."""
+    if not (SPHINX_DOCS / "contents.html").is_file():
+        message = f"Sphinx's manual not found at {SPHINX_DOCS} (apt-get install sphinx-doc; .ci/run does it)"
+        if os.environ.get("NEARDUP_REQUIRE_SITE"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return SPHINX_DOCS
+
+
 # -- PostgreSQL: one throwaway server per test session, one fresh database per test --------
 import sys  # noqa: E402
 

@@ -45,7 +45,15 @@ from resiliparse.parse.html import HTMLTree
 from resiliparse.parse.lang import detect_fast
 
 from neardup.errors import ConfigError, InputError
-from neardup.fingerprint.extract_fast import MIN_MAIN_WORDS, count_words, looks_wrong, parse_blocks, select_main_blocks
+from neardup.fingerprint.extract_fast import (
+    MIN_MAIN_WORDS,
+    Block,
+    count_words,
+    is_link_list,
+    looks_wrong,
+    parse_blocks,
+    select_main_blocks,
+)
 from neardup.fingerprint.guards import guard_markup, text_only
 from neardup.fingerprint.structure import structure_simhash
 
@@ -537,6 +545,23 @@ _PLAIN: dict[str, Any] = {
 }
 
 
+#: where a page keeps its main content, when its markup says so
+MAIN_REGION = 'main, [role="main"], article'
+
+
+def _main_region(tree: HTMLTree) -> list[Block] | None:
+    """The blocks of the page's main region (the largest ``<main>``, ``role="main"`` or
+    ``<article>`` element, links counted), None when the markup names none."""
+    if tree.body is None:
+        return None
+    nodes = tree.body.query_selector_all(MAIN_REGION)
+    best = max(nodes, key=lambda n: len(n.text), default=None)
+    if best is None:
+        return None
+    raw = extract_plain_text(best.html, preserve_formatting="minimal_html", main_content=False, links=True, **_PLAIN)
+    return parse_blocks(raw)
+
+
 def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: str | None) -> ExtractedPage:
     """The ``hybrid`` extractor: the fast path (:mod:`neardup.fingerprint.extract_fast`) on one Lexbor
     parse, trafilatura where its result looks wrong and the page is small enough."""
@@ -563,6 +588,9 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
                                                        links=False, **_PLAIN))
     why = looks_wrong(main_words, sum(block.words for block in found), visible_words)
     path = "fast"
+    region = _main_region(tree) if main_words < MIN_MAIN_WORDS else None
+    if region is not None and is_link_list(region, blocks):  # the list is the content
+        main, path, why = "\n".join(block.text for block in region), "link-list", None
     if why is not None:
         if (len(text) <= HYBRID_FALLBACK_MAX_CHARS and _start_tags(text) <= HYBRID_FALLBACK_MAX_ELEMENTS
                 and _accurate_refusal(text, tree) is None):

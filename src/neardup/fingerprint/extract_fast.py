@@ -14,6 +14,15 @@ with the highest total (a maximum-sum subarray, linear), with the heading right 
 the page instead: nothing found, or a main text that is a small share of the page's visible
 text (lopsided).
 
+:func:`is_link_list` says when the page's content *is* its list of links (a table of contents,
+an index, a sitemap, a category page): the page's main region (``<main>``, ``role="main"``,
+``<article>``) holds what the selection kept, under :data:`MIN_MAIN_WORDS` words of it (a
+heading, a timestamp, an ad: less than a paragraph), and the rest of the region is mostly link
+text. An article's share bar, tags and related links never make its page a list: its text is
+found. Such a page is read
+as that region's blocks, anchor texts included, instead of the leftovers the density rules
+and trafilatura keep of it (a timestamp, an ad, the letter bar of an index).
+
 >>> raw = ('<p><a href="/">Home</a></p>\\n<h1>Title</h1>\\n<p>' + 'word ' * 40 + '</p>\\n'
 ...        '<p><a href="/r">Related story one</a></p>')
 >>> [b.text[:9] for b in select_main_blocks(parse_blocks(raw))]
@@ -31,6 +40,10 @@ BLOCK_COST = 4  # per block: short blocks (bylines, buttons, captions) score bel
 LINK_WEIGHT = 2  # a word inside a link costs this much (and does not count as text)
 MIN_MAIN_WORDS = 50  # fewer main words than this on a page with more visible text: fall back
 MIN_MAIN_SHARE = 0.30  # selected words under this share of the main-content pass's: fall back
+#: a link-list page: its main region holds at least this many words in links ...
+LINK_LIST_MIN_LINK_WORDS = 20
+#: ... and at least this share of its words beside the selection in links
+LINK_LIST_MIN_LINK_SHARE = 0.75
 
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.DOTALL | re.IGNORECASE)
 _HEADING = re.compile(r"^\s*<h[1-6]\b", re.IGNORECASE)
@@ -143,6 +156,37 @@ def looks_wrong(main_words: int, block_words: int, visible_words: int | None) ->
     if block_words and main_words < MIN_MAIN_SHARE * block_words:
         return f"lopsided: {main_words} of {block_words} main-content words selected"
     return None
+
+
+def _letters(text: str) -> str:
+    """A block's letters and digits: its identity across two readings of one page (the
+    main-content pass drops a heading's permalink sign, the full reading keeps it)."""
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+def is_link_list(region: Sequence[Block], selected: Sequence[Block]) -> bool:
+    """Whether a page whose main region reads as ``region`` (all its blocks, links counted)
+    is a list of links, the selection having kept the blocks ``selected`` (module docs): the
+    selection found under :data:`MIN_MAIN_WORDS` words, all of them inside the region, and
+    the rest of the region is :data:`LINK_LIST_MIN_LINK_SHARE` links or more (at least
+    :data:`LINK_LIST_MIN_LINK_WORDS` words of them).
+
+    >>> toc = [Block("# Contents", 1, 0, True)] + [Block(f"- Chapter {i}", 2, 2, False) for i in range(30)]
+    >>> stamp = Block("Last updated: today", 3, 0, False)
+    >>> is_link_list([stamp, *toc], [stamp]), is_link_list(toc[:5], []), is_link_list(toc, [stamp])
+    (True, False, False)
+    >>> is_link_list(toc, [Block("word " * 60, 60, 0, False)])
+    False
+    """
+    chosen = sum(b.words for b in selected)
+    if chosen >= MIN_MAIN_WORDS:
+        return False
+    texts = {_letters(b.text) for b in region}
+    if any(_letters(b.text) not in texts for b in selected):
+        return False  # the selection is elsewhere: this region is not where the page's content is
+    words = sum(b.words for b in region) - chosen
+    links = sum(b.link_words for b in region) - sum(b.link_words for b in selected)
+    return links >= LINK_LIST_MIN_LINK_WORDS and links >= LINK_LIST_MIN_LINK_SHARE * words
 
 
 def count_words(text: str) -> int:
