@@ -555,7 +555,7 @@ def _main_region(tree: HTMLTree) -> list[Block] | None:
     if tree.body is None:
         return None
     nodes = tree.body.query_selector_all(MAIN_REGION)
-    best = max(nodes, key=lambda n: len(n.text), default=None)
+    best = max(nodes, key=lambda n: len(n.text or ""), default=None)
     if best is None:
         return None
     raw = extract_plain_text(best.html, preserve_formatting="minimal_html", main_content=False, links=True, **_PLAIN)
