@@ -20,7 +20,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup import InputFormatError, Page
-from neardup.ingest.inputs import SKIPS, InputItem, count_items, read_input
+from neardup.ingest.inputs import count_items, read_input
+from neardup.ingest.items import SKIPS, InputItem
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 

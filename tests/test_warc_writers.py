@@ -40,7 +40,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup.cli.main import main
-from neardup.ingest.inputs import SKIPS, InputItem, read_input, warc_uri
+from neardup.ingest.inputs import read_input
+from neardup.ingest.items import SKIPS, InputItem
+from neardup.ingest.warc import warc_uri
 
 WGET = shutil.which("wget")
 

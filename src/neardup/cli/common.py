@@ -12,7 +12,8 @@ import click
 
 from neardup.detector.core import Detector
 from neardup.errors import ConfigError, NeardupError
-from neardup.ingest.inputs import HTML_SUFFIXES, TooLargeError, read_file
+from neardup.ingest.inputs import HTML_SUFFIXES, read_file
+from neardup.ingest.items import TooLargeError
 from neardup.store.backends import require_existing, store_paths
 
 

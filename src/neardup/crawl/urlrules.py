@@ -7,12 +7,10 @@ were fetched and found to be duplicates (same cluster), the differences between 
 suggest rewrite rules (Bar-Yossef, Keidar, Schonfeld, "Do not crawl in the DUST", WWW 2007;
 Dasgupta, Kumar, Sasturkar, "De-duping URLs via rewrite rules", KDD 2008). A rule of a host
 is kept only when it has at least ``min_support`` merges of different URLs with one content
-and **no counter-example** (two URLs it would make equal whose contents differ), or, once it
-has :data:`MERGES_PER_COUNTER_EXAMPLE` merges or more, at most one counter-example per that many
-merges: a parameter that changes the content is never learned (its counter-examples are as
-many as its merges, or more), a rule is dropped as soon as fetches contradict it, and a rule
-that 390 session-id merges support is not dropped because two of its pages were extracted
-differently (a page whose timestamp or ad is its main text, a fetch that failed half-way).
+and **no counter-example** (two URLs it would make equal whose contents differ), or at most one
+per :data:`MERGES_PER_COUNTER_EXAMPLE` merges (:func:`tolerated`): a parameter that changes the
+content is never learned, a rule is dropped as soon as fetches contradict it, and 390
+session-id merges are not undone by two pages extracted differently.
 
 Rule kinds (``Rule.name``):
 
@@ -128,8 +126,7 @@ class Rule:
             "scheme-alias": "http:// and https:// serve the same page at every path",
             "host-alias": f"hosts {a!r} and {b!r} serve the same page at every path (either scheme)",
         }.get(self.kind, self.name)
-        against = "no counter-example" if not self.counter else \
-            f"{self.counter} counter-example{'s' if self.counter > 1 else ''}"
+        against = f"{self.counter or 'no'} counter-example{'s' if self.counter > 1 else ''}"
         return f"{self.host}: {what} ({self.support} merges, {against})"
 
     def to_dict(self) -> dict[str, Any]:
