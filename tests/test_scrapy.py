@@ -168,12 +168,16 @@ def test_not_configured_and_untouched_responses(tmp_path):
     copy = HtmlResponse("https://a.example/b", body=text.encode(), headers={"Content-Type": "text/html"})
     with pytest.raises(IgnoreRequest):
         run(mw.process_response(Request(copy.url), copy))
-    with pytest.raises(IgnoreRequest):  # known duplicate: skipped before the fetch
-        run(mw.process_request(Request("https://a.example/b")))
+    # known duplicate: skipped before the fetch, its canonical requested in its place (once: no chains)
+    instead = run(mw.process_request(Request("https://a.example/b")))
+    assert instead.url == "https://a.example/a" and instead.meta["neardup_instead_of"] == "https://a.example/b"
+    with pytest.raises(IgnoreRequest):
+        run(mw.process_request(Request("https://a.example/b", meta={"neardup_instead_of": "https://a.example/c"})))
     assert run(mw.process_request(Request("https://a.example/b", meta={"neardup_ignore": True}))) is None
     got = stats.get_stats()
     assert (got["neardup/not_html"], got["neardup/not_200"], got["neardup/new"], got["neardup/exact"],
-            got["neardup/dropped"], got["neardup/skipped_before_fetch/known-duplicate"]) == (1, 1, 1, 1, 1, 1)
+            got["neardup/dropped"], got["neardup/skipped_before_fetch/known-duplicate"]) == (1, 1, 1, 1, 1, 2)
+    assert got["neardup/canonical_scheduled"] == 1
     mw.close()
 
     smw = NeardupSpiderMiddleware(stats, follow_duplicates=False)
@@ -181,6 +185,46 @@ def test_not_configured_and_untouched_responses(tmp_path):
         "https://a.example/b", meta={"neardup": {"status": "exact"}}))
     out = list(smw.process_spider_output(dup, [Request("https://a.example/c"), {"item": 1}]))
     assert out == [{"item": 1}] and stats.get_value("neardup/links_not_followed") == 1
+
+
+def _canonical_page(url, extra=""):
+    body = " ".join(f"word{i}" for i in range(400)) + extra
+    html = (f'<html><head><link rel="canonical" href="https://d.example/index.html"></head>'
+            f"<body><article><p>{body}</p></article></body></html>")
+    return HtmlResponse(url, body=html.encode(), headers={"Content-Type": "text/html"})
+
+
+def test_a_recrawl_reaches_the_original_and_the_canonical_copy():
+    """``/`` is the original (new); ``/index.html``, its near copy, is what every copy names
+    with rel=canonical, so the cluster's canonical moves to it. The recrawl from the seed ``/``
+    fetches ``/`` (an original is never skipped as a copy of its own cluster) and keeps
+    ``/index.html`` (a canonical copy is never dropped); a session-id copy is replaced by
+    the canonical."""
+    stats = MemoryStatsCollector(get_crawler(_Spider, {}))
+    det = Detector()
+    mw = NeardupDownloaderMiddleware(det, stats, on_duplicate="drop")
+    seed = Request("https://d.example/")
+    assert run(mw.process_response(seed, _canonical_page(seed.url))) is not None
+    index = Request("https://d.example/index.html")
+    kept = run(mw.process_response(index, _canonical_page(index.url, " extra words here")))
+    assert kept is not None and index.meta["neardup"]["status"] == "near"
+    assert index.meta["neardup"]["canonical_url"] == "https://d.example/index.html"
+    session = Request("https://d.example/?sessionid=1")
+    with pytest.raises(IgnoreRequest):  # the copy is dropped (its canonical is another page)
+        run(mw.process_response(session, _canonical_page(session.url, " extra words here")))
+    mw.close()
+    time.sleep(0.01)
+    mw = NeardupDownloaderMiddleware(det, stats, on_duplicate="drop")  # the second crawl
+    assert run(mw.process_request(Request("https://d.example/"))) is None  # fetched: known
+    assert run(mw.process_request(Request("https://d.example/index.html"))) is None
+    again = Request("https://d.example/index.html")
+    assert run(mw.process_response(again, _canonical_page(again.url, " extra words here"))) is not None
+    instead = run(mw.process_request(Request("https://d.example/?sessionid=1")))
+    assert instead is not None and instead.url == "https://d.example/index.html"
+    smw = NeardupSpiderMiddleware(stats, follow_duplicates=False)
+    canon = HtmlResponse(again.url, body=b"<html></html>", request=again)
+    assert list(smw.process_spider_output(canon, [Request("https://d.example/next")]))  # its links followed
+    mw.close()
 
 
 class _Broken(Detector):

@@ -232,3 +232,8 @@ def test_state_with_sections_round_trips() -> None:
     legacy = {**data, "templates": [t[:6] for t in data["templates"]]}
     del legacy["recent_sections"]
     assert HostStructure.from_dict(legacy).templates[0].sections == set()
+
+
+def test_a_host_of_few_pages_has_no_redesign() -> None:
+    for n in range(7):
+        assert redesigns(crawl("A" * n, "l" * n)) == []

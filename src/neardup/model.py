@@ -26,6 +26,8 @@ from typing import Any
 from neardup.errors import ConfigError
 
 STATUSES = ("new", "exact", "near", "partial", "empty", "error")
+#: the statuses of a page decided a copy of another
+DUPLICATE_STATUSES = ("exact", "near")
 METHODS = ("simhash", "minhash", "both")
 #: Default Hamming threshold per fingerprint spec version, the measured operating points
 #: (docs/quality.md). Version 1 (no IDF, no sketch): k = 7, where false positives start.
@@ -117,7 +119,18 @@ class Verdict:
 
     @property
     def is_duplicate(self) -> bool:
-        return self.status in ("exact", "near")
+        """Decided a copy of another page (``exact`` or ``near``)."""
+        return self.status in DUPLICATE_STATUSES
+
+    @property
+    def is_canonical(self) -> bool:
+        """The page is its cluster's canonical copy (a duplicate may be one: the copy the
+        cluster's pages name with rel=canonical): a crawler keeps it and follows its links.
+
+        >>> Verdict(status="near", url="https://a.example/i", page_id=2, canonical_id=2).is_canonical
+        True
+        """
+        return self.page_id is not None and self.page_id == self.canonical_id
 
     def to_dict(self) -> dict[str, Any]:
         # every field is a scalar: a shallow copy (dataclasses.asdict deep-copies, ~10x slower)
@@ -262,8 +275,10 @@ class FetchDecision:
     - ``fresh``: as ``known`` but fetched less than ``max_age`` seconds ago, or, without
       ``max_age``, before ``next_fetch``, when its content is next expected to change
       (skip; ``change_rate``: estimated changes per second, :mod:`neardup.crawl`);
-    - ``known-duplicate``: the URL is stored, its content is in a cluster whose canonical is
-      another page, ``canonical_url`` (skip: re-crawls skip copies);
+    - ``known-duplicate``: the URL is stored, was decided a copy (``exact`` or ``near``) and
+      its cluster's canonical is another page, ``canonical_url`` (skip: re-crawls skip copies;
+      fetch ``canonical_url`` instead). A cluster's original (``new``) is never skipped so, even
+      where rel=canonical made one of its copies the canonical;
     - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.crawl.urlrules`) rewrite it
       to a known page, ``known_url`` (skip);
     - ``host-budget``: its host is over its duplicate budget (``host_duplicate_rate``; skip).

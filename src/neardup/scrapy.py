@@ -20,7 +20,9 @@ Settings:
   ``NEARDUP_MIN_TOKENS``, ``NEARDUP_MAX_BYTES`` (these three for a new store),
   ``NEARDUP_KEEP_CHANGES``.
 - ``NEARDUP_ON_DUPLICATE``: ``drop`` (default: ``IgnoreRequest``, the spider never sees the
-  page) or ``tag`` (the page goes on with ``response.meta["neardup"]``, the verdict's dict).
+  page) or ``tag`` (the page goes on with ``response.meta["neardup"]``, the verdict's dict). A
+  duplicate that is its cluster's canonical copy (the URL its copies name with rel=canonical)
+  is never dropped, and its links are followed.
 - ``NEARDUP_FOLLOW_DUPLICATES`` (default False): with ``tag``, whether requests the spider
   yields from a duplicate page are kept (needs :class:`NeardupSpiderMiddleware`; with ``drop``
   the spider never sees duplicates, so their links are never followed).
@@ -30,7 +32,10 @@ Settings:
   ``NEARDUP_HOST_MAX_DUPLICATE_RATE`` / ``NEARDUP_HOST_MIN_PAGES`` (the host budget, off by
   default). A URL that the store already holds from this crawl (the same page under another
   spelling: tracking parameters, case, default port...) is skipped too (``this-crawl``),
-  unless the request has ``dont_filter``.
+  unless the request has ``dont_filter``. A copy skipped as ``known-duplicate`` or by a
+  ``rule`` is replaced by a request for its cluster's canonical URL (stat
+  ``neardup/canonical_scheduled``; Scrapy's duplicate filter drops it when it was requested
+  already), so a recrawl from the seed reaches every page the first crawl kept.
 - ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
 - ``NEARDUP_PROCESS`` (default True): the detector in a process of its own (see below).
 - ``NEARDUP_GC_FREEZE`` (default True): ``gc.freeze()`` once when the middleware is built,
@@ -80,6 +85,7 @@ from neardup.detector.core import Detector
 from neardup.detector.settings import DetectorSettings, setting_names
 from neardup.errors import NeardupError
 from neardup.fingerprint.core import warm_up
+from neardup.model import DUPLICATE_STATUSES
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -320,9 +326,10 @@ class NeardupDownloaderMiddleware:
             return await _in_thread(self._store, partial(_process_call, name, *args, **kwargs))
         return await _in_thread(self._store, partial(getattr(self.detector, name), *args, **kwargs))
 
-    async def process_request(self, request: Request, spider: Any = None) -> None:
-        """Ignore the request (``IgnoreRequest``) when ``should_fetch`` answers skip; a
-        failing ``should_fetch`` lets the request through (stat ``neardup/should_fetch_error``)."""
+    async def process_request(self, request: Request, spider: Any = None) -> Request | None:
+        """Ignore the request (``IgnoreRequest``) when ``should_fetch`` answers skip, or
+        request the canonical copy it names instead; a failing ``should_fetch`` lets the
+        request through (stat ``neardup/should_fetch_error``)."""
         if not self.skip_before_fetch or request.meta.get("neardup_ignore"):
             return None
         try:
@@ -346,6 +353,10 @@ class NeardupDownloaderMiddleware:
         why = reason + (f" ({', '.join(decision.rules)})" if decision.rules else "")
         logger.debug("neardup: skipped before the fetch: %s: %s -> %s", request.url, why,
                      decision.known_url or decision.canonical_url or "")
+        instead = _instead(request, decision)
+        if instead is not None:  # the copy to fetch in its place (the scheduler drops it if seen)
+            self.stats.inc_value("neardup/canonical_scheduled")
+            return instead
         raise _scrapy().exceptions.IgnoreRequest(f"neardup: {why}: {request.url}")
 
     async def _verdict(self, url: str, body: bytes, headers: dict[str, str] | None) -> Any:
@@ -423,7 +434,7 @@ class NeardupDownloaderMiddleware:
         version = getattr(verdict, "version", None)  # a re-fetch of a stored URL: "unchanged" or "changed"
         self.stats.inc_value(f"neardup/{version}" if version else f"neardup/{verdict.status}")
         request.meta["neardup"] = verdict.to_dict()
-        if not verdict.is_duplicate:
+        if not verdict.is_duplicate or verdict.is_canonical:  # a canonical copy is kept, its links followed
             return response
         if self.on_duplicate == "drop":
             self.stats.inc_value("neardup/dropped")
@@ -454,8 +465,21 @@ class NeardupDownloaderMiddleware:
 
 
 def _from_duplicate(response: Response) -> bool:
+    """The response is a duplicate page (and not its cluster's canonical copy)."""
     verdict = response.meta.get("neardup") if response is not None else None
-    return isinstance(verdict, dict) and verdict.get("status") in ("exact", "near")
+    return (isinstance(verdict, dict) and verdict.get("status") in DUPLICATE_STATUSES
+            and (verdict.get("page_id") is None or verdict.get("page_id") != verdict.get("canonical_id")))
+
+
+def _instead(request: Request, decision: Any) -> Request | None:
+    """The request for the canonical copy a skipped URL names (``known-duplicate``, ``rule``),
+    when that is another URL and the request is not already one of these (no chains); None
+    otherwise. It goes through the scheduler's duplicate filter: seen this crawl, it is dropped."""
+    target = getattr(decision, "canonical_url", None)
+    if (decision.reason not in ("known-duplicate", "rule") or not target or request.meta.get("neardup_instead_of")
+            or target in (request.url, getattr(decision, "key", None))):
+        return None
+    return request.replace(url=target, meta={**request.meta, "neardup_instead_of": request.url})
 
 
 class NeardupSpiderMiddleware:

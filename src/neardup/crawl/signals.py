@@ -15,6 +15,7 @@ from neardup.errors import ConfigError, URLError
 from neardup.model import (
     DEFAULT_HOST_MIN_PAGES,
     DEFAULT_TRAP_MEMBERS,
+    DUPLICATE_STATUSES,
     MIN_BUDGET_FACTOR,
     MIN_HOST_PAGES,
     MIN_TRAP_MEMBERS,
@@ -163,7 +164,10 @@ class CrawlSignals:
         learner = self.learner()
         with self.store.reading():
             own = self.store.page_by_url(url)
-            if own is not None and own.status != "empty" and own.cluster_id is not None:
+            # a duplicate by its own decision only: a cluster's original (``new``) is fetched again
+            # even where rel=canonical moved the canonical to one of its copies (the recrawl from
+            # the seed reaches what the first crawl kept); the skip names the URL to fetch instead
+            if own is not None and own.status in DUPLICATE_STATUSES and own.cluster_id is not None:
                 info = self.clusters.info(own.cluster_id)
                 if info is not None and info["size"] >= 2 and info["canonical_id"] not in (None, own.id):
                     return FetchDecision(given, False, "known-duplicate", known_url=url,

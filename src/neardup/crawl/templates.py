@@ -502,7 +502,7 @@ def redesigns(rows: Iterable[TemplatePage], threshold: int = TEMPLATE_DISTANCE, 
     times = [r.fetched_at for r in ordered]
     sections = [section_of(r.url) for r in ordered]
     seen_in: dict[int, set[int]] = {}  # template -> the sections of its pages before the cut
-    for k in range(max(1, min_pages) - 1):
+    for k in range(min(n, max(1, min_pages) - 1)):
         seen_in.setdefault(ids[k], set()).add(sections[k])
     none: tuple[int, float, int, set[int]] = (-1, 1.0, -1, set())
     cuts: list[tuple[int, float, int, set[int]]] = []  # (cut, old share after it, new template, old ones)

@@ -54,7 +54,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from neardup.crawl.templates import MIN_PAGES, TemplatePage, redesigns, soft_404s, templates
+from neardup.crawl.templates import TemplatePage, redesigns, soft_404s, templates
 from neardup.errors import NeardupError
 from neardup.model import MAX_TIME, MIN_TIME, STATUSES, finite_or_none
 from neardup.report.plots import bar_chart, empty_chart, hbar_chart, stacked_bars
@@ -303,8 +303,7 @@ def _structure_rows(store: Store, data: ReportData) -> list[dict[str, Any]]:
                 for r in store.structure_rows(h["host"])]
         if not rows:
             continue
-        # (redesigns needs MIN_PAGES pages before a cut: fewer never hold one, and would fail it)
-        found, events = templates(rows), redesigns(rows) if len(rows) >= MIN_PAGES else []
+        found, events = templates(rows), redesigns(rows)
         flags = soft_404s(rows)
         split = events[-1]["at"] if events else None
         before = after = 0
