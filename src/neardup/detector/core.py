@@ -503,10 +503,11 @@ class Detector:
         """Whether a crawler should fetch ``url``, before fetching it, and why
         (:class:`FetchDecision`). In order: a stored URL decided a copy whose content has its
         canonical elsewhere is skipped (``known-duplicate``, naming the ``canonical_url`` to
-        fetch instead), a stored canonical or original is fetched again (``known``) unless fetched less than ``max_age`` seconds ago, or without ``max_age``
-        before its ``next_fetch`` (``fresh``); a URL that
-        the learned rules of its host rewrite to a known page is skipped (``rule``, naming
-        the rules); with ``host_max_duplicate_rate``, a URL of a host with at least
+        fetch instead), a stored canonical or original is fetched again (``known``) unless
+        fetched less than ``max_age`` seconds ago, or without ``max_age`` before its
+        ``next_fetch`` (``fresh``); a URL that the learned rules of its host rewrite to a
+        known page is skipped (``rule``, naming the rules); with ``host_max_duplicate_rate``,
+        a URL of a host with at least
         ``host_min_pages`` pages of which that share or more are duplicates is skipped
         (``host-budget``); anything else is fetched (``unknown``). Nothing is written.
 
