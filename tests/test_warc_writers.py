@@ -635,11 +635,6 @@ def test_check_batch_against_stored_fingerprints(tmp_path, site, warc_input):
     assert {row["match"] for row in rows if row["status"] == "exact"} == {archived}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="neardup fingerprint reads a WARC file as one HTML page "
-    "(src/neardup/cli/pages.py: fingerprint_cmd reads every FILE with read_content)",
-)
 def test_fingerprint_command_reads_warc_pages(tmp_path, wget_crawl):
     out = tmp_path / "fps.parquet"
     r = run("fingerprint", wget_crawl.gz, "--out", out)

@@ -33,13 +33,17 @@ from neardup.cli.options import (
 )
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
-from neardup.ingest.inputs import read_all, read_input
+from neardup.ingest.inputs import JSONL_SUFFIXES, WARC_SUFFIXES, read_all, read_input
 from neardup.model import Verdict
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",
                   "previous_distance", "previous_score", "since_last_fetch", "next_fetch", "fetched_url", "flag",
                   "error")
+
+
+#: inputs that hold many pages (read as dedup reads them)
+CONTAINER_SUFFIXES = WARC_SUFFIXES + JSONL_SUFFIXES
 
 
 @click.command("fingerprint")
@@ -56,30 +60,53 @@ def fingerprint_cmd(files: tuple[str, ...], url: str | None, with_text: bool, pa
                     **opts: Any) -> None:
     """Print one JSON line per FILE (or - for stdin): digest, simhash (hex), spec, title, canonical.
 
-    A file that cannot be read gets a JSON line with an "error" field; the exit code is 1
-    if any file failed."""
+    A WARC or JSONL file, or a folder, gives one line per page it holds (with its "url"; the
+    records that are not pages are skipped, as dedup skips them). A file or record that cannot
+    be read gets a JSON line with an "error" field; the exit code is 1 if any failed."""
     refuse_overwrite({"--out": parquet_out}, inputs=files)
     config = build_config(settings_from_options(opts), **opts) or DEFAULT_CONFIG
     if parquet_out is not None and not parquet_out.lower().endswith(".parquet"):
         raise click.UsageError(f"--out names a Parquet file (.parquet), got {parquet_out!r}")
     failed = False
-    records = []
+    records: list[tuple[str, Any, float | None]] = []
+
+    def failure(source: str, msg: str) -> None:
+        nonlocal failed
+        failed = True
+        click.echo(json.dumps({"file": source, "error": msg}))
+        click.echo(f"neardup: error: {msg}", err=True)
+
     for file in files:
+        if file != "-" and (Path(file).is_dir() or file.lower().endswith(CONTAINER_SUFFIXES)):
+            try:
+                for item in read_input(file, config.max_bytes):
+                    if item.page is None:
+                        if item.error is not None:
+                            failure(item.source, item.error)
+                        continue
+                    page = item.page
+                    try:
+                        fp = fingerprint(page.content, url=page.url, headers=page.headers, config=config)
+                    except NeardupError as exc:
+                        failure(item.source, f"{item.source}: {exc}")
+                        continue
+                    click.echo(json.dumps({"file": item.source, "url": page.url, **fp.to_dict(with_text=with_text)},
+                                          ensure_ascii=False))
+                    records.append((page.url, fp, page.fetched_at))
+            except (NeardupError, OSError) as exc:
+                failure(file, str(exc) if isinstance(exc, NeardupError) else f"{file}: {exc.strerror or exc}")
+            continue
         try:
             fp = fingerprint(read_content(file, config.max_bytes), url=url, config=config)
             click.echo(json.dumps({"file": file, **fp.to_dict(with_text=with_text)}, ensure_ascii=False))
-            if parquet_out is not None:
-                records.append((url or Path(file).resolve().as_uri(), fp))
+            records.append((url or Path(file).resolve().as_uri(), fp, None))
         except (NeardupError, OSError) as exc:
-            failed = True
-            msg = str(exc) if isinstance(exc, NeardupError) else f"{file}: {exc.strerror or exc}"
-            click.echo(json.dumps({"file": file, "error": msg}))
-            click.echo(f"neardup: error: {msg}", err=True)
+            failure(file, str(exc) if isinstance(exc, NeardupError) else f"{file}: {exc.strerror or exc}")
     if parquet_out is not None:
         from neardup.batch.files import write_fingerprints
         from neardup.batch.graph import BatchRecord
 
-        write_fingerprints([BatchRecord.of(u, fp) for u, fp in records], parquet_out)
+        write_fingerprints([BatchRecord.of(u, fp, when) for u, fp, when in records], parquet_out)
     if failed:
         sys.exit(EXIT_INPUT)
 
