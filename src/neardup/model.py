@@ -281,6 +281,9 @@ class FetchDecision:
       where rel=canonical made one of its copies the canonical;
     - ``rule``: learned URL rules of its host (``rules``, :mod:`neardup.crawl.urlrules`) rewrite it
       to a known page, ``known_url`` (skip);
+    - ``series``: a new member of a numbered trap (near-identical pages under a changing
+      number, :mod:`neardup.crawl.series`) whose explore budget is spent (``rules`` names it
+      ``series:PATTERN``; skip);
     - ``host-budget``: its host is over its duplicate budget (``host_duplicate_rate``; skip).
 
     ``url`` is the URL as it was asked about, ``key`` its normalised form, its key in the

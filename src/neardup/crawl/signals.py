@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from neardup.crawl.schedule import MIN_CHANGE_INTERVAL
+from neardup.crawl.series import SeriesTracker
 from neardup.crawl.templates import HostStructure
 from neardup.crawl.urlrules import DEFAULT_MIN_SUPPORT, Rule, RuleLearner
 from neardup.errors import ConfigError, URLError
@@ -75,14 +76,30 @@ class CrawlSignals:
         #: support a learned URL rule needs before :meth:`should_fetch` uses it
         self.rule_min_support = DEFAULT_MIN_SUPPORT
         self._learner: RuleLearner | None = None  # built from the store at first use
+        self._series: SeriesTracker | None = None  # numbered series, built from the store at first use
         #: host -> its templates and soft-404 texts (neardup.crawl.templates), built from the store
         #: at the host's first use, the most recently used :data:`MAX_HOST_STATES` kept
         self._structures: OrderedDict[str, HostStructure] = OrderedDict()
 
-    def observe(self, url: str, cluster_id: int | None) -> None:
-        """A page was written at ``url`` in ``cluster_id`` (None: empty)."""
+    def observe(self, url: str, cluster_id: int | None, simhash: int | None = None, first: bool = False) -> None:
+        """A page was written at ``url`` in ``cluster_id`` (None: empty) with ``simhash``
+        (None: empty), for the first time at that URL when ``first``."""
         if self._learner is not None:
             self._learner.observe(url, cluster_id)
+        if self._series is not None and first:
+            self._series.observe(url, simhash if cluster_id is not None else None)
+
+    def series(self) -> SeriesTracker:
+        """The numbered series of the store's pages (:mod:`neardup.crawl.series`), built from
+        the store at first use (in id order: the order they were stored), then kept current
+        by :meth:`observe`."""
+        if self._series is None:
+            tracker = SeriesTracker()
+            with self.store.reading():
+                for rec in sorted(self.store.iter_pages(), key=lambda r: r.id or 0):
+                    tracker.observe(rec.url, rec.simhash if rec.status != "empty" else None)
+            self._series = tracker
+        return self._series
 
     def structure_state(self, host: str) -> HostStructure:
         """The host's template state (:class:`neardup.crawl.templates.HostStructure`), replayed from
@@ -112,6 +129,7 @@ class CrawlSignals:
         """The page at ``url`` was expired."""
         if self._learner is not None:
             self._learner.forget(url)
+        self._series = None  # rebuilt at its next use
 
     @contextmanager
     def learning(self) -> Iterator[None]:
@@ -121,6 +139,7 @@ class CrawlSignals:
             yield
         except BaseException:
             self._learner = None
+            self._series = None
             self._structures.clear()
             raise
 
@@ -189,6 +208,9 @@ class CrawlSignals:
                 return FetchDecision(given, False, "rule", known_url=found.known_url,
                                      canonical_url=info["canonical_url"] if info else None,
                                      cluster_id=found.cluster_id, rules=found.rules, key=url)
+            trap = self.series().trap(url)
+            if trap is not None:  # the explore budget of a numbered trap is spent
+                return FetchDecision(given, False, "series", rules=(f"series:{trap.pattern}",), key=url)
             if host_max_duplicate_rate is not None:
                 counts = self.store.host_stats(host_of(url))
                 pages = sum(counts.values())
@@ -233,9 +255,13 @@ class CrawlSignals:
                     largest = {"id": cid, "urls_from_host": n, "size": info.get("size"),
                                "joins_per_hour": info.get("joins_per_hour")}
                 r["largest_cluster"] = largest
-                r["trap"] = largest is not None and largest["urls_from_host"] >= trap_members
+                traps = self.series().traps(r["host"])
+                r["series_traps"] = [t.to_dict() for t in traps]
+                r["trap"] = bool(traps) or (largest is not None and largest["urls_from_host"] >= trap_members)
                 contents = r["pages"] - r["empty"]  # an empty page is no duplicate: not waste
-                share = r["distinct_contents"] / contents if contents > 0 else 1.0
+                # a numbered trap's members are distinct contents but one page under many numbers
+                distinct = r["distinct_contents"] - sum(max(0, t.similar - 1) for t in traps)
+                share = max(0, distinct) / contents if contents > 0 else 1.0
                 r["budget_factor"] = round(max(MIN_BUDGET_FACTOR, min(1.0, share)), 4)
                 summary = self.structure_state(r["host"]).summary()
                 r.update({name: summary[name] for name in ("templates", "redesigns", "soft_404s", "template_only")})

@@ -506,7 +506,8 @@ class Detector:
         fetch instead), a stored canonical or original is fetched again (``known``) unless
         fetched less than ``max_age`` seconds ago, or without ``max_age`` before its
         ``next_fetch`` (``fresh``); a URL that the learned rules of its host rewrite to a
-        known page is skipped (``rule``, naming the rules); with ``host_max_duplicate_rate``,
+        known page is skipped (``rule``, naming the rules); a new member of a numbered trap
+        whose explore budget is spent is skipped (``series``); with ``host_max_duplicate_rate``,
         a URL of a host with at least
         ``host_min_pages`` pages of which that share or more are duplicates is skipped
         (``host-budget``); anything else is fetched (``unknown``). Nothing is written.
@@ -679,7 +680,7 @@ class Detector:
                 self.clusters.change(old_cluster, leaving, None, now, write=True)
             if cluster_id is not None:
                 chosen = self.clusters.change(cluster_id, None, joining, now, write=True, fresh=fresh)
-        self.signals.observe(url, cluster_id if status != "empty" else None)
+        self.signals.observe(url, cluster_id if status != "empty" else None, fp.simhash, first=own is None)
         base: dict[str, Any] = dict(url=url, page_id=rec.id, digest=fp.digest, simhash=fp.simhash_hex,
                                     title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch, flag=flag,
                                     **version_fields(revisit))

@@ -315,6 +315,7 @@ class HostOut(BaseModel):
     changes_per_day: float | None = None
     largest_cluster: dict[str, Any] | None = None
     trap: bool = False
+    series_traps: list[dict[str, Any]] = Field([], description="numbered traps: URL pattern, members, members alike")
     budget_factor: float = 1.0
     templates: dict[str, Any] | None = Field(None, description="how many page structures, and the share of each")
     redesigns: list[dict[str, Any]] = Field([], description="when the host's fetches moved to another structure")
