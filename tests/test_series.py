@@ -63,7 +63,8 @@ def test_numbered_articles_are_no_series(sample_pages):
     for i, sample in enumerate(pages):
         det.add(f"https://news.example/article/{i}", sample.content, fetched_at=1.7e9 + i)
     assert det.should_fetch("https://news.example/article/999").reason == "unknown"
-    assert det.host("news.example")["series_traps"] == []
+    host = det.host("news.example")
+    assert host is not None and host["series_traps"] == []
 
 
 def test_series_keys_and_a_tracker_of_unrelated_pages():
