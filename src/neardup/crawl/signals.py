@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from neardup.crawl.noise import META_PREFIX, HostNoise
 from neardup.crawl.schedule import MIN_CHANGE_INTERVAL
 from neardup.crawl.series import SeriesTracker
 from neardup.crawl.templates import HostStructure
@@ -80,6 +81,8 @@ class CrawlSignals:
         #: host -> its templates and soft-404 texts (neardup.crawl.templates), built from the store
         #: at the host's first use, the most recently used :data:`MAX_HOST_STATES` kept
         self._structures: OrderedDict[str, HostStructure] = OrderedDict()
+        #: host -> its per-fetch noise (neardup.crawl.noise), read from the store's metadata at first use
+        self._noise: OrderedDict[str, HostNoise] = OrderedDict()
 
     def observe(self, url: str, cluster_id: int | None, simhash: int | None = None, first: bool = False) -> None:
         """A page was written at ``url`` in ``cluster_id`` (None: empty) with ``simhash``
@@ -116,6 +119,34 @@ class CrawlSignals:
         self._structures.move_to_end(host)
         return state
 
+    def noise_state(self, host: str) -> HostNoise:
+        """The host's per-fetch noise (:class:`neardup.crawl.noise.HostNoise`), read from the
+        store's metadata at first use, the most recently used :data:`MAX_HOST_STATES` kept."""
+        state = self._noise.get(host)
+        if state is None:
+            state = HostNoise.from_meta(self.store.get_meta(META_PREFIX + host))
+            self._noise[host] = state
+            while len(self._noise) > MAX_HOST_STATES:
+                self._noise.popitem(last=False)
+        self._noise.move_to_end(host)
+        return state
+
+    def stable_digests(self, url: str, text: str, previous: str | None, *,
+                       learn: bool) -> tuple[str | None, str | None]:
+        """The digest of a page's main ``text`` without its host's per-fetch noise
+        (:meth:`neardup.crawl.noise.HostNoise.stable_digest`; None for no text: a fingerprint
+        given without it), and the one to compare with the stored version's ``previous``
+        (under the noise templates that one left out). With ``learn``, the page's lines are
+        counted first (and what was learned is stored)."""
+        if not text.strip():
+            return None, None
+        host = host_of(url)
+        state = self.noise_state(host)
+        if learn and state.learn(url, text):
+            self.store.set_meta(META_PREFIX + host, state.to_meta())
+        upto = previous.split(":", 1)[0] if previous else ""
+        return state.stable_digest(text), state.stable_digest(text, int(upto)) if upto.isdigit() else None
+
     def observe_structure(self, url: str, fetched_at: float, structure: int | None, digest: str,
                           length: int) -> str | None:
         """A page is being written: its template and soft-404 flag (``soft-404``,
@@ -141,6 +172,7 @@ class CrawlSignals:
             self._learner = None
             self._series = None
             self._structures.clear()
+            self._noise.clear()
             raise
 
     def learner(self) -> RuleLearner:

@@ -331,7 +331,8 @@ class Detector:
         """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
         with the same digest (:meth:`Store.lookup`), with the index already in sync."""
         now = time.time()
-        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands) \
+        _, stable = self.signals.stable_digests(url, fp.text, own.stable if own else None, learn=False)
+        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, stable) \
             if own is not None else None
         base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
                                     page_id=own.id if own else None, fetched_url=fetched_url,
@@ -616,7 +617,8 @@ class Detector:
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
         own = self.store.page_by_url(url)
-        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands) \
+        stable, comparable = self.signals.stable_digests(url, fp.text, own.stable if own else None, learn=True)
+        revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, comparable) \
             if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
         decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
@@ -648,7 +650,7 @@ class Detector:
             priority=priority if priority is not None else (own.priority if own else None),
             signature=fp.minhash.to_bytes() if fp.minhash is not None else None,
             set_size=fp.minhash.set_size if fp.minhash is not None else None,
-            sketch=fp.sketch, fetched_url=fetched_url, structure=fp.structure, **history,
+            sketch=fp.sketch, fetched_url=fetched_url, structure=fp.structure, stable=stable, **history,
             id=own.id if own else None,
         )
         if own is not None:

@@ -36,12 +36,13 @@ class Revisit:
 
 
 def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: int, verify: float | None,
-                     bands: bool = True) -> Revisit:
+                     bands: bool = True, stable: str | None = None) -> Revisit:
     """Compare a re-fetch of ``url`` with its stored version ``own``: ``unchanged`` (same
-    digest) or ``changed``; the URL keeps its first decision while the new version is
-    the same content or a near copy of the stored one (:func:`matching.pair_rule` with the
-    URL's thresholds, the sketch bands when ``bands``: the rule a stored page of another URL
-    would be held to) in the same cluster."""
+    digest, or the same ``stable`` digest: the text without its host's per-fetch noise,
+    :mod:`neardup.crawl.noise`) or ``changed``; the URL keeps its first decision while the
+    new version is the same content or a near copy of the stored one
+    (:func:`matching.pair_rule` with the URL's thresholds, the sketch bands when ``bands``: the
+    rule a stored page of another URL would be held to) in the same cluster."""
     since = now - own.fetched_at
     if own.digest == fp.digest and (own.status == "empty") == fp.empty:
         return Revisit("unchanged", 0, 1.0, since, keep=True)
@@ -49,7 +50,8 @@ def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: 
     outcome = pair_rule(new_side, old_side, k, verify, bands)
     keep = outcome.status is not None and own.cluster_id is not None
     score = outcome.score if outcome.score is not None else sketch_score(new_side, old_side)
-    return Revisit("changed", outcome.distance, score, since, keep)
+    noise_only = stable is not None and own.stable == stable and (own.status == "empty") == fp.empty
+    return Revisit("unchanged" if noise_only else "changed", outcome.distance, score, since, keep or noise_only)
 
 
 def version_fields(revisit: Revisit | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ PAGE_COLUMNS = (
     "id", "url", "host", "first_seen", "fetched_at", "digest", "simhash", "spec", "length",
     "title", "canonical_link", "language", "status", "matched_id", "distance", "cluster_id",
     "priority", "signature", "set_size", "sketch", "fetched_url", "fetches", "change_count",
-    "last_changed_at", "change_rate", "next_fetch", "structure",
+    "last_changed_at", "change_rate", "next_fetch", "structure", "stable",
 )
 
 #: the columns of :meth:`Store.export_batches` (``neardup export``)
@@ -74,6 +74,9 @@ class PageRecord:
     """when the content is next expected to have changed (:func:`neardup.crawl.schedule.next_fetch`)"""
     structure: int | None = None
     """the page's DOM structure SimHash (:mod:`neardup.fingerprint.structure`), None before spec version 3"""
+    stable: str | None = None
+    """the digest of its main text without its host's per-fetch noise (:mod:`neardup.crawl.noise`;
+    None: not known, the digest decides)"""
     id: int | None = None
 
     def to_dict(self, bits: int = 64) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from neardup.errors import ConfigError
 from neardup.urls import comparable_link, comparable_url
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: A migration step: SQL text, or a callable given the dialect's ``execute(sql, params)``.
 Step = str | Callable[[Any], None]
@@ -221,7 +221,9 @@ def migrations(dialect: str) -> dict[int, list[Step]]:
         raise ConfigError(f"unknown SQL dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
     types = DIALECTS[dialect]
     structure: list[Step] = ["ALTER TABLE pages ADD COLUMN structure {blob}"]
+    # 6 -> 7: the digest of the page's main text without its host's per-fetch noise (versions)
+    stable: list[Step] = ["ALTER TABLE pages ADD COLUMN stable TEXT"]
     # 4 -> 5 per dialect (above); 5 -> 6: the page's structure SimHash (spec version 3 on)
-    steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure}
+    steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure, 6: stable}
     return {version: [step.format(**types) if isinstance(step, str) else step for step in todo]
             for version, todo in steps.items()}
