@@ -46,12 +46,17 @@ import numpy as np
 from neardup.batch import _kernels as BK
 from neardup.canonical import CanonicalPolicy, policy_from_spec
 from neardup.errors import ConfigError
+from neardup.fingerprint.core import DEFAULT_CONFIG
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH
+from neardup.sketch import HEADER
 from neardup.urls import host_of
 
 #: status codes of :attr:`ArrayAnswer.status`
 STATUSES = ("new", "exact", "near", "empty")
-SKETCH_BYTES = 64
+#: bytes of the spec's sketch (64): the 4-byte shingle count and its one-byte bins, the size the
+#: service accepts (:meth:`neardup.service.models.FingerprintIn.fingerprint`) and every
+#: fingerprint Parquet reader requires (:func:`neardup.batch.files.check_fingerprint_file`)
+SKETCH_BYTES = HEADER + DEFAULT_CONFIG.sketch_bins
 #: a URL whose host is read from its ``scheme://authority`` prefix (anything else: per row)
 _PREFIX = r"^(?P<p>[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\\\x00-\x20\x7f]*)(?:[/?#]|$)"
 CHUNK_ROWS = 1 << 20
@@ -70,9 +75,23 @@ def _pc() -> Any:
     return pc
 
 
+def simhash_int64(col: Any) -> Any:
+    """A SimHash column (int64, or uint64: the unsigned value) as int64, the unsigned value in
+    two's complement (:data:`neardup.batch.files.PARQUET_COLUMNS`); :class:`ConfigError` for any
+    other type (a float or a string is no SimHash)."""
+    pa, pc = _pa(), _pc()
+    if col.type == pa.uint64():
+        return pc.cast(col, pa.int64(), safe=False)  # the same 64 bits
+    if col.type != pa.int64() and not pa.types.is_null(col.type):
+        raise ConfigError(f"fingerprint column 'simhash' is {col.type}, expected int64 or uint64")
+    return col.cast(pa.int64())
+
+
 def _strings(col: Any, name: str, nullable: bool) -> Any:
     """A column as one large_string Arrow array (no 2 GB limit)."""
     pa, pc = _pa(), _pc()
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)):
+        raise ConfigError(f"fingerprint column {name!r} is {col.type}, expected string")
     arr = col.cast(pa.large_string())
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if not nullable and arr.null_count:
@@ -132,7 +151,7 @@ class FingerprintArrays:
         sim_col = col("simhash", pa.int64())
         if sim_col.null_count:
             raise ConfigError("fingerprint column 'simhash' has nulls")
-        simhash = _numbers(sim_col.cast(pa.int64()), np.int64, 0).view(np.uint64)
+        simhash = _numbers(simhash_int64(sim_col), np.int64, 0).view(np.uint64)
         del sim_col
         sketch, has, odd = sketch_column_matrix(col("sketch", pa.binary()))
         prio_col = col("priority", pa.float64())

@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 
 from neardup import urls
-from neardup.batch.arrays import FingerprintArrays, sketch_column_matrix
-from neardup.batch.files import require_fingerprint_columns
+from neardup.batch.arrays import FingerprintArrays, simhash_int64, sketch_column_matrix
+from neardup.batch.files import COLUMN_TYPES as COLUMN_TYPES  # the types a stored column may have
+from neardup.batch.files import arrow_read, check_fingerprint_file, refuse_rows, row_faults
 from neardup.batch.graph import BatchRecord, url_group_key
 from neardup.batch.versions import capture_key, own_keys, url_keys
 from neardup.errors import ConfigError, InputError
@@ -59,10 +60,6 @@ from neardup.urls import host_of
 #: the columns read of a stored file (``signature`` never is)
 STORED_COLUMNS = ("url", "digest", "simhash", "empty", "sketch", "title", "length", "first_seen", "canonical_link",
                   "priority")
-#: the Arrow types each stored column may have (checked before any row is read)
-COLUMN_TYPES = {"url": "string", "digest": "string", "title": "string", "canonical_link": "string",
-                "simhash": "integer", "length": "integer", "empty": "boolean", "first_seen": "number",
-                "priority": "number", "sketch": "binary"}
 #: the most rows of a stored file held at once (a Parquet row group is read in slices of this)
 CHUNK_ROWS = 1 << 19
 #: the host of a URL as :func:`urllib.parse.urlsplit` reads it (after the last ``@`` of the netloc)
@@ -131,47 +128,9 @@ def records_of(queries: Sequence[BatchRecord] | FingerprintArrays) -> list[Batch
 def stored_files(paths: Sequence[str]) -> list[str]:
     """The Parquet files of ``paths`` (a folder: its ``*.parquet`` parts, sorted), checked to
     exist and to hold the fingerprint columns of the types :data:`COLUMN_TYPES` allows
-    (:class:`InputError` naming the file and column)."""
-    import pyarrow.parquet as pq
-
-    files: list[str] = []
-    for path in paths:
-        p = str(path)
-        if os.path.isdir(p):
-            parts = sorted(os.path.join(root, f) for root, _, names in os.walk(p) for f in names
-                           if f.endswith(".parquet") and not f.startswith((".", "_")))
-            if not parts:
-                raise InputError(f"{p}: a folder without .parquet files")
-            files += parts
-        elif not os.path.exists(p):
-            raise InputError(f"{p}: no such file")
-        else:
-            files.append(p)
-    for f in files:
-        try:
-            names = set(pq.read_schema(f).names)
-        except Exception as exc:  # noqa: BLE001 - Arrow raises several types for a file that is not Parquet
-            raise InputError(f"{f}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})") from None
-        require_fingerprint_columns(f, names, InputError)
-        schema = pq.read_schema(f)
-        for name, kind in COLUMN_TYPES.items():
-            if name in names and not _is_kind(schema.field(name).type, kind):
-                raise InputError(f"{f}: column {name} is {schema.field(name).type}, expected {kind}")
-    return files
-
-
-def _is_kind(t: Any, kind: str) -> bool:
-    """Whether Arrow type ``t`` is of ``kind`` (:data:`COLUMN_TYPES`); a column of nulls only
-    is any kind."""
-    import pyarrow as pa
-
-    checks = {"string": lambda: pa.types.is_string(t) or pa.types.is_large_string(t),
-              "integer": lambda: pa.types.is_integer(t),
-              "boolean": lambda: pa.types.is_boolean(t),
-              "number": lambda: pa.types.is_integer(t) or pa.types.is_floating(t),
-              "binary": lambda: (pa.types.is_binary(t) or pa.types.is_large_binary(t)
-                                 or pa.types.is_fixed_size_binary(t))}
-    return bool(pa.types.is_null(t) or checks[kind]())
+    (:func:`neardup.batch.files.check_fingerprint_file`: :class:`InputError` naming the file and
+    column); their rows are checked as they are read."""
+    return [part for path in paths for part in check_fingerprint_file(str(path), InputError, rows=False)]
 
 
 @dataclass
@@ -191,26 +150,31 @@ class _Chunk:
 
 
 def _chunks(files: Sequence[str], chunk_rows: int) -> Iterator[_Chunk]:
-    """The stored rows of ``files`` in order, ``chunk_rows`` at most at a time."""
-    import pyarrow as pa
+    """The stored rows of ``files`` in order, ``chunk_rows`` at most at a time, each chunk's rows
+    checked (nulls in a required column, sketches of another size: :class:`InputError` naming the
+    file, column and rows) and its pages' checksums verified."""
     import pyarrow.parquet as pq
 
     offset = 0
     for f in files:
-        try:
-            pf = pq.ParquetFile(f, pre_buffer=False)  # pre-buffering keeps every row group read (Arrow 26)
-            names = set(pf.schema_arrow.names)
-            for batch in pf.iter_batches(batch_size=chunk_rows, columns=[c for c in STORED_COLUMNS if c in names]):
-                cols = {c: batch.column(c) for c in batch.schema.names}
-                n = batch.num_rows
-                if cols["simhash"].null_count or cols["url"].null_count or cols["digest"].null_count:
-                    raise InputError(f"{f}: nulls in a required column (url, digest, simhash)")
-                sim = np.asarray(cols["simhash"].cast(pa.int64()).to_numpy(zero_copy_only=False)).view(np.uint64)
-                sketch = _sketch_rows(cols["sketch"]) if "sketch" in cols else np.zeros((n, 64), np.uint8)
-                yield _Chunk(offset, cols, np.ascontiguousarray(sim), sketch)
-                offset += n
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{f}: cannot read ({' '.join(str(exc).split())[:200]})") from None
+        # (pre-buffering keeps every row group read, Arrow 26)
+        pf = arrow_read(f, InputError, pq.ParquetFile, f, pre_buffer=False, page_checksum_verification=True)
+        names = set(pf.schema_arrow.names)
+        batches = pf.iter_batches(batch_size=chunk_rows, columns=[c for c in STORED_COLUMNS if c in names])
+        lo = 0
+        while True:
+            batch = arrow_read(f, InputError, next, batches, None)
+            if batch is None:
+                break
+            cols = {c: batch.column(c) for c in batch.schema.names}
+            n = batch.num_rows
+            whole = lo == 0 and n == pf.metadata.num_rows  # (else the slice's rows are named)
+            refuse_rows(f, row_faults(cols, lo), n, InputError, None if whole else lo)
+            sim = np.asarray(simhash_int64(cols["simhash"]).to_numpy(zero_copy_only=False)).view(np.uint64)
+            sketch = _sketch_rows(cols["sketch"]) if "sketch" in cols else np.zeros((n, 64), np.uint8)
+            yield _Chunk(offset, cols, np.ascontiguousarray(sim), sketch)
+            offset += n
+            lo += n
 
 
 def _sketch_rows(col: Any) -> np.ndarray:

@@ -48,8 +48,9 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
     (and the records of fingerprint Parquet inputs); ``fingerprints_out``: the pages'
     fingerprints written as Parquet too."""
     from neardup.batch.dedup import dedup_batch, records_from_pages
-    from neardup.batch.files import read_fingerprints, write_fingerprints
+    from neardup.batch.files import check_fingerprint_file, read_fingerprints, write_fingerprints
     from neardup.batch.graph import BatchRecord
+    from neardup.errors import InputError
     from neardup.ingest.inputs import read_all
     from neardup.ingest.workers import default_jobs
     from neardup.model import Page
@@ -58,7 +59,9 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
         raise click.UsageError("--containment is not available with --batch")
     jobs = jobs or default_jobs()
     parquet = [p for p in inputs if fingerprint_file(p)]
-    items: list[Page | BatchRecord] = ([r for p in parquet for r in read_fingerprints(p)]
+    for p in parquet:  # a bad fingerprint file is refused (naming it) before any page is read or written
+        check_fingerprint_file(p, InputError, rows=False)
+    items: list[Page | BatchRecord] = ([r for p in parquet for r in read_fingerprints(p, InputError)]
                                        if settings.method != "simhash" else [])
     pages, unread = [], []
     for item in read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
@@ -143,6 +146,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     from neardup.batch.files import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
     from neardup.batch.graph import BatchRecord
     from neardup.batch.versions import solve_captures
+    from neardup.errors import InputError
     from neardup.model import default_k
 
     config = config or DEFAULT_CONFIG
@@ -152,8 +156,8 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     if pages:
         got, failed = records_from_pages(pages, config, jobs)
         records += [r for r in got if r is not None]
-    arrays = (arrays_of(read_fingerprint_tables(parquet) + [records_table(records)]) if records
-              else read_fingerprint_arrays(parquet))
+    arrays = (arrays_of(read_fingerprint_tables(parquet, InputError) + [records_table(records)]) if records
+              else read_fingerprint_arrays(parquet, InputError))
     k = settings.k if settings.k is not None else default_k(config.version, settings.bands)
     answer = solve_captures(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
                    bands=settings.bands, exact_k=exact_k, jobs=jobs)
@@ -263,9 +267,9 @@ def _query_records(inputs: tuple[str, ...], jobs: int | None) -> tuple[list[Any]
     page: source, reason, error), as ``dedup --batch`` skips and reports them."""
     from neardup.batch.dedup import records_from_pages
     from neardup.batch.files import read_fingerprints
-    from neardup.ingest.inputs import read_all
-    pass
+    from neardup.errors import InputError
     from neardup.fingerprint.core import DEFAULT_CONFIG
+    from neardup.ingest.inputs import read_all
     from neardup.ingest.workers import default_jobs
 
     records: list[Any] = []
@@ -273,7 +277,7 @@ def _query_records(inputs: tuple[str, ...], jobs: int | None) -> tuple[list[Any]
     skipped: list[dict[str, Any]] = []
     for path in inputs:
         if fingerprint_file(path):
-            records += read_fingerprints(path)
+            records += read_fingerprints(path, InputError)  # checked: InputError naming the file and column
             continue
         for item in read_all((path,), DEFAULT_CONFIG.max_bytes):
             if item.page is not None:

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neardup.batch.blocks import PIGEON_K, WINDOW, bucket_cap, decide_pair
+from neardup.batch.files import check_fingerprint_frame
 from neardup.batch.graph import METHODS, choose_canonical, empty_node_id, node_id, pair_edges
 from neardup.batch.spark.blocks import candidate_groups, probe_pairs, u64
 from neardup.batch.spark.versions import split_versions
@@ -198,8 +199,17 @@ def fingerprints(spark: "SparkSession", inputs: Sequence[str], config: Fingerpri
     for path in inputs:
         name = str(path).lower().rstrip("/")
         if name.endswith(".parquet") or (os.path.isdir(path) and any(Path(path).glob("*.parquet"))):
-            df = spark.read.parquet(str(path))
-            if "digest" in df.columns and "simhash" in df.columns:
+            local = os.path.exists(str(path))
+            if local:
+                _check_local_parquet(str(path))
+            try:
+                df = spark.read.parquet(str(path))
+            except Exception as exc:  # noqa: BLE001 - Spark's error for a file it cannot read
+                raise ConfigError(f"{path}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})") from None
+            if _is_fingerprints(df.columns):
+                if not local:  # (s3://, hdfs://: checked by Spark)
+                    check_fingerprint_frame(df, str(path), ConfigError)
+                df = _fingerprint_types(df)
                 for c, t in (("sketch", "binary"), ("title", "string"), ("canonical_link", "string"),
                              ("first_seen", "double"), ("priority", "double"), ("signature", "binary"),
                              ("length", "int"), ("empty", "boolean"), ("node", "long"), ("host", "string"),
@@ -225,6 +235,36 @@ def fingerprints(spark: "SparkSession", inputs: Sequence[str], config: Fingerpri
         raise ConfigError("no inputs")
     out = functools.reduce(lambda a, b: a.unionByName(b), frames)
     return out.repartition(partitions) if partitions else out
+
+
+def _is_fingerprints(columns: Sequence[str]) -> bool:
+    """Whether Parquet of these columns is read as precomputed fingerprints (else as pages of
+    ``url``/``html``)."""
+    return "html" not in columns and any(c in columns for c in ("digest", "simhash"))
+
+
+def _check_local_parquet(path: str) -> None:
+    """A local Parquet input checked on the driver before Spark reads it (:class:`ConfigError`
+    naming the file and column): readable, and fingerprints by
+    :func:`neardup.batch.files.check_fingerprint_file` (types, nulls, sketch sizes, damaged pages)."""
+    from neardup.batch.files import check_fingerprint_file, fingerprint_parts, parquet_schema
+
+    if _is_fingerprints(parquet_schema(fingerprint_parts(path, ConfigError)[0], ConfigError).names):
+        check_fingerprint_file(path, ConfigError)
+
+
+def _fingerprint_types(df: "DataFrame") -> "DataFrame":
+    """Checked fingerprint columns as :data:`FP_SCHEMA` has them: a SimHash Spark read as
+    ``decimal(20,0)`` (uint64) as the signed long of its 64 bits, the other columns cast."""
+    from decimal import Decimal
+
+    from pyspark.sql import functions as F
+
+    types = dict(spec.split() for spec in FP_SCHEMA.split(", "))
+    cols = [F.col(f.name) if f.name != "simhash" or f.dataType.typeName() != "decimal" else
+            F.when(F.col(f.name) >= Decimal(1 << 63), F.col(f.name) - Decimal(1 << 64)).otherwise(F.col(f.name))
+            for f in df.schema.fields]
+    return df.select(*[c.cast(types[f]).alias(f) if f in types else c for f, c in zip(df.columns, cols)])
 
 
 def _html_frame(df: "DataFrame") -> "DataFrame":
@@ -646,5 +686,6 @@ def session(master: str = "local[2]", partitions: int = 4, app: str = "neardup")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.hadoop.parquet.page.verify-checksum.enabled", "true")  # a damaged page fails
             .config("spark.driver.memory", os.environ.get("NEARDUP_SPARK_MEMORY", DRIVER_MEMORY))
             .getOrCreate())
