@@ -365,3 +365,24 @@ def test_the_report_renders_a_host_of_a_few_html_pages(pages):
     for i in range(pages):
         det.add(f"https://a.example/{i}", f'<html><body><div class="x"><p>{words} {i}</p></div></body></html>')
     assert 'id="templates"' in render_report(det.store)
+
+
+def test_input_times_out_of_range_are_refused_per_record(tmp_path):
+    """A JSONL fetch time past year 9999 or before 1970 is a bad-time record, not a store
+    value; a WARC date out of range is no time; the batch job refuses such a page alone."""
+    import json as _json
+
+    from neardup.batch.dedup import records_from_pages
+    from neardup.ingest.inputs import read_input
+    from neardup.model import Page
+
+    text = " ".join(f"word{i}" for i in range(300))
+    path = tmp_path / "pages.jsonl"
+    path.write_text("\n".join(_json.dumps({"url": f"https://a.example/{i}", "text": text, "fetched_at": t})
+                              for i, t in enumerate((1e18, -5, 1.7e9))) + "\n")
+    items = list(read_input(path))
+    assert [i.reason for i in items] == ["bad-time", "bad-time", None]
+    assert items[2].page is not None and items[2].page.fetched_at == 1.7e9
+    records, errors = records_from_pages([Page(url="https://a.example/x", content=text, fetched_at=1e18),
+                                          Page(url="https://a.example/y", content=text, fetched_at=1.7e9)])
+    assert records[0] is None and records[1] is not None and len(errors) == 1 and "fetched_at" in errors[0]

@@ -185,7 +185,11 @@ def records_from_pages(pages: Iterable[Page], config: FingerprintConfig = DEFAUL
             errors.append(err or p.url)
             records.append(None)
         else:
-            records.append(BatchRecord.of(p.url, fp, p.fetched_at, p.priority))
+            try:
+                records.append(BatchRecord.of(p.url, fp, p.fetched_at, p.priority))
+            except ConfigError as exc:  # a fetch time out of range: this page only
+                errors.append(f"{p.url}: {exc}")
+                records.append(None)
     return records, errors
 
 

@@ -11,6 +11,7 @@ from neardup.canonical import CanonicalPolicy, Member
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint.core import Fingerprint
 from neardup.matching import Side, same_title, title_words
+from neardup.model import checked_time
 from neardup.urls import host_of, normalize_url
 
 METHODS = ("simhash", "minhash")
@@ -47,7 +48,8 @@ class BatchRecord:
             raise ConfigError(f"the batch job needs 64-bit fingerprints, got {fp.bits} bits")
         return cls(url=url, digest=fp.digest, simhash=int(fp.simhash), empty=bool(fp.empty), sketch=fp.sketch,
                    title=fp.title, length=int(fp.length), canonical_link=fp.canonical_url,
-                   first_seen=float(first_seen or 0.0), priority=priority,
+                   first_seen=checked_time(first_seen, "fetched_at") if first_seen is not None else 0.0,
+                   priority=priority,
                    signature=fp.minhash.to_bytes() if fp.minhash is not None else None)
 
     @property

@@ -38,11 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from neardup.errors import InputFormatError, NeardupError
+from neardup.errors import ConfigError, InputFormatError, NeardupError
 from neardup.fingerprint.extract import DEFAULT_MAX_BYTES
 from neardup.ingest.items import InputItem, TooLargeError, failed
 from neardup.ingest.warc import read_warc
-from neardup.model import Page
+from neardup.model import Page, checked_time
 
 HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz", ".txt", ".txt.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -107,7 +107,8 @@ class Listed(NamedTuple):
 
 def capture_time(text: str) -> float:
     """A ``urls.tsv`` time: POSIX seconds, or an ISO 8601 date or date-time (UTC when it names no
-    zone). :class:`ValueError` for anything else.
+    zone), in the library's range (:func:`neardup.model.checked_time`). :class:`ValueError` for
+    anything else.
 
     >>> capture_time("2019-03-21"), capture_time("1553126400"), capture_time("2019-03-21T00:00:00+00:00")
     (1553126400.0, 1553126400.0, 1553126400.0)
@@ -120,9 +121,10 @@ def capture_time(text: str) -> float:
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         value = parsed.timestamp()
-    if not math.isfinite(value):
-        raise ValueError(text)
-    return value
+    try:
+        return checked_time(value)
+    except ConfigError:
+        raise ValueError(text) from None
 
 
 def _url_map(root: Path, tsvs: list[Path]) -> dict[Path, Listed]:
@@ -298,6 +300,12 @@ def read_jsonl(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[Input
                 if not _number(fetched_at) or not _number(priority):
                     yield failed(source, f"{source}: 'fetched_at' and 'priority' must be finite numbers", "bad-record")
                     continue
+                if fetched_at is not None:
+                    try:
+                        fetched_at = checked_time(fetched_at)
+                    except ConfigError as exc:
+                        yield failed(source, f"{source}: {exc}", "bad-time")
+                        continue
                 if "html" not in obj:
                     headers = {**(headers or {}), "content-type": "text/plain"}
                 yield InputItem(source, Page(url=url, content=content, headers=headers,

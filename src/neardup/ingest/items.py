@@ -15,7 +15,7 @@ REASONS = {
     "unreadable": "a file or folder that cannot be read (permissions, I/O error)",
     "too-large": "over the page size limit (max_bytes), after decompression",
     "bad-gzip": "corrupt or truncated gzip data",
-    "bad-time": "a urls.tsv fetched_at or captured value that is not a time",
+    "bad-time": "a urls.tsv or JSONL fetch time that is not a time from 1970 to 9999",
     "bad-json": "a JSONL line that is not valid JSON, too deeply nested or too long",
     "bad-record": "a JSONL object or WARC record without the fields a page needs",
     "bad-encoding": "a Content-Encoding or chunked body that cannot be decoded",

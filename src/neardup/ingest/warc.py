@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from neardup.errors import InputFormatError
+from neardup.errors import ConfigError, InputFormatError
 from neardup.fingerprint.extract import DEFAULT_MAX_BYTES
 from neardup.ingest.items import InputItem, TooLargeError, failed, inflate, is_html_type, skipped
-from neardup.model import Page
+from neardup.model import Page, checked_time
 
 
 def _gzip_tail_complete(path: Path, offset: int) -> bool:
@@ -235,11 +235,12 @@ def _http_block(content_type: str | None) -> bool:
 
 
 def _record_time(record: Any) -> float | None:
-    """The record's WARC-Date as POSIX seconds (None: none, or not a date)."""
+    """The record's WARC-Date as POSIX seconds (None: none, or not a date from 1970 to 9999,
+    :func:`neardup.model.checked_time`)."""
     try:
         date = record.record_date
-        return date.timestamp() if date else None
-    except (ValueError, OverflowError, OSError):
+        return checked_time(date) if date else None
+    except (ValueError, OverflowError, OSError, ConfigError):
         return None
 
 
