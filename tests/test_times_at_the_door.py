@@ -386,3 +386,20 @@ def test_input_times_out_of_range_are_refused_per_record(tmp_path):
     records, errors = records_from_pages([Page(url="https://a.example/x", content=text, fetched_at=1e18),
                                           Page(url="https://a.example/y", content=text, fetched_at=1.7e9)])
     assert records[0] is None and records[1] is not None and len(errors) == 1 and "fetched_at" in errors[0]
+
+
+def test_the_report_renders_any_stored_time_on_postgresql(pg_dsn, tmp_path):
+    import psycopg
+
+    with Detector.open(pg_dsn) as det:
+        det.add(URL, TEXT, fetched_at=1000.0)
+        det.add(URL, TEXT + " changed", fetched_at=2000.0)
+        det.add(URL2, OTHER, fetched_at=3000.0)
+    with psycopg.connect(pg_dsn) as con:  # a store written before times were checked
+        con.execute("UPDATE pages SET first_seen = %s WHERE url = %s", (1e300, URL))
+        con.execute("UPDATE pages SET first_seen = %s WHERE url = %s", (-1e300, URL2))
+        con.execute("UPDATE page_versions SET fetched_at = fetched_at * 1e300")
+    out = tmp_path / "r.html"
+    r = run("report", "--db", pg_dsn, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "no calendar date" in out.read_text()

@@ -9,8 +9,15 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from neardup.model import MAX_TIME, MIN_TIME
 from neardup.store.base import HostFigures, StructureRow
 
+
+def _in_range(column: str) -> str:
+    """``column`` (a time) clamped to the library's range, in SQL both dialects read (a store
+    written before times were checked may hold any float: PostgreSQL's BIGINT cast would fail)."""
+    return (f"CASE WHEN {column} < {MIN_TIME!r} THEN {MIN_TIME!r} WHEN {column} > {MAX_TIME!r} THEN {MAX_TIME!r} "
+            f"ELSE {column} END")
 
 class SQLAggregates:
     """Grouped queries over ``pages``, ``clusters`` and ``page_versions``."""
@@ -177,8 +184,8 @@ class SQLAggregates:
     def statuses_over_time(self, origin: float, bucket: float) -> list[tuple[int, str, int]]:
         # integer arithmetic: both dialects divide integers the same way (CAST of a real rounds
         # in PostgreSQL and truncates in SQLite: at most a second apart, never below origin)
-        rows = self._exec("SELECT (CAST(first_seen AS BIGINT) - ?) / ? AS b, status, count(*) FROM pages "
-                          "GROUP BY b, status ORDER BY b, status", (int(origin), max(1, int(bucket))))
+        rows = self._exec(f"SELECT (CAST({_in_range('first_seen')} AS BIGINT) - ?) / ? AS b, status, count(*) "
+                          "FROM pages GROUP BY b, status ORDER BY b, status", (int(origin), max(1, int(bucket))))
         return [(int(b), str(s), int(n)) for b, s, n in rows]
 
     def changes_over_time(self, origin: float, bucket: float,
@@ -190,7 +197,8 @@ class SQLAggregates:
                 return []
             where += f" AND p.host IN ({', '.join('?' for _ in hosts)})"
             params += list(hosts)
-        rows = self._exec("SELECT p.host, (CAST(v.fetched_at AS BIGINT) - ?) / ? AS b, count(*) FROM page_versions v "
+        rows = self._exec(f"SELECT p.host, (CAST({_in_range('v.fetched_at')} AS BIGINT) - ?) / ? AS b, count(*) "
+                          "FROM page_versions v "
                           f"JOIN pages p ON p.id = v.page_id WHERE {where} GROUP BY p.host, b ORDER BY p.host, b",
                           params)
         return [(str(h), int(b), int(n)) for h, b, n in rows]
