@@ -150,10 +150,10 @@ class FingerprintIn(BaseModel):
         if config.sketch_bins and self.spec == config.spec:
             if sketch is None:
                 raise FieldError(f"{where}sketch: missing; the spec has a verification sketch "
-                                 f"({4 + config.sketch_bins} bytes as hex, as `neardup fingerprint` prints it), "
+                                 f"({config.sketch_bytes} bytes as hex, as `neardup fingerprint` prints it), "
                                  "and without it a near match cannot be verified")
-            if len(sketch) != 4 + config.sketch_bins:
-                raise FieldError(f"{where}sketch: {len(sketch)} bytes, the spec's sketch has {4 + config.sketch_bins}")
+            if len(sketch) != config.sketch_bytes:
+                raise FieldError(f"{where}sketch: {len(sketch)} bytes, the spec's sketch has {config.sketch_bytes}")
         bits = config.bits
         if len(self.simhash) != bits // 4:
             if len(self.simhash) > bits // 4 and int(self.simhash, 16) >= 1 << bits:
