@@ -45,6 +45,16 @@ class Similarity:
     bins: int
 
 
+
+def sketch_size(bins: int) -> int:
+    """The bytes of a sketch of ``bins`` bins (:data:`HEADER` + ``bins``; 0 without bins): what
+    the service and the batch readers accept for a spec's sketch.
+
+    >>> sketch_size(60), sketch_size(0)
+    (64, 0)
+    """
+    return HEADER + bins if bins else 0
+
 def shingle_count(sketch: bytes) -> int:
     """The number of shingles the sketch was made from."""
     return int.from_bytes(sketch[:HEADER], "little")

@@ -48,6 +48,7 @@ from neardup.canonical import CanonicalPolicy, policy_from_spec
 from neardup.errors import ConfigError
 from neardup.fingerprint.core import DEFAULT_CONFIG
 from neardup.matching import FAR_TITLE_VERIFY, GUARD_MAX_LENGTH
+from neardup.sketch import sketch_size
 from neardup.urls import host_of
 
 #: status codes of :attr:`ArrayAnswer.status`
@@ -55,7 +56,7 @@ STATUSES = ("new", "exact", "near", "empty")
 #: bytes of the spec's sketch (64): the 4-byte shingle count and its one-byte bins, the size the
 #: service accepts (:meth:`neardup.service.models.FingerprintIn.fingerprint`) and every
 #: fingerprint Parquet reader requires (:func:`neardup.batch.files.check_fingerprint_file`)
-SKETCH_BYTES = DEFAULT_CONFIG.sketch_bytes
+SKETCH_BYTES = sketch_size(DEFAULT_CONFIG.sketch_bins)
 #: a URL whose host is read from its ``scheme://authority`` prefix (anything else: per row)
 _PREFIX = r"^(?P<p>[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\\\x00-\x20\x7f]*)(?:[/?#]|$)"
 CHUNK_ROWS = 1 << 20

@@ -33,7 +33,6 @@ from neardup.fingerprint.extract import DEFAULT_MAX_BYTES, EXTRACTORS, Extracted
 from neardup.fingerprint.features import FeatureConfig, simhash_of_text
 from neardup.fingerprint.minhash import MinHashConfig, MinHashSignature, minhash_text
 from neardup.fingerprint.structure import STRUCTURE_SPEC
-from neardup.sketch import HEADER
 
 SPEC_VERSION = 3
 SPEC_VERSIONS = (1, 2, 3)
@@ -99,16 +98,6 @@ class FingerprintConfig:
             raise ConfigError(f"min_tokens must be >= 0, got {self.min_tokens}")
         if self.max_bytes <= 0:
             raise ConfigError(f"max_bytes must be positive, got {self.max_bytes}")
-
-    @property
-    def sketch_bytes(self) -> int:
-        """The size of this spec's sketch (:data:`neardup.sketch.HEADER` + ``sketch_bins``; 0
-        without one): what the service and the batch readers accept.
-
-        >>> FingerprintConfig().sketch_bytes
-        64
-        """
-        return HEADER + self.sketch_bins if self.sketch_bins else 0
 
     @cached_property
     def spec(self) -> str:

@@ -14,6 +14,7 @@ from neardup.detector.core import Detector
 from neardup.errors import InputError
 from neardup.fingerprint.core import Fingerprint
 from neardup.model import TIME_RANGE, Verdict
+from neardup.sketch import sketch_size
 
 MAX_BATCH = 1000
 MAX_ID = (1 << 63) - 1  # SQLite INTEGER
@@ -148,12 +149,13 @@ class FingerprintIn(BaseModel):
         config = detector.config
         sketch = bytes.fromhex(self.sketch) if self.sketch is not None else None
         if config.sketch_bins and self.spec == config.spec:
+            size = sketch_size(config.sketch_bins)
             if sketch is None:
                 raise FieldError(f"{where}sketch: missing; the spec has a verification sketch "
-                                 f"({config.sketch_bytes} bytes as hex, as `neardup fingerprint` prints it), "
+                                 f"({size} bytes as hex, as `neardup fingerprint` prints it), "
                                  "and without it a near match cannot be verified")
-            if len(sketch) != config.sketch_bytes:
-                raise FieldError(f"{where}sketch: {len(sketch)} bytes, the spec's sketch has {config.sketch_bytes}")
+            if len(sketch) != size:
+                raise FieldError(f"{where}sketch: {len(sketch)} bytes, the spec's sketch has {size}")
         bits = config.bits
         if len(self.simhash) != bits // 4:
             if len(self.simhash) > bits // 4 and int(self.simhash, 16) >= 1 << bits:
