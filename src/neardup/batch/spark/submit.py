@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from neardup.batch.graph import METHODS
 from neardup.batch.spark.job import dedup, fingerprints, session
-from neardup.errors import ConfigError
+from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG
 from neardup.fingerprint.minhash import MinHashConfig
 from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY
@@ -78,4 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NeardupError as exc:  # bad input (a damaged fingerprint file...): exit 1, as the CLI
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
