@@ -4,7 +4,11 @@ replaces would have, when the expectation does not hold."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import TypeVar
+
+import pytest
 
 from neardup.store.base import Store
 from neardup.store.sql import SQLStore
@@ -29,3 +33,21 @@ def sqlite_store(store: Store) -> SQLiteStore:
     """``store`` as the SQLite store it is, for tests that read its connection."""
     assert isinstance(store, SQLiteStore), store
     return store
+
+
+def require_spark() -> None:
+    """Skip the test where PySpark or Java is missing, except under ``NEARDUP_REQUIRE_SPARK=1``
+    (set by .ci/run, which installs them), where it fails."""
+    why = None
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        why = f"PySpark not installed ({exc.name}): pip install 'neardup[spark]'"
+    if why is None and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        why = "no Java runtime for Spark (apt-get install default-jre-headless; .ci/run does it)"
+    if why:
+        if os.environ.get("NEARDUP_REQUIRE_SPARK"):
+            pytest.fail(why)
+        pytest.skip(why)

@@ -10,13 +10,13 @@ import io
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from checks import require_spark
 
 from neardup.batch.dedup import dedup_batch
 from neardup.batch.graph import BatchRecord, UnionFind
@@ -29,25 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_batch import corpus_pages, edited_pairs, trap_records  # noqa: E402
 
 
-def _missing() -> str | None:
-    try:
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        return f"PySpark not installed ({exc.name}): pip install 'neardup[spark]'"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime for Spark (apt-get install default-jre-headless; .ci/run does it)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def spark():
-    why = _missing()
-    if why:
-        if os.environ.get("NEARDUP_REQUIRE_SPARK"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_spark()
     from neardup.batch.spark.job import session
 
     s = session("local[2]", partitions=2, app="neardup-tests")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import shutil
 import subprocess
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checks import require_spark
 from click.testing import CliRunner
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -647,26 +647,10 @@ def test_fingerprint_command_reads_warc_pages(tmp_path, wget_crawl):
 # -- Spark (one test: a local session is slow) ----------------------------------------------------
 
 
-def _spark_missing() -> str | None:
-    try:
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        return f"PySpark not installed ({exc.name}): pip install 'neardup[spark]'"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime for Spark (apt-get install default-jre-headless; .ci/run does it)"
-    return None
-
-
 def test_spark_job_reads_wget_and_browsertrix_warcs(tmp_path, site, wget_crawl):
     """The Spark job reads WARC files in its executors through neardup.ingest.inputs.read_input:
     wget's URIs come out without brackets, and its clusters are those of ``dedup --batch``."""
-    why = _spark_missing()
-    if why:
-        if os.environ.get("NEARDUP_REQUIRE_SPARK"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_spark()
     from neardup.batch.dedup import dedup_batch
     from neardup.batch.spark.job import dedup, fingerprints, session
 
