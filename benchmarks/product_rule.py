@@ -3,9 +3,9 @@
 ``benchmarks/quality.py`` measures the SimHash candidates (``distance <= k``, then the sketch);
 the Detector also takes candidates from the sketch bands (``neardup.index.bands``: any distance,
 declared at ``max(verify, FAR_VERIFY)``). This script decides every labelled same-content
-pair of ``near-dup-pairs/pairs.tsv`` and every hard negative listed there (different-content,
-shared-boilerplate-only) the way the Detector does, for each extractor, and writes the table
-into docs/quality.md between its markers.
+pair of ``near-dup-pairs/pairs.tsv``, every hard negative listed there (different-content,
+shared-boilerplate-only) and its near-duplicate and partial-overlap pairs the way the Detector
+does, for each extractor, and writes the table into docs/quality.md between its markers.
 
     python benchmarks/product_rule.py [--corpus ../shared/corpus] [--no-write]
 """
@@ -22,13 +22,15 @@ from _corpus import read_page, read_tsv
 from neardup import FingerprintConfig, fingerprint
 from neardup.fingerprint.core import Fingerprint
 from neardup.index.bands import FAR_VERIFY
-from neardup.matching import Side, pair_rule
+from neardup.matching import FAR_TITLE_VERIFY, Side, pair_rule
 from neardup.model import DEFAULT_VERIFY, default_k
 from neardup.sketch import similarity
 
 START, END = "<!-- product-rule:start -->", "<!-- product-rule:end -->"
 EXTRACTORS = ("accurate", "hybrid", "fast")
 NEGATIVE = ("different-content", "shared-boilerplate-only")
+#: different documents with substantial shared passages (pairs.tsv's README): never near either
+PARTIAL = "partial-overlap"
 
 
 #: the two operating points compared: SimHash alone at its k, and the default (bands on)
@@ -70,41 +72,56 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
     rows = [r for r in read_tsv(args.corpus / "near-dup-pairs" / "pairs.tsv")
-            if r["label"] in ("same-content", *NEGATIVE)]
+            if r["label"] in ("same-content", "near-duplicate", PARTIAL, *NEGATIVE)]
     same = [r for r in rows if r["label"] == "same-content"]
+    near = [r for r in rows if r["label"] == "near-duplicate"]
+    partial = [r for r in rows if r["label"] == PARTIAL]
     negatives = [r for r in rows if r["label"] in NEGATIVE]
     out = []
     details: list[str] = []
     for name in EXTRACTORS:
         config = FingerprintConfig(extractor=name)
         fp = _fingerprinter(args.corpus, config)
-        counts = [0, 0, 0, 0]
+        counts = dict.fromkeys(("same", "same_default", "near", "neg", "neg_default", "partial", "partial_default"), 0)
         missed = []
-        for r in same + negatives:
+        for r in rows:
             got = decide(fp(r["a"], r["url_a"]), fp(r["b"], r["url_b"]), r["url_a"], r["url_b"], DEFAULT_VERIFY)
             if r["label"] == "same-content":
-                counts[0] += got[0]
-                counts[1] += got[1]
+                counts["same"] += got[0]
+                counts["same_default"] += got[1]
                 if not got[1]:
                     missed.append(r["pair_id"])
                     details.append(missed_detail(name, r, fp(r["a"], r["url_a"]), fp(r["b"], r["url_b"])))
+            elif r["label"] == "near-duplicate":
+                counts["near"] += got[1]
+            elif r["label"] == PARTIAL:
+                counts["partial"] += got[0]
+                counts["partial_default"] += got[1]
             else:
-                counts[2] += got[0]
-                counts[3] += got[1]
-        out.append([f"`{name}`", f"{counts[0]}/{len(same)} ({counts[0] / len(same):.1%})",
-                    f"{counts[1]}/{len(same)} ({counts[1] / len(same):.1%})", f"{counts[2]}/{len(negatives)}",
-                    f"{counts[3]}/{len(negatives)}", ", ".join(missed) or "none"])
+                counts["neg"] += got[0]
+                counts["neg_default"] += got[1]
+        out.append([f"`{name}`", f"{counts['same']}/{len(same)} ({counts['same'] / len(same):.1%})",
+                    f"{counts['same_default']}/{len(same)} ({counts['same_default'] / len(same):.1%})",
+                    f"{counts['near']}/{len(near)}", f"{counts['neg']}/{len(negatives)}",
+                    f"{counts['neg_default']}/{len(negatives)}", f"{counts['partial']}/{len(partial)}",
+                    f"{counts['partial_default']}/{len(partial)}", ", ".join(missed) or "none"])
     lines = table(["extractor", f"same-content, SimHash alone (k = {SIMHASH_K})",
-                   f"same-content, default (k = {BANDS_K} and the bands)", "negatives declared, SimHash alone",
-                   "negatives declared, default", "same-content missed by the default"], out)
+                   f"same-content, default (k = {BANDS_K} and the bands)", "near-duplicate, default",
+                   "negatives declared, SimHash alone", "negatives declared, default",
+                   "partial-overlap declared, SimHash alone", "partial-overlap declared, default",
+                   "same-content missed by the default"], out)
     block = "\n".join([
         START, "## The product's rule on the labelled pairs (SimHash candidates and sketch bands)", "",
         "Each pair decided as the Detector decides it (`matching.pair_rule`): SimHash distance <= k and sketch "
         f">= {DEFAULT_VERIFY}; beyond k, when the two sketches share a band (`bands.share_band`, checked, not "
         f"assumed), sketch >= {FAR_VERIFY} unless the two pages are of one host with different titles, which "
-        "need 0.7 (`matching.far_match`). Two operating points: the SimHash alone (`bands=False`, its default "
-        f"k = {SIMHASH_K}) and the default (k = {BANDS_K} with the bands). Negatives: the `different-content` "
-        "and `shared-boilerplate-only` pairs of pairs.tsv. Command: `python benchmarks/product_rule.py`.", "",
+        f"need {FAR_TITLE_VERIFY} (`matching.far_match`, `matching.same_title`). Two operating points: the SimHash "
+        f"alone (`bands=False`, its default k = {SIMHASH_K}) and the default (k = {BANDS_K} with the bands). "
+        "Negatives: the `different-content` and `shared-boilerplate-only` pairs of pairs.tsv; `partial-overlap`: "
+        "different documents sharing passages (a wire story rewritten by a second outlet, two releases of one "
+        "company), which are not near either; `near-duplicate`: one document with edits or truncation "
+        "(for information: those sharing less than half their text are not near by design). "
+        "Command: `python benchmarks/product_rule.py`.", "",
         *lines, "", "Why the default misses what it misses (lengths of normalised main text; sketch estimates):", "",
         *(details or ["- nothing missed."]), "",
         "Where one capture's main text is a fraction of the other's (an extraction failure: a teaser, a "

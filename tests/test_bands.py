@@ -169,24 +169,24 @@ def test_bad_arguments():
 # -- mirror and Detector ---------------------------------------------------------------------
 
 def far_pair() -> tuple[str, str]:
-    """Two texts sharing 60% of their words in order: SimHash distance 23, sketch 0.41, one
-    shared band."""
+    """Two texts sharing 72% of their words in order (a word 3-shingle Jaccard of 0.56: more than
+    half their text, one document): SimHash distance 18, sketch 0.53, a shared band."""
     r = random.Random(5)
     words = [f"w{i}" for i in range(5000)]
     a = [r.choice(words) for _ in range(250)]
-    b = a[:150] + [r.choice(words) for _ in range(100)]
+    b = a[:180] + [r.choice(words) for _ in range(70)]
     return " ".join(a), " ".join(b)
 
 
 def test_the_detector_finds_a_near_copy_beyond_k():
     a, b = far_pair()
     fa, fb = fingerprint_text(a), fingerprint_text(b)
-    assert (fa.simhash ^ fb.simhash).bit_count() == 23
+    assert (fa.simhash ^ fb.simhash).bit_count() == 18
     assert similarity(present(fa.sketch), present(fb.sketch)).jaccard >= FAR_VERIFY
     det = Detector()
     assert det.add("https://a.example/1", a).status == "new"
     v = det.check("https://b.example/2", b)
-    assert v.status == "near" and v.distance == 23 and present(v.score) >= FAR_VERIFY
+    assert v.status == "near" and v.distance == 18 and present(v.score) >= FAR_VERIFY
     plain = Detector(k=12)
     plain.mirror.bands = None  # without the band index the SimHash tables at k = 12 miss it
     plain.add("https://a.example/1", a)

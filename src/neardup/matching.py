@@ -135,14 +135,15 @@ def title_guarded(a: Side, b: Side) -> bool:
     return a.host is not None and a.host == b.host and not same_title(a.title, b.title) and a.digest != b.digest
 
 
-def far_match(a: Side, b: Side, verify: float | None) -> Match:
+def far_match(a: Side, b: Side, verify: float | None, title_verify: float = FAR_TITLE_VERIFY) -> Match:
     """The rule for a pair beyond the SimHash radius, which only the sketch bands bring
     (:mod:`neardup.index.bands`; ``verify`` is then ``far_verify``): :func:`match` at any distance,
     except that two pages of one host whose titles differ need a sketch estimate of at least
     :data:`FAR_TITLE_VERIFY`. Serial posts of one site (weekly download news, podcast
     episodes, game write-ups) share half their text or more under different titles; within k
     the SimHash keeps them apart, beyond it the title does (``benchmarks/product_rule.py``),
-    while copies of one page under many titles (a crawler trap) stay near.
+    while copies of one page under many titles (a crawler trap) stay near. ``title_verify``:
+    another threshold for those pairs (what ``benchmarks/candidates.py`` compares).
 
     >>> from neardup import fingerprint
     >>> shared = " ".join(f"word{i}" for i in range(200))   # two thirds of each page alike
@@ -155,7 +156,7 @@ def far_match(a: Side, b: Side, verify: float | None) -> Match:
     'near'
     """
     if verify is not None and title_guarded(a, b):
-        outcome = match(a, b, 128, max(verify, FAR_TITLE_VERIFY))
+        outcome = match(a, b, 128, max(verify, title_verify))
         return outcome if outcome.status is not None or outcome.reason != "verify" else replace(
             outcome, reason="far-title")
     return match(a, b, 128, verify)
@@ -201,11 +202,19 @@ def match(a: Side, b: Side, k: int, verify: float | None) -> Match:
     return Match("near", distance, score)
 
 
-# -- titles: what the repeated-boilerplate guard compares -----------------------------------------
+# -- titles: what the repeated-boilerplate guard and the far rule compare ----------------------------
 
 _WORD = re.compile(r"\w+")
-#: share of words the differing middle parts must have in common to count as one title
-MIN_SHARED = 0.5
+#: when both titles keep words of their own once their common start and end are set aside (a
+#: rewritten headline), the share of those middle parts' words (their union, in order) that
+#: their longest common subsequence must hold for the two to count as one title
+MIN_SHARED = 0.6
+#: words one title may have inserted between words it shares with the other, both its start
+#: and its end being shared ("Trump signs NASA [funding] bill | ABC News"), and still be the
+#: same title; more is a part of its own (a class page's title inside its module's)
+MAX_INSERTED = 1
+#: words of each middle part compared (the rest of an absurdly long title is not read)
+MAX_TITLE_WORDS = 64
 
 
 def title_words(title: str | None) -> list[str]:
@@ -213,8 +222,22 @@ def title_words(title: str | None) -> list[str]:
     return _WORD.findall(title.casefold()) if title else []
 
 
+def _common_subsequence(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two word lists."""
+    if not set(a) & set(b):
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
 def same_title(a: str | None, b: str | None) -> bool:
-    """Do two pages of one host carry the same title? The guard against repeated boilerplate.
+    """Do two pages of one host carry the same title? What the repeated-boilerplate guard and
+    the far rule (:func:`title_guarded`) ask.
 
     An extractor sometimes returns, for every post of a site, the same author box or sidebar
     instead of the article (docs/quality.md: one Dragnet host gives five posts the same 29-token
@@ -222,10 +245,23 @@ def same_title(a: str | None, b: str | None) -> bool:
     Copies of one page on one host (session-id and tracking variants, http/https, recaptures)
     keep their title, give or take the site name.
 
-    So two titles are *the same* when, once the words they share at the start and at the end
-    are set aside (usually the site name), one of the remaining parts is empty or the two
-    remaining parts share at least :data:`MIN_SHARED` of their words. A missing title never
-    counts as different.
+    Pages of one site share their title's template: the site's name, a section, a product
+    and its version ("... — Python 3.12 documentation", "BBC NEWS | Technology | ..."). So the
+    words two titles share at the start and at the end are set aside, and what is left, each
+    title's *own part*, is compared:
+
+    - nothing left on either side: the same title;
+    - one own part empty (the other title is this one with words added in one place): the
+      same when the words are added at the very start or end (a site or section name) or
+      are at most :data:`MAX_INSERTED` inserted between shared words (a headline's small
+      edit); several words inserted inside a shared title are a distinctive part of their
+      own (a class page's title inside its module's);
+    - both own parts non-empty: the same only when one is the other with words inserted (as
+      above, at most :data:`MAX_INSERTED`) or when their longest common subsequence holds at
+      least :data:`MIN_SHARED` of their words (a rewritten headline); two own parts that
+      differ otherwise are two documents.
+
+    A missing title never counts as different.
 
     >>> same_title("Why Does Slack Say Hummus? - The Schmooze – Forward.com", "Why Does Slack Say Hummus?")
     True
@@ -233,6 +269,12 @@ def same_title(a: str | None, b: str | None) -> bool:
     False
     >>> same_title("Gifts For Cheese Lovers", "How to Crimp Pie Crust"), same_title(None, "Anything")
     (False, True)
+    >>> docs = " — Python 3.12 documentation"
+    >>> same_title("email.message: Representing an email message" + docs,
+    ...            "email.message.Message: Representing an email message using the compat32 API" + docs)
+    False
+    >>> same_title("Trump signs NASA bill | ABC News", "Trump signs NASA funding bill | ABC News")
+    True
     """
     wa, wb = title_words(a), title_words(b)
     if not wa or not wb:
@@ -243,7 +285,11 @@ def same_title(a: str | None, b: str | None) -> bool:
     end = 0
     while end < min(len(wa), len(wb)) - start and wa[-1 - end] == wb[-1 - end]:
         end += 1
-    ra, rb = set(wa[start:len(wa) - end]), set(wb[start:len(wb) - end])
-    if not ra or not rb:
-        return True
-    return len(ra & rb) / len(ra | rb) >= MIN_SHARED
+    ra, rb = wa[start:len(wa) - end][:MAX_TITLE_WORDS], wb[start:len(wb) - end][:MAX_TITLE_WORDS]
+    if not ra or not rb:  # words added in one place (or none)
+        return start == 0 or end == 0 or len(ra) + len(rb) <= MAX_INSERTED
+    shared = _common_subsequence(ra, rb)
+    own = len(ra) + len(rb) - 2 * shared
+    if shared in (len(ra), len(rb)):  # one own part inside the other: words inserted
+        return own <= MAX_INSERTED
+    return shared >= MIN_SHARED * (shared + own)

@@ -98,10 +98,15 @@ def need(verify: float, bins: int = BINS) -> int:
     return bins + 1
 
 
-#: sketch estimate a band candidate beyond the SimHash k needs (20 of 60 bins): the smallest
-#: at which no pair of different corpus pages is declared (benchmarks/candidates.py; at 0.3,
-#: 19 bins, one pair with 17% of its word 5-shingles in common is)
-FAR_VERIFY = 0.33
+#: sketch estimate a band candidate beyond the SimHash k needs (26 of 60 bins), chosen by
+#: benchmarks/candidates.py (docs/quality.md, *Same document*): of the thresholds that keep the
+#: recall on realistic edits sharing at least half their text within 0.25 point of the best
+#: (99.80% of the tuning edits here, 99.88% at 0.33), the one that declares the fewest pages of
+#: one site sharing less than half (quoted articles, series, API pages, index pages). At 0.33
+#: (20 bins) 5 of 1,033 such pairs were declared, pages under one title (the site's name)
+#: sharing 36-49% of their word 5-shingles at estimates of 0.38-0.50; at 0.42, one (0.50).
+#: Two pages of one host whose titles differ need more (:data:`neardup.matching.FAR_TITLE_VERIFY`).
+FAR_VERIFY = 0.42
 
 
 def far_verify(verify: float | None) -> float | None:
