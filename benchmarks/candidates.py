@@ -864,18 +864,12 @@ def word_set_title(a: str | None, b: str | None) -> bool:
     """The title comparison before this harness's hard negatives (kept to measure the change):
     after the common start and end, one part empty or the two parts' word *sets* sharing half
     their words."""
-    from neardup.matching import title_words
+    from neardup.matching import own_parts
 
-    wa, wb = title_words(a), title_words(b)
-    if not wa or not wb:
+    parts = own_parts(a, b)
+    if parts is None:
         return True
-    start = 0
-    while start < min(len(wa), len(wb)) and wa[start] == wb[start]:
-        start += 1
-    end = 0
-    while end < min(len(wa), len(wb)) - start and wa[-1 - end] == wb[-1 - end]:
-        end += 1
-    ra, rb = set(wa[start:len(wa) - end]), set(wb[start:len(wb) - end])
+    ra, rb = set(parts[2]), set(parts[3])
     return not ra or not rb or len(ra & rb) / len(ra | rb) >= 0.5
 
 

@@ -235,6 +235,25 @@ def _common_subsequence(a: list[str], b: list[str]) -> int:
     return prev[-1]
 
 
+def own_parts(a: str | None, b: str | None) -> tuple[int, int, list[str], list[str]] | None:
+    """The words two titles share at their start and at their end (how many), and each title's
+    own part between them (None when a title is missing or has no word).
+
+    >>> own_parts("Trump signs NASA bill | ABC News", "Trump signs NASA funding bill | ABC News")
+    (3, 3, [], ['funding'])
+    """
+    wa, wb = title_words(a), title_words(b)
+    if not wa or not wb:
+        return None
+    start = 0
+    while start < min(len(wa), len(wb)) and wa[start] == wb[start]:
+        start += 1
+    end = 0
+    while end < min(len(wa), len(wb)) - start and wa[-1 - end] == wb[-1 - end]:
+        end += 1
+    return start, end, wa[start:len(wa) - end], wb[start:len(wb) - end]
+
+
 def same_title(a: str | None, b: str | None) -> bool:
     """Do two pages of one host carry the same title? What the repeated-boilerplate guard and
     the far rule (:func:`title_guarded`) ask.
@@ -276,16 +295,11 @@ def same_title(a: str | None, b: str | None) -> bool:
     >>> same_title("Trump signs NASA bill | ABC News", "Trump signs NASA funding bill | ABC News")
     True
     """
-    wa, wb = title_words(a), title_words(b)
-    if not wa or not wb:
+    parts = own_parts(a, b)
+    if parts is None:
         return True
-    start = 0
-    while start < min(len(wa), len(wb)) and wa[start] == wb[start]:
-        start += 1
-    end = 0
-    while end < min(len(wa), len(wb)) - start and wa[-1 - end] == wb[-1 - end]:
-        end += 1
-    ra, rb = wa[start:len(wa) - end][:MAX_TITLE_WORDS], wb[start:len(wb) - end][:MAX_TITLE_WORDS]
+    start, end, ra, rb = parts
+    ra, rb = ra[:MAX_TITLE_WORDS], rb[:MAX_TITLE_WORDS]
     if not ra or not rb:  # words added in one place (or none)
         return start == 0 or end == 0 or len(ra) + len(rb) <= MAX_INSERTED
     shared = _common_subsequence(ra, rb)
