@@ -99,7 +99,7 @@ class CrawlSignals:
         if self._series is None:
             tracker = SeriesTracker()
             with self.store.reading():
-                for rec in sorted(self.store.iter_pages(), key=lambda r: r.id or 0):
+                for rec in self.store.iter_pages():  # streamed, in id order
                     tracker.observe(rec.url, rec.simhash if rec.status != "empty" else None)
             self._series = tracker
         return self._series

@@ -282,7 +282,8 @@ class Store(ABC):
         """(ids, signature blobs, set sizes) of the pages the index holds that have one."""
 
     @abstractmethod
-    def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]: ...
+    def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
+        """Every stored page, in id order (the order they were stored), read ``batch`` at a time."""
 
     @abstractmethod
     def status_counts(self) -> dict[str, int]: ...
