@@ -62,7 +62,7 @@ def test_noise_makes_no_change_and_an_edit_does(sphinx_docs, tmp_path):
         assert len(third) <= 0.02 * len(names) and edited not in third, third
         history = det.history(f"http://127.0.0.1:8701/{names[-1]}")
         assert history is not None and history.change_count == 0
-        host = det.host("127.0.0.1")
+        host = det.host("127.0.0.1:8701")
         assert host is not None and host["changed_pages"] <= len(set(changed) | set(third))
 
 

@@ -202,8 +202,11 @@ def test_alias_counter_examples():
     obs = [(f"https://h{i}.example/", i) for i in range(20)]
     obs += [(f"https://h{i}.example/n/1", 50 + i) for i in range(20)]
     assert learn(obs) == []
-    # only pages on the scheme's default port are evidence
+    # an origin is a host with its port: two hosts on port 8443 are two origins, aliased
     obs = [(f"https://{h}:8443/n/{i}", i) for i in range(5) for h in ("www.example.com", "example.com")]
+    assert names(learn(obs)) == ["host-alias:www.example.com:8443=example.com:8443"]
+    # ... and a host's origins on two ports with different pages at the same paths are not
+    obs = [(f"http://a.example:{port}/n/{i}", i + port) for i in range(5) for port in (8001, 8002)]
     assert learn(obs) == []
 
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from neardup.index.bands import far_verify, share_band
 from neardup.sketch import similarity
-from neardup.urls import host_of
+from neardup.urls import host_of, origin_host
 
 if TYPE_CHECKING:
     from neardup.fingerprint.core import Fingerprint
@@ -100,7 +100,7 @@ class Side:
     def of_record(cls, rec: StoredPage) -> Side:
         """From a stored page."""
         return cls(simhash=rec.simhash, digest=rec.digest, empty=rec.status == "empty",
-                   sketch=rec.sketch, title=rec.title, host=rec.host or None, length=rec.length)
+                   sketch=rec.sketch, title=rec.title, host=origin_host(rec.host) or None, length=rec.length)
 
 
 @dataclass(frozen=True)

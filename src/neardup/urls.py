@@ -322,6 +322,51 @@ def host_of(url: str) -> str:
         return ""
 
 
+def origin_of(url: str) -> str:
+    """The origin a URL's host figures count under: its lower-case host, with the port where
+    it is not the scheme's default (``host:port``, an IPv6 address bracketed), '' for file:
+    URLs. A site and its mirror on another port are two origins; ``http`` and ``https`` on
+    their default ports are one (sites serve one content under both; the ``scheme-alias``
+    rule says whether they do).
+
+    >>> origin_of("https://WWW.Example.com:8080/x"), origin_of("http://example.com:80/")
+    ('www.example.com:8080', 'example.com')
+    >>> origin_of("http://[::1]:8701/"), origin_of("https://[::1]/")
+    ('[::1]:8701', '::1')
+    """
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return ""
+    if not host or port is None or port == _DEFAULT_PORTS.get(parts.scheme.lower()):
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def origin_host(origin: str) -> str:
+    """The host name of an origin key (:func:`origin_of`): the port set aside.
+
+    >>> origin_host("a.example:8080"), origin_host("[::1]:8701"), origin_host("::1"), origin_host("a.example")
+    ('a.example', '::1', '::1', 'a.example')
+    """
+    if origin.startswith("["):
+        return origin[1:origin.find("]")] if "]" in origin else origin
+    if origin.count(":") == 1:
+        return origin.split(":", 1)[0]
+    return origin
+
+
+def url_at(scheme: str, origin: str, rest: str) -> str:
+    """The URL of path-and-query ``rest`` at an origin key (:func:`origin_of`).
+
+    >>> url_at("http", "a.example:8080", "/x"), url_at("https", "::1", "/")
+    ('http://a.example:8080/x', 'https://[::1]/')
+    """
+    bare_ipv6 = origin.count(":") > 1 and not origin.startswith("[")
+    return f"{scheme}://[{origin}]{rest}" if bare_ipv6 else f"{scheme}://{origin}{rest}"
+
+
 def comparable_url(url: str) -> str:
     """URL form used to compare a ``rel=canonical`` link with page URLs: the store key
     (:func:`normalize_url`), or for a link that is no valid URL, lower-case scheme and host

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from neardup.urls import origin_of
+
 #: the members a series explores before it may be called a trap (its next URLs are skipped)
 SERIES_BUDGET = 20
 #: a member is like the series when its SimHash is within this many bits of a reference member
@@ -113,7 +115,7 @@ class SeriesTracker:
         return series if series is not None and series.is_trap else None
 
     def traps(self, host: str | None = None) -> list[Series]:
-        """The trap series (of ``host``, as :func:`series_key` writes it), most members first."""
+        """The trap series (of origin ``host``, :func:`neardup.urls.origin_of`), most members first."""
         found = [s for s in self._series.values() if s.is_trap
-                 and (host is None or s.pattern.split("/", 1)[0].rsplit(":", 1)[0] == host)]
+                 and (host is None or origin_of("//" + s.pattern.split("/", 1)[0] + "/") == host)]
         return sorted(found, key=lambda s: (-s.members, s.pattern))

@@ -30,7 +30,7 @@ from neardup.model import (
     seconds,
 )
 from neardup.store.base import Store
-from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, normalize_url, origin_of
 
 
 class ClusterInfo(Protocol):
@@ -45,21 +45,25 @@ MAX_HOST_STATES = 10_000
 
 
 def host_key(name: str) -> str:
-    """A host name as the store keys it (the host of a normalised URL,
-    :func:`neardup.urls.normalize_url`: lower case, IDNA punycode, no trailing dot), so that
-    ``bücher.example``, ``BÜCHER.EXAMPLE`` and ``xn--bcher-kva.example`` name one host; a name
-    that is no host comes back lower-cased (it names no stored page).
+    """A host or origin name as the store keys it (:func:`neardup.urls.origin_of` of a
+    normalised URL, :func:`neardup.urls.normalize_url`: lower case, IDNA punycode, no trailing
+    dot, the port where it is not the default), so that ``bücher.example``,
+    ``BÜCHER.EXAMPLE`` and ``xn--bcher-kva.example`` name one host, and
+    ``127.0.0.1:8701`` its own origin; a name that is none comes back lower-cased (it names
+    no stored page).
 
     >>> host_key("BÜCHER.Example"), host_key("a.example"), host_key("::1"), host_key("a/b")
     ('xn--bcher-kva.example', 'a.example', '::1', 'a/b')
+    >>> host_key("A.example:8080"), host_key("a.example:80"), host_key("[::1]:8701")
+    ('a.example:8080', 'a.example', '[::1]:8701')
     """
     low = name.lower()
-    inner = name[1:-1] if name.startswith("[") and name.endswith("]") else name
-    if not inner or any(c in inner for c in "/?#@\\[]"):
+    if not name or any(c in name for c in "/?#@\\"):
         return low
-    netloc = f"[{inner}]" if ":" in inner else inner  # an IPv6 address, bracketed or not
+    # host, host:port, [IPv6]:port or [IPv6] as they are; a bare IPv6 address bracketed
+    netloc = f"[{name}]" if not name.startswith("[") and name.count(":") >= 2 else name
     try:
-        return host_of(normalize_url(f"http://{netloc}/")) or low
+        return origin_of(normalize_url(f"http://{netloc}/")) or low
     except URLError:
         return low
 
@@ -140,7 +144,7 @@ class CrawlSignals:
         counted first (and what was learned is stored)."""
         if not text.strip():
             return None, None
-        host = host_of(url)
+        host = origin_of(url)
         state = self.noise_state(host)
         if learn and state.learn(url, text):
             self.store.set_meta(META_PREFIX + host, state.to_meta())
@@ -154,7 +158,7 @@ class CrawlSignals:
         structure (plain text, spec versions 1 and 2) are not observed."""
         if structure is None:
             return None
-        return self.structure_state(host_of(url)).observe(fetched_at, structure, digest, length, url).flag
+        return self.structure_state(origin_of(url)).observe(fetched_at, structure, digest, length, url).flag
 
     def forget(self, url: str) -> None:
         """The page at ``url`` was expired."""
@@ -244,7 +248,7 @@ class CrawlSignals:
             if trap is not None:  # the explore budget of a numbered trap is spent
                 return FetchDecision(given, False, "series", rules=(f"series:{trap.pattern}",), key=url)
             if host_max_duplicate_rate is not None:
-                counts = self.store.host_stats(host_of(url))
+                counts = self.store.host_stats(origin_of(url))
                 pages = sum(counts.values())
                 rate = (counts.get("exact", 0) + counts.get("near", 0)) / pages if pages else 0.0
                 if pages >= host_min_pages and rate >= host_max_duplicate_rate:

@@ -25,13 +25,14 @@ Rule kinds (``Rule.name``):
 
 Alias rules relate two origins rather than two URLs of one host: the same path and query
 keeps landing in one cluster on both (support: paths merged, counter-example: a path whose
-two pages are in different clusters). Only URLs on their scheme's default port count.
+two pages are in different clusters). An origin is a host with its port where that is not
+the default (:func:`neardup.urls.origin_of`): a mirror on another port is an origin of its own.
 
 - ``scheme-alias:http=https``: ``http://HOST/x`` and ``https://HOST/x`` are one page;
 - ``host-alias:A=B``: hosts ``A`` and ``B`` serve the same page at every path, over either
   scheme (``www.example.com``/``example.com``, ``m.example.com``, a mirror host). ``A`` is
-  the longer name (``host-alias:www.example.com=example.com``); the rule is listed under
-  both hosts.
+  the longer name (``host-alias:www.example.com=example.com``, ``host-alias:a:8702=a:8701``);
+  the rule is listed under both.
 
 >>> obs = [(f"https://a.example/p?id=1&sid={i}", 1) for i in range(4)]
 >>> obs += [(f"https://a.example/p?id=2&sid={i}", 2) for i in range(4, 8)]
@@ -59,7 +60,7 @@ from itertools import islice
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from neardup.urls import host_of
+from neardup.urls import origin_of, url_at
 
 #: merges of different URLs with one content a rule needs before it is used
 DEFAULT_MIN_SUPPORT = 3
@@ -362,17 +363,16 @@ def learn_host(host: str, obs: list[tuple[str, int]], min_support: int = DEFAULT
 
 
 def _origin(url: str) -> tuple[str, str, str] | None:
-    """(scheme, host, path and query) of an http(s) URL on its scheme's default port, the
-    unit alias rules compare; None for any other URL."""
+    """(scheme, origin, path and query) of an http(s) URL (:func:`neardup.urls.origin_of`),
+    the unit alias rules compare; None for any other URL."""
     try:
         p = urlsplit(url.strip())
-        port = p.port
     except ValueError:
         return None
-    scheme = p.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or port not in (None, _DEFAULT_PORTS[scheme]) or not p.hostname:
+    scheme, origin = p.scheme.lower(), origin_of(url.strip())
+    if scheme not in _DEFAULT_PORTS or not origin:
         return None
-    return scheme, p.hostname.lower(), (p.path or "/") + ("?" + p.query if p.query else "")
+    return scheme, origin, (p.path or "/") + ("?" + p.query if p.query else "")
 
 
 def _alias_pair(a: str, b: str) -> tuple[str, str]:
@@ -458,7 +458,7 @@ def learn(obs: Iterable[tuple[str, int | None]], min_support: int = DEFAULT_MIN_
     hosts: dict[str, list[tuple[str, int]]] = {}
     for url, cluster in obs:
         if cluster is not None:
-            hosts.setdefault(host_of(url), []).append((url, int(cluster)))
+            hosts.setdefault(origin_of(url), []).append((url, int(cluster)))
     aliases: dict[str, list[Rule]] = {}
     for rule in learn_aliases(((u, c) for pages in hosts.values() for u, c in pages), min_support):
         aliases.setdefault(rule.host, []).append(rule)
@@ -499,7 +499,7 @@ class RuleLearner:
         (its key is a known page of another cluster) drops the host's rules at once, and one
         that contradicts an alias rule (the same path holds another cluster on the other
         scheme or the alias host) drops the alias rules of both hosts."""
-        host = host_of(url)
+        host = origin_of(url)
         pages = self._obs.setdefault(host, {})
         if cluster_id is None:
             if pages.pop(url, None) is not None:
@@ -651,12 +651,12 @@ class RuleLearner:
         out: list[tuple[str, str]] = []
         for rule in self._host_alias_rules(host):
             if rule.kind == "scheme-alias":
-                out.append((f"{flip}://{host}{rest}", rule.name))
+                out.append((url_at(flip, host, rest), rule.name))
             else:
                 a, b = rule.hosts
                 target = b if a == host else a
-                out.append((f"{scheme}://{target}{rest}", rule.name))
-                out.append((f"{flip}://{target}{rest}", rule.name))
+                out.append((url_at(scheme, target, rest), rule.name))
+                out.append((url_at(flip, target, rest), rule.name))
         return out
 
     def rules(self, host: str | None = None) -> list[Rule]:
@@ -677,7 +677,7 @@ class RuleLearner:
         """The known page the rules map ``url`` to (None when no rule applies, or the
         rewritten URL is not known, or it is ``url`` itself): first the URL rules of its
         host, then its alias rules, each followed by the URL rules of the alias host."""
-        host = host_of(url)
+        host = origin_of(url)
         if host not in self._obs:
             return None
         self._fresh(host)
@@ -688,7 +688,7 @@ class RuleLearner:
             if known is not None and known != url and fired and known in self._obs[host]:
                 return RuleMatch(url, known, self._obs[host][known], fired)
         for variant, name in self._alias_variants(url):
-            target = host_of(variant)
+            target = origin_of(variant)
             pages = self._obs.get(target)
             if not pages:
                 continue

@@ -60,7 +60,7 @@ from neardup.model import (
 from neardup.store.backends import open_store
 from neardup.store.base import PageRecord, Store, VersionRow
 from neardup.store.sqlite import SQLiteStore
-from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, comparable_link, host_of, normalize_url, validate_url
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, comparable_link, host_of, normalize_url, origin_of, validate_url
 
 __all__ = ["EXPIRE_BATCH", "Detector"]
 
@@ -642,7 +642,7 @@ class Detector:
                            max_interval=self.revisit_max)
         flag = self.signals.observe_structure(url, now, fp.structure, fp.digest, fp.length)
         rec = PageRecord(
-            url=url, host=host_of(url), first_seen=own.first_seen if own else now, fetched_at=now,
+            url=url, host=origin_of(url), first_seen=own.first_seen if own else now, fetched_at=now,
             digest=fp.digest, simhash=fp.simhash, spec=fp.spec, length=fp.length, title=fp.title,
             canonical_link=fp.canonical_url, language=fp.language, status=status,
             matched_id=own.matched_id if kept and own else (match.id if match else None),

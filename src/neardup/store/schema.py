@@ -5,7 +5,7 @@ a step is a list of SQL statements or callables (a callable gets the dialect's
 ``execute(sql, params)``). The column types differ only where the dialects do: the
 ``{pk}``, ``{seq_pk}``, ``{real}``, ``{blob}`` and ``{bigint}`` placeholders.
 
->>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4, 5, 6]
+>>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4, 5, 6, 7]
 True
 >>> "BYTEA" in migrations("postgres")[2][0], "BLOB" in migrations("sqlite")[2][0]
 (True, True)
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from neardup.errors import ConfigError
-from neardup.urls import comparable_link, comparable_url
+from neardup.urls import comparable_link, comparable_url, origin_of
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: A migration step: SQL text, or a callable given the dialect's ``execute(sql, params)``.
 Step = str | Callable[[Any], None]
@@ -37,6 +37,16 @@ def _backfill_keys(execute: Any) -> None:
     rows = execute("SELECT id, url, canonical_link FROM pages").fetchall()
     for pid, url, link in rows:
         execute("UPDATE pages SET url_key=?, link_key=? WHERE id=?", (comparable_url(url), comparable_link(link), pid))
+
+
+def _origins(execute: Any) -> None:
+    """Schema 7 -> 8: a page's ``host`` is its origin (:func:`neardup.urls.origin_of`): the
+    host with its port where that is not the default; only URLs with a port can change."""
+    rows = execute("SELECT id, url, host FROM pages WHERE url LIKE ?", ("%://%:%",)).fetchall()
+    for pid, url, host in rows:
+        origin = origin_of(url)
+        if origin and origin != host:
+            execute("UPDATE pages SET host=? WHERE id=?", (origin, pid))
 
 
 _STEPS: dict[int, list[Step]] = {
@@ -224,6 +234,8 @@ def migrations(dialect: str) -> dict[int, list[Step]]:
     # 6 -> 7: the digest of the page's main text without its host's per-fetch noise (versions)
     stable: list[Step] = ["ALTER TABLE pages ADD COLUMN stable TEXT"]
     # 4 -> 5 per dialect (above); 5 -> 6: the page's structure SimHash (spec version 3 on)
-    steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure, 6: stable}
+    # 7 -> 8: host figures per origin (a mirror on another port is not the same host)
+    steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure, 6: stable,
+                                    7: [_origins]}
     return {version: [step.format(**types) if isinstance(step, str) else step for step in todo]
             for version, todo in steps.items()}
