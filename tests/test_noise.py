@@ -82,3 +82,45 @@ def test_a_changed_price_is_a_change():
     assert again.version == "changed"  # the price is content
     same = det.add("https://shop.example/p2", shop_page(2, "$9.99", "2026-12-09 11:05"), fetched_at=1.7e9 + 101)
     assert same.version == "unchanged"  # the time it was updated is not
+
+
+def article(i: int, fetch: int, ad: str, template: str = "article") -> str:
+    """Article ``i`` as fetched the ``fetch``-th time: its text, a timestamp and ``ad``;
+    ``template="print"`` is its print version (the same text in another shell)."""
+    text = " ".join(f"topic{i}word{j}" for j in range(200))
+    body = (f"<p>{text}</p><p>Second paragraph of article {i}: {' '.join(f'more{i}x{j}' for j in range(60))}</p>"
+            f"<p>Last updated: December {1 + fetch % 28}, 2026 at 10:{fetch % 60:02d}:00 UTC</p><p>{ad}</p>")
+    if template == "print":
+        return f"<html><head><title>Article {i}</title></head><body><div class='print'>{body}</div></body></html>"
+    return f"<html><head><title>Article {i}</title></head><body><article>{body}</article></body></html>"
+
+
+def test_a_pages_copies_do_not_make_its_lines_noise():
+    """An article under three URLs (the page, its print version, a session-id copy): its own
+    lines are on three URLs but are its content, so its copies' noise templates are the
+    timestamp and the ads only, and an edit of the article is a change."""
+    det = Detector()
+    for i in range(9):  # each ad on three articles
+        for n, url in enumerate((f"https://docs.example/a{i}.html", f"https://docs.example/print/a{i}.html",
+                                 f"https://docs.example/a{i}.html?sessionid={i}")):
+            det.add(url, article(i, 3 * i + n, ADS[(i + n) % 3], "print" if "print" in url else "article"),
+                    fetched_at=1.7e9 + 10 * i + n)
+    noise = det.signals.noise_state("docs.example")
+    assert 1 <= len(noise.order) <= 1 + len(ADS), len(noise.order)  # the timestamp line and the ads
+    again = det.add("https://docs.example/a2.html", article(2, 99, ADS[1]), fetched_at=1.8e9)
+    assert again.version == "unchanged"
+    edited = article(3, 100, ADS[0]).replace("topic3word7 ", "topic3word7 inserted words here ")
+    assert det.add("https://docs.example/a3.html", edited, fetched_at=1.8e9 + 1).version == "changed"
+
+
+def test_a_page_stored_before_its_ad_was_known_is_unchanged_at_its_next_fetch():
+    """The host's first page carries an ad that is learned as noise only later (three URLs):
+    its next fetch with another ad of the pool is still unchanged, because its stored version
+    kept its lines' hashes (the host was young)."""
+    det = Detector()
+    first = det.add("https://docs.example/a0.html", article(0, 0, ADS[0]), fetched_at=1.7e9)
+    assert first.status == "new"
+    for i in range(1, 8):
+        det.add(f"https://docs.example/a{i}.html", article(i, i, ADS[i % 3]), fetched_at=1.7e9 + i)
+    again = det.add("https://docs.example/a0.html", article(0, 50, ADS[1]), fetched_at=1.8e9)
+    assert again.version == "unchanged"

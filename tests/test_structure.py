@@ -40,6 +40,10 @@ ARTICLE = """<html><head><title>{title}</title><meta charset="utf-8"></head><bod
 <footer class="foot"><p>(c) 2024</p></footer><script>var x = "<div>" + 1 < 2;</script></body></html>"""
 
 
+#: pages an hour apart in the redesign tests (a redesign needs templates seen for an hour: REDESIGN_MIN_AGE)
+HOUR = 3600.0
+
+
 def article(n: int, title: str = "A title", paras: int = 3) -> str:
     return ARTICLE.format(n=n, title=title, paras="".join(f"<p>Paragraph {i} of {title}.</p>" for i in range(paras)))
 
@@ -270,17 +274,17 @@ def test_big9_no_redesign_when_one_year_arrives_alone(big9: list[dict]) -> None:
     for site in sorted({r["site"] for r in big9}):
         for y in (2005, 2009, 2013, 2017):
             year = sorted((r for r in big9 if r["site"] == site and r["year"] == y), key=lambda r: r["file"])
-            events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(year)]))
+            events += len(redesigns([TemplatePage(i * HOUR, r["structure"]) for i, r in enumerate(year)]))
             # one capture: every page at one time, no order at all
             assert redesigns([TemplatePage(float(y), r["structure"]) for r in year]) == []
             for seed in range(5):  # other orders, and longer streams of the same site-year's pages
                 rnd = random.Random(seed)
                 shuffled = rnd.sample(year, len(year))
-                events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(shuffled)]))
+                events += len(redesigns([TemplatePage(i * HOUR, r["structure"]) for i, r in enumerate(shuffled)]))
                 drawn = [rnd.choice(year) for _ in range(40)]
-                events += len(redesigns([TemplatePage(float(i), r["structure"]) for i, r in enumerate(drawn)]))
+                events += len(redesigns([TemplatePage(i * HOUR, r["structure"]) for i, r in enumerate(drawn)]))
                 host = HostStructure()
-                events += sum(1 for i, r in enumerate(drawn) if host.observe(float(i), r["structure"]).redesign)
+                events += sum(1 for i, r in enumerate(drawn) if host.observe(i * HOUR, r["structure"]).redesign)
     assert events == 0
 
 
@@ -289,11 +293,11 @@ def test_cleanportaleval_one_template_per_site(corpus: Path) -> None:
     by_site: dict[str, list[TemplatePage]] = defaultdict(list)
     for r in _read_tsv(root / "manifest.tsv"):
         site = r["site_group"].split("_blog")[0]
-        by_site[site].append(TemplatePage(float(len(by_site[site])), _structure(root / r["file"])))
+        by_site[site].append(TemplatePage(len(by_site[site]) * HOUR, _structure(root / r["file"])))
     for site, pages in by_site.items():
         assert redesigns(pages) == [], site  # one template: no redesign, in any order
         shuffled = random.Random(1).sample(pages, len(pages))
-        assert redesigns([TemplatePage(float(i), p.structure) for i, p in enumerate(shuffled)]) == []
+        assert redesigns([TemplatePage(i * HOUR, p.structure) for i, p in enumerate(shuffled)]) == []
         ts = templates(pages)
         assert ts[0]["share"] >= 0.8, (site, ts)
         if site in ("blogs.wsj.com_brussels", "washingtonpost.com"):
@@ -306,7 +310,7 @@ def test_postlight_recaptures(corpus: Path) -> None:
     by_host: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for r in rows:
         by_host[r["host"]].append((r["first_commit_date"], _structure(root / r["file"])))
-    day = {d: float(i) for i, d in enumerate(sorted({d for v in by_host.values() for d, _ in v}))}
+    day = {d: i * 86400.0 for i, d in enumerate(sorted({d for v in by_host.values() for d, _ in v}))}
     events = {h: redesigns([TemplatePage(day[d], s) for d, s in v]) for h, v in by_host.items()}
     assert [e["at"] for e in events["reddit.com"]] == [day["2022-08-10"]]  # the "update all fixtures" recapture
     assert events["obamawhitehouse.archives.gov"] == []  # an archive: its pages did not change

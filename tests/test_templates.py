@@ -12,6 +12,7 @@ import random
 from neardup.crawl.templates import (
     MAX_TEMPLATES,
     MAX_TEXTS,
+    REDESIGN_MIN_AGE,
     SOFT404_MAX_LENGTH,
     TEMPLATE_DISTANCE,
     HostStructure,
@@ -37,8 +38,12 @@ B = A ^ 0xFFFF_FFFF_0000_0000  # 32 bits away
 S = A ^ 0x0000_0000_FFFF_FFFF  # a section's template, 32 bits from A and 64 from B
 
 
-def stream(kinds: str, start: float = 0.0) -> list[TemplatePage]:
-    return [TemplatePage(start + i, near({"A": A, "B": B, "S": S}[k])) for i, k in enumerate(kinds)]
+#: one page an hour: a host watched for days (a redesign needs its old templates seen for an hour)
+HOUR = 3600.0
+
+
+def stream(kinds: str, start: float = 0.0, every: float = HOUR) -> list[TemplatePage]:
+    return [TemplatePage((start + i) * every, near({"A": A, "B": B, "S": S}[k])) for i, k in enumerate(kinds)]
 
 
 def test_one_template_and_its_share() -> None:
@@ -56,7 +61,7 @@ def test_redesign_found_with_its_time_and_size() -> None:
     events = redesigns(stream("A" * 20 + "B" * 15))
     assert len(events) == 1
     e = events[0]
-    assert e["at"] == 20.0 and e["pages"] == 15 and e["from"] != e["to"]
+    assert e["at"] == 20 * HOUR and e["pages"] == 15 and e["from"] != e["to"]
 
 
 def test_one_odd_page_is_not_a_redesign() -> None:
@@ -66,7 +71,7 @@ def test_one_odd_page_is_not_a_redesign() -> None:
 
 def test_a_split_that_random_order_gives_is_not_a_redesign() -> None:
     # five old pages then ten new ones: 1 in 3003 by chance, a redesign
-    assert [e["at"] for e in redesigns(stream("A" * 5 + "B" * 10))] == [5.0]
+    assert [e["at"] for e in redesigns(stream("A" * 5 + "B" * 10))] == [5 * HOUR]
     # one of the five already new: 11 in 3003, as a host serving both layouts gives it
     assert redesigns(stream("AABAA" + "B" * 10)) == []
     # the new structure must hold for a full window: five pages after the cut are not enough
@@ -79,10 +84,10 @@ def test_a_one_off_page_at_the_edge_goes_with_the_nearer_side() -> None:
     odd_old = A ^ 0xFFFF  # 16 bits from A: its own template, nearer the old one
     odd_new = B ^ 0xFFFF  # nearer the new one
     rows = stream("A" * 10)
-    events = redesigns([*rows, TemplatePage(10.0, odd_old), *stream("B" * 10, start=11.0)])
-    assert [e["at"] for e in events] == [11.0]
-    events = redesigns([*rows, TemplatePage(10.0, odd_new), *stream("B" * 10, start=11.0)])
-    assert [e["at"] for e in events] == [10.0]
+    events = redesigns([*rows, TemplatePage(10 * HOUR, odd_old), *stream("B" * 10, start=11.0)])
+    assert [e["at"] for e in events] == [11 * HOUR]
+    events = redesigns([*rows, TemplatePage(10 * HOUR, odd_new), *stream("B" * 10, start=11.0)])
+    assert [e["at"] for e in events] == [10 * HOUR]
 
 
 def test_a_section_fetched_alongside_is_not_a_redesign() -> None:
@@ -112,7 +117,7 @@ def test_online_observe_agrees_with_redesigns() -> None:
     rows = stream("A" * 25 + "B" * 25)
     host = HostStructure()
     seen = [e for r in rows if (e := host.observe(r.fetched_at, r.structure).redesign)]
-    assert [e["at"] for e in seen] == [e["at"] for e in redesigns(rows)] == [25.0]
+    assert [e["at"] for e in seen] == [e["at"] for e in redesigns(rows)] == [25 * HOUR]
     assert host.summary()["redesigns"] == seen
     assert host.summary()["templates"]["count"] == 2
 
@@ -198,9 +203,9 @@ def test_state_is_bounded() -> None:
     assert len(json.dumps(host.to_dict())) < 400_000
 
 
-def crawl(kinds: str, folders: str, start: float = 0.0) -> list[TemplatePage]:
+def crawl(kinds: str, folders: str, start: float = 0.0, every: float = HOUR) -> list[TemplatePage]:
     """Pages of templates ``kinds`` at URLs in folders ``folders`` (one letter each)."""
-    return [TemplatePage(start + i, near({"A": A, "B": B, "S": S}[k]), url=f"https://docs.example/{f}/p{i}.html")
+    return [TemplatePage((start + i) * every, near({"A": A, "B": B, "S": S}[k]), url=f"https://docs.example/{f}/p{i}.html")
             for i, (k, f) in enumerate(zip(kinds, folders, strict=True))]
 
 
@@ -214,13 +219,26 @@ def test_a_crawl_moving_between_sections_is_not_a_redesign() -> None:
     moved = crawl("A" * 25 + "B" * 25, "l" * 25 + "l" * 25)
     host = HostStructure()
     seen = [e for r in moved if (e := host.observe(r.fetched_at, r.structure, url=r.url).redesign)]
-    assert [e["at"] for e in seen] == [e["at"] for e in redesigns(moved)] == [25.0]
+    assert [e["at"] for e in seen] == [e["at"] for e in redesigns(moved)] == [25 * HOUR]
 
 
 def test_dated_folders_are_one_section() -> None:
-    rows = [TemplatePage(float(i), near(A if i < 25 else B),
+    rows = [TemplatePage(i * HOUR, near(A if i < 25 else B),
                          url=f"https://news.example/{2019 + i // 25}/0{1 + i % 9}/a{i}.html") for i in range(50)]
-    assert [e["at"] for e in redesigns(rows)] == [25.0]
+    assert [e["at"] for e in redesigns(rows)] == [25 * HOUR]
+
+
+def test_a_first_crawl_of_minutes_never_redesigns() -> None:
+    """Templates seen for less than REDESIGN_MIN_AGE give no redesign: one crawl of a static
+    site, one page a second, whose sections in one folder differ in layout (a documentation
+    site's index and API pages), online and offline; the same move over hours is one."""
+    fast = crawl("A" * 25 + "B" * 25, "l" * 50, every=1.0)
+    assert redesigns(fast) == []
+    host = HostStructure()
+    assert [e for r in fast if (e := host.observe(r.fetched_at, r.structure, url=r.url).redesign)] == []
+    assert 25 * 1.0 < REDESIGN_MIN_AGE
+    slow = crawl("A" * 25 + "B" * 25, "l" * 50, every=REDESIGN_MIN_AGE / 20)
+    assert [e["at"] for e in redesigns(slow)] == [25 * REDESIGN_MIN_AGE / 20]
 
 
 def test_state_with_sections_round_trips() -> None:

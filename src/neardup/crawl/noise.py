@@ -6,13 +6,19 @@ a page that never changed would be ``changed`` at every fetch and its change rat
 the noise. A *line template* is a line of the normalised main text with its dates and times
 masked (``last updated: T``, :func:`line_template`); a template that a host serves on
 :data:`NOISE_MIN_URLS` distinct URLs or more is the host's noise (a timestamp line, an ad from
-the host's pool, a repeated notice), learned as pages are added and kept in the store's
-metadata (:data:`META_PREFIX` + host), so the next crawl knows it from its first page.
+the host's pool, a repeated notice) when its line differs between them (a masked date or time
+changed) or those URLs hold distinct contents (``new`` pages): a page's own lines, repeated on
+its print version, its mirror and its session-id copies, are content, never noise. It is
+learned as pages are added and kept in the store's metadata (:data:`META_PREFIX` + host), so
+the next crawl knows it from its first page.
 Templates are learned in order and a stable digest says how many it left out
 (``"m:sha256"``): a page is compared at its next fetch under the same ``m`` first templates
 (:meth:`HostNoise.stable_digest` with ``upto``), so what the host learned after it was stored
-never makes it ``changed``; only its host's first pages, stored before the noise was known,
-may be ``changed`` once. Other
+never makes it ``changed``. A host's first pages (until it has met :data:`NOISE_SETTLE_URLS`
+URLs) are stored before its noise is known (an ad of a pool of five needs fifteen pages or so
+to be seen three times): their stable digest carries each line's hash
+(:meth:`HostNoise.stable_record`), so that their next fetch is compared under the noise known
+then (:meth:`HostNoise.same_content`). Other
 numbers are content: a price that changes is a change (a line with the same price on three
 products is noise only until it differs).
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterable
 
 #: a line template on this many distinct URLs of a host is the host's noise
@@ -49,6 +56,8 @@ MAX_TRACKED = 4096
 MAX_NOISE = 512
 #: the noise may take at most this share of a page's text away from its stable digest
 MIN_KEPT_SHARE = 0.25
+#: a host's pages keep their lines' hashes (a few KB) in their stable digest until it met this many URLs
+NOISE_SETTLE_URLS = 64
 #: the store metadata key of a host's noise templates (+ the host)
 META_PREFIX = "noise:"
 
@@ -87,29 +96,48 @@ class HostNoise:
         self.order: list[int] = list(dict.fromkeys(noise))
         self.noise: set[int] = set(self.order)
         self._seen: dict[int, list[int]] = {}  # template -> the distinct URLs (keys) it was seen on
+        self._distinct: dict[int, int] = {}  # template -> how many of those URLs held a distinct content
+        self._raw: dict[int, int] = {}  # template -> the hash of its first line; -1 once another differed
+        self._urls: set[int] = set()  # the URLs met, up to NOISE_SETTLE_URLS
 
-    def learn(self, url: str, text: str) -> bool:
-        """Count the lines of a page of ``url``; True when the host's noise grew."""
+    def learn(self, url: str, text: str, distinct: bool = True) -> bool:
+        """Count the lines of a page of ``url`` (``distinct``: a content of its own, not a
+        copy of another page); True when the host's noise grew."""
         if len(self.order) >= MAX_NOISE:
             return False
         key = _url_key(url)
+        if len(self._urls) < NOISE_SETTLE_URLS:
+            self._urls.add(key)
         grew = False
-        for t in {line_template(line) for line in text.split("\n") if line.strip()}:
+        lines: dict[int, int] = {}
+        for line in text.split("\n"):
+            if line.strip():
+                lines.setdefault(line_template(line), zlib.crc32(line.strip().encode("utf-8", "surrogatepass")))
+        for t, raw in lines.items():
             if t in self.noise:
                 continue
             urls = self._seen.setdefault(t, [])
             if key not in urls:
                 urls.append(key)
-            if len(urls) >= NOISE_MIN_URLS and len(self.noise) < MAX_NOISE:
+                self._distinct[t] = self._distinct.get(t, 0) + distinct
+            if self._raw.setdefault(t, raw) != raw:
+                self._raw[t] = -1
+            varied = self._raw[t] == -1 or self._distinct.get(t, 0) >= NOISE_MIN_URLS
+            if len(urls) >= NOISE_MIN_URLS and varied and len(self.noise) < MAX_NOISE:
                 self.noise.add(t)
                 self.order.append(t)
-                del self._seen[t]
+                self._forget(t)
                 grew = True
         if len(self._seen) > MAX_TRACKED:  # forget the templates seen on one URL, oldest first
             once = [t for t, urls in self._seen.items() if len(urls) == 1][: len(self._seen) - MAX_TRACKED // 2]
             for t in once or list(self._seen)[: len(self._seen) - MAX_TRACKED]:
-                del self._seen[t]
+                self._forget(t)
         return grew
+
+    def _forget(self, template: int) -> None:
+        self._seen.pop(template, None)
+        self._distinct.pop(template, None)
+        self._raw.pop(template, None)
 
     def stable_digest(self, text: str, upto: int | None = None) -> str:
         """``"m:sha256"``: the SHA-256 of ``text`` without the lines of the host's first ``m``
@@ -122,6 +150,45 @@ class HostNoise:
         if len(stable.strip()) < MIN_KEPT_SHARE * len(text.strip()):
             stable = text
         return f"{m}:{hashlib.sha256(stable.encode('utf-8', 'surrogatepass')).hexdigest()}"
+
+    def stable_record(self, text: str) -> str:
+        """What a page's version stores: its :meth:`stable_digest`, and while the host has met
+        fewer than :data:`NOISE_SETTLE_URLS` URLs, ``:`` and each line's hash and template hash
+        (hex), for :meth:`same_content` at the next fetch.
+
+        >>> HostNoise().stable_record("a\\nb").count(":"), len(HostNoise().stable_record("a\\nb").split(":")[2])
+        (2, 33)
+        """
+        digest = self.stable_digest(text)
+        if len(self._urls) >= NOISE_SETTLE_URLS:
+            return digest
+        lines = [line.strip() for line in text.split("\n") if line.strip()]
+        pairs = ",".join(f"{zlib.crc32(line.encode('utf-8', 'surrogatepass')):08x}{line_template(line):08x}"
+                         for line in lines if line_template(line) not in self.noise)
+        return f"{digest}:{pairs}"
+
+    def same_content(self, text: str, previous: str) -> bool:
+        """Whether ``text`` holds the lines of the version stored as ``previous`` (a
+        :meth:`stable_record` with its lines), once the lines of every noise template known
+        now are left out of both; False where ``previous`` has no lines.
+
+        >>> noise = HostNoise()
+        >>> page = "the text of this page\\nsponsored: coffee"
+        >>> before = noise.stable_record(page)  # stored before the ad was known
+        >>> for i in range(3):
+        ...     _ = noise.learn(f"https://a.example/{i}", f"page {i}\\nsponsored: coffee")
+        >>> noise.same_content(page, before), noise.same_content("the new text\\nsponsored: coffee", before)
+        (True, False)
+        """
+        parts = previous.split(":", 2)
+        if len(parts) < 3:
+            return False
+        body = parts[2]
+        old = Counter(body[i:i + 8] for i in range(0, len(body), 17) if int(body[i + 8:i + 16], 16) not in self.noise)
+        kept = [line.strip() for line in text.split("\n") if line.strip() and line_template(line) not in self.noise]
+        if sum(map(len, kept)) < MIN_KEPT_SHARE * len(text.strip()):
+            return False  # as for the digest: a page made of repeated lines says nothing by its remainder
+        return old == Counter(f"{zlib.crc32(line.encode('utf-8', 'surrogatepass')):08x}" for line in kept)
 
     def to_meta(self) -> dict[str, object]:
         """The state as the store keeps it: the noise templates (hex), in learned order."""

@@ -135,21 +135,36 @@ class CrawlSignals:
         self._noise.move_to_end(host)
         return state
 
-    def stable_digests(self, url: str, text: str, previous: str | None, *,
-                       learn: bool) -> tuple[str | None, str | None]:
-        """The digest of a page's main ``text`` without its host's per-fetch noise
-        (:meth:`neardup.crawl.noise.HostNoise.stable_digest`; None for no text: a fingerprint
-        given without it), and the one to compare with the stored version's ``previous``
-        (under the noise templates that one left out). With ``learn``, the page's lines are
-        counted first (and what was learned is stored)."""
+    def comparable_digest(self, url: str, text: str, previous: str | None) -> str | None:
+        """The digest of a page's main ``text`` to compare with its stored version's stable
+        record ``previous``: ``previous`` itself when the text holds the same content (under
+        the noise templates the stored version left out, or for a version stored with its
+        lines, under every noise template known now: :meth:`HostNoise.same_content`), else the
+        digest under the same templates (so it differs); None without text or version."""
+        if not text.strip() or not previous:
+            return None
+        state = self.noise_state(origin_of(url))
+        upto = previous.split(":", 1)[0]
+        if not upto.isdigit():
+            return None
+        comparable = state.stable_digest(text, int(upto))
+        if comparable == ":".join(previous.split(":", 2)[:2]) or state.same_content(text, previous):
+            return previous
+        return comparable
+
+    def stable_record(self, url: str, text: str, *, learn: bool, distinct: bool = True) -> str | None:
+        """What a page's version stores of its main ``text`` without its host's per-fetch
+        noise (:meth:`neardup.crawl.noise.HostNoise.stable_record`; None for no text: a
+        fingerprint given without it). With ``learn``, the page's lines are counted first (and
+        what was learned is stored); ``distinct``: the page is a content of its own (``new``),
+        not a copy, whose lines are its original's (:meth:`HostNoise.learn`)."""
         if not text.strip():
-            return None, None
+            return None
         host = origin_of(url)
         state = self.noise_state(host)
-        if learn and state.learn(url, text):
+        if learn and state.learn(url, text, distinct):
             self.store.set_meta(META_PREFIX + host, state.to_meta())
-        upto = previous.split(":", 1)[0] if previous else ""
-        return state.stable_digest(text), state.stable_digest(text, int(upto)) if upto.isdigit() else None
+        return state.stable_record(text)
 
     def observe_structure(self, url: str, fetched_at: float, structure: int | None, digest: str,
                           length: int) -> str | None:

@@ -32,11 +32,13 @@ Redesigns
     old); nor is a section with its own template fetched alongside (it is in the window
     before, so it counts as old); nor is a site with two layouts whose pages happen to come
     five of one, then five of the other. Pages with one fetch time are simultaneous: a
-    redesign needs a later time. And a redesign is one part of the site changing, never the
-    crawl moving from one part to another (a static documentation site whose sections differ
-    in layout, crawled breadth-first): at least :data:`MIN_SECTION_PAGES` of the pages on the
-    new template after the cut are in a *section* (the URL's folder, digits masked:
-    ``/2019/03/18/a.html`` and ``/2022/08/10/b.html`` are one section, :func:`section_of`)
+    redesign needs a later time, and old templates the host has served for at least
+    :data:`REDESIGN_MIN_AGE` (one crawl of a static site, minutes long, never redesigns it).
+    And a redesign is one part of the site changing, never the crawl moving from one part to
+    another (a static documentation site whose sections differ in layout, crawled
+    breadth-first): at least :data:`MIN_SECTION_PAGES` of the pages on the new template after
+    the cut are in a *section* (the URL's folder, digits masked, and its query's parameter
+    names: ``/2019/03/18/a.html`` and ``/2022/08/10/b.html`` are one section, :func:`section_of`)
     where the old templates had pages. Pages without URLs give no such evidence either way.
 
 Soft-404 and template-only pages
@@ -49,10 +51,10 @@ Soft-404 and template-only pages
     non-empty, ``template-only`` when the extractor found no text. The first
     ``SOFT404_MIN_URLS - 1`` such pages are not flagged (nothing repeats yet).
 
->>> rows = [TemplatePage(float(t), 0x0F0F_0000_0000_0000 if t < 10 else 0xF0F0_FFFF_0000_0000) for t in range(20)]
+>>> rows = [TemplatePage(t * 3600.0, 0x0F0F_0000_0000_0000 if t < 10 else 0xF0F0_FFFF_0000_0000) for t in range(20)]
 >>> [(t["pages"], t["share"]) for t in templates(rows)]
 [(10, 0.5), (10, 0.5)]
->>> [(e["at"], e["from"], e["to"]) for e in redesigns(rows)]
+>>> [(e["at"] / 3600, e["from"], e["to"]) for e in redesigns(rows)]  # one page an hour
 [(10.0, 0, 1)]
 """
 
@@ -73,6 +75,10 @@ TEMPLATE_DISTANCE = 14
 REDESIGN_WINDOW = 10
 #: at least this many pages on each side of a redesign
 MIN_PAGES = 5
+#: a redesign moves off templates the host has served for at least this long (seconds): a
+#: crawl of a static site, minutes long, moves between sections of different layout but never
+#: redesigns it
+REDESIGN_MIN_AGE = 3600.0
 #: at most this share of the fetches after a redesign may still be on the old templates
 MAX_OLD_SHARE = 0.2
 #: the new template holds at least this share of the fetches after a redesign
@@ -102,21 +108,26 @@ NO_SECTION = -1
 
 
 def section_of(url: str | None) -> int:
-    """The section of a page (module docs): a hash of its URL's folder with digit runs masked,
-    :data:`NO_SECTION` without a URL.
+    """The section of a page (module docs): a hash of its URL's folder with digit runs masked
+    and the names of its query's parameters (an events calendar's ``/events?month=3`` is not
+    the section of ``/about.html``), :data:`NO_SECTION` without a URL.
 
     >>> section_of("https://a.example/2019/03/18/a.html") == section_of("https://a.example/2022/08/10/b.html")
     True
     >>> section_of("https://a.example/library/email.html") == section_of("https://a.example/c-api/list.html")
+    False
+    >>> section_of("https://a.example/events?month=3") == section_of("https://a.example/about.html")
     False
     """
     if not url:
         return NO_SECTION
     rest = url.split("://", 1)[-1]
     path = rest[rest.find("/"):] if "/" in rest else "/"
-    path = path.split("?", 1)[0].split("#", 1)[0]
+    path, _, query = path.split("#", 1)[0].partition("?")
     folder = path[:path.rfind("/") + 1] or "/"
-    return zlib.crc32(_DIGITS.sub("N", folder).encode("utf-8", "surrogatepass"))
+    names = sorted({part.split("=", 1)[0] for part in query.split("&") if part})
+    key = _DIGITS.sub("N", folder) + ("?" + "&".join(names) if names else "")
+    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
 
 
 def _moved_here(after_on_new: Sequence[int], old_sections: set[int]) -> bool:
@@ -380,6 +391,9 @@ class HostStructure:
         pages_to = next((t.pages for t in self.templates if t.id == to), 0)
         if pages_to - after.count(to) > max(1.0, MAX_OLD_SHARE * (self.pages - len(after))):
             return None  # a return to a template of the host's past, not a new one
+        if self.recent_at[i] - min((t.first for t in self.templates if t.id in old), default=self.recent_at[i]) \
+                < REDESIGN_MIN_AGE:
+            return None  # templates seen for minutes: the crawl is still discovering the site
         old_sections = set().union(*(t.sections for t in self.templates if t.id in old))
         if not _moved_here([s for x, s in zip(after, self.recent_sections[i:], strict=True) if x == to],
                            old_sections):
@@ -492,8 +506,8 @@ def redesigns(rows: Iterable[TemplatePage], threshold: int = TEMPLATE_DISTANCE, 
     time order (rule: module docs). Template ids are those of :func:`templates`.
 
     >>> old, new = 0, 2**64 - 1
-    >>> rows = [TemplatePage(float(t), new if t in (5, 12) or t >= 20 else old) for t in range(30)]
-    >>> [(e["at"], e["pages"]) for e in redesigns(rows)]  # pages 5 and 12 are odd ones
+    >>> rows = [TemplatePage(t * 3600.0, new if t in (5, 12) or t >= 20 else old) for t in range(30)]
+    >>> [(e["at"] / 3600, e["pages"]) for e in redesigns(rows)]  # pages 5 and 12 are odd ones
     [(20.0, 10)]
     """
     ordered, ids, state = assign(rows, threshold)
@@ -508,6 +522,9 @@ def redesigns(rows: Iterable[TemplatePage], threshold: int = TEMPLATE_DISTANCE, 
     cuts: list[tuple[int, float, int, set[int]]] = []  # (cut, old share after it, new template, old ones)
     first = max(1, min_pages)
     seen: Counter[int] = Counter(ids[:first - 1])  # the pages before the cut, by template
+    since: dict[int, float] = {}  # template -> its first fetch
+    for k in range(n):
+        since.setdefault(ids[k], times[k])
     for i in range(first, n - window + 1):  # a full window after the cut, as observe() sees it
         seen[ids[i - 1]] += 1
         seen_in.setdefault(ids[i - 1], set()).add(sections[i - 1])
@@ -517,7 +534,9 @@ def redesigns(rows: Iterable[TemplatePage], threshold: int = TEMPLATE_DISTANCE, 
         before = ids[max(0, i - window):i]
         cut = _cut(before, ids[i:i + window], max_old_share, [x for x, c in seen.items() if c >= 2])
         # a new template (a few odd pages before), not a return to one of the host's past
-        if cut is not None and seen[cut[1]] <= max(1.0, max_old_share * i) and _moved_here(
+        if cut is not None and seen[cut[1]] <= max(1.0, max_old_share * i) \
+                and times[i] - min((since[x] for x in cut[2] if x in since), default=times[i]) >= REDESIGN_MIN_AGE \
+                and _moved_here(
                 [sections[k] for k in range(i, i + window) if ids[k] == cut[1]],
                 set().union(*(seen_in.get(x, set()) for x in cut[2])) - {NO_SECTION}):
             # for good: the templates the host was on keep at most max_old_share of all later fetches

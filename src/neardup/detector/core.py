@@ -331,7 +331,7 @@ class Detector:
         """The verdict for ``fp`` at ``url``, given the page stored at ``url`` and the page
         with the same digest (:meth:`Store.lookup`), with the index already in sync."""
         now = time.time()
-        _, stable = self.signals.stable_digests(url, fp.text, own.stable if own else None, learn=False)
+        stable = self.signals.comparable_digest(url, fp.text, own.stable if own else None)
         revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, stable) \
             if own is not None else None
         base: dict[str, Any] = dict(url=url, digest=fp.digest, simhash=fp.simhash_hex, title=fp.title,
@@ -617,7 +617,7 @@ class Detector:
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
         own = self.store.page_by_url(url)
-        stable, comparable = self.signals.stable_digests(url, fp.text, own.stable if own else None, learn=True)
+        comparable = self.signals.comparable_digest(url, fp.text, own.stable if own else None)
         revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, comparable) \
             if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
@@ -638,6 +638,7 @@ class Detector:
                 fresh = True
         else:
             cluster_id = None
+        stable = self.signals.stable_record(url, fp.text, learn=True, distinct=status in ("new", "partial"))
         history = counters(self.store, own, now, revisit, min_interval=self.revisit_min,
                            max_interval=self.revisit_max)
         flag = self.signals.observe_structure(url, now, fp.structure, fp.digest, fp.length)
