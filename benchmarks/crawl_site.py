@@ -244,7 +244,12 @@ class Bench:
         skipped = {k.split("/")[-1]: v for k, v in stats.items()
                    if k.startswith(("neardup/skipped_before_fetch/", "skipped_before_fetch/"))}
         changed, unchanged = (int(stats.get(f"neardup/{v}", stats.get(v, 0))) for v in ("changed", "unchanged"))
-        reached = set(keys.values())
+        # reached: fetched, or known to be current (skipped as fresh: its next fetch is after the
+        # crawl's start, and it was fetched before it)
+        start = site.log[log_from].at if len(site.log) > log_from else time.time()
+        fresh = {site.content_of(p.url) for p in pages.values()
+                 if p.next_fetch is not None and p.next_fetch > start and p.fetched_at < start}
+        reached = set(keys.values()) | {c for c in fresh if c is not None}
         row = {
             "crawler": crawler, "crawl": crawl, "fetched": len(served) - trap, "calendar_fetched": trap,
             "skipped": skipped, "duplicates_present": present, "found": found, "missed": missed,

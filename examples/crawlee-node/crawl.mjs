@@ -56,7 +56,8 @@ const crawler = new CheerioCrawler({
     }),
 }, new Configuration({ persistStorage: false })); // a fresh queue and dataset each run; neardup keeps the memory
 
-const final = await crawler.run(await nd.filterUrls([start]));
+// the start URL and the store's due URLs (a recrawl reaches the pages behind fresh ones)
+const final = await crawler.run(await nd.filterUrls([start, ...await nd.due()]));
 const { items } = await crawler.getData();
 if (values.out) writeFileSync(values.out, items.map((item) => `${JSON.stringify(item)}\n`).join(''));
 const stats = { crawlee: final, neardup: nd.stats };

@@ -102,6 +102,24 @@ export class Neardup {
         }
     }
 
+    /**
+     * `GET /v1/due`, page by page: the store's due URLs (originals and canonicals not fresh), the
+     * start of a recrawl beside its seed, so that it reaches the pages behind pages skipped as fresh.
+     */
+    async due({ limit = 100000 } = {}) {
+        const urls = [];
+        let after = null;
+        while (urls.length < limit) {
+            const query = new URLSearchParams({ limit: String(Math.min(10000, limit - urls.length)) });
+            if (after !== null) query.set('after', after);
+            const page = await this.call('GET', `/v1/due?${query}`);
+            urls.push(...page.urls);
+            if (page.next === null) break;
+            after = page.next;
+        }
+        return urls;
+    }
+
     /** `GET /v1/should-fetch`; null where it failed (that URL is to be fetched). */
     async shouldFetch(url) {
         const query = new URLSearchParams({ url });

@@ -60,7 +60,8 @@ async def crawl(start: str, target: str, *, token: str | None = None, on_duplica
             })
             await nd.enqueue_links(context, include=scope)  # should_fetch before the queue
 
-        final = await crawler.run(await nd.filter_requests([start]))
+        # the start URL and the store's due URLs (a recrawl reaches the pages behind fresh ones)
+        final = await crawler.run(await nd.filter_requests([start, *await nd.due(limit=100_000)]))
         items = (await crawler.get_data()).items
         if out is not None:
             out.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")

@@ -307,6 +307,15 @@ class Client:
         except NotFoundError:
             return None
 
+    def due(self, at: float | None = None, *, limit: int = 1000, after: str | None = None) -> list[str]:
+        """:meth:`Detector.due` over HTTP: ``GET /v1/due?at=&limit=&after=``."""
+        params: dict[str, Any] = {"limit": limit}
+        if at is not None:
+            params["at"] = at
+        if after is not None:
+            params["after"] = after
+        return [str(u) for u in self._call("GET", "/v1/due?" + urlencode(params))["urls"]]
+
     def rules(self, host: str | None = None) -> list[Rule]:
         """:meth:`Detector.rules` over HTTP: ``GET /v1/rules`` or ``GET /v1/hosts/{host}/rules``."""
         path = "/v1/rules" if host is None else f"/v1/hosts/{quote(host, safe='')}/rules"

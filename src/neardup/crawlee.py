@@ -225,6 +225,15 @@ class NeardupCrawlee:
                 out.append(decision)
         return out
 
+    async def due(self, limit: int = 1000, after: str | None = None) -> list[str]:
+        """The store's due URLs (:meth:`neardup.Detector.due`: originals and canonicals not
+        fresh), off the event loop: the start of a recrawl, beside its seed, so that it
+        reaches the pages behind pages skipped as ``fresh``.
+
+        ``await crawler.run(await nd.filter_requests([seed, *await nd.due()]))``"""
+        pool = self._store if self.mode == "local" else self._workers
+        return await self._run(pool, functools.partial(self.detector.due, limit=limit, after=after))
+
     def _skip_reason(self, decision: FetchDecision | None) -> str | None:
         if decision is None:
             return None

@@ -38,6 +38,11 @@ Settings:
   already), so a recrawl from the seed reaches every page the first crawl kept.
 - ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
 - ``NEARDUP_PROCESS`` (default True): the detector in a process of its own (see below).
+- ``NEARDUP_SCHEDULE_DUE`` (default True): when the crawl runs out of requests, the store's
+  due URLs (:meth:`neardup.Detector.due`: originals and canonicals not fresh) are scheduled,
+  :data:`DUE_BATCH` at a time (stat ``neardup/due_scheduled``; Scrapy's duplicate filter drops
+  those requested already): a recrawl reaches the pages behind pages skipped as ``fresh``,
+  whose links it never saw.
 - ``NEARDUP_GC_FREEZE`` (default True): ``gc.freeze()`` once when the middleware is built,
   before the crawl: the objects loaded by then (Scrapy, neardup and its numba kernels) are
   never scanned by the cyclic garbage collector again, whose full collections otherwise
@@ -113,6 +118,8 @@ DEFAULT_THREADS = 2
 MAX_BATCH = 32
 #: Seconds to wait for the detector process to open its store (and to close it).
 PROCESS_START_TIMEOUT = 300.0
+#: due URLs scheduled at a time when the crawl runs out of requests (``NEARDUP_SCHEDULE_DUE``)
+DUE_BATCH = 1000
 
 _T = TypeVar("_T")
 
@@ -265,6 +272,10 @@ class NeardupDownloaderMiddleware:
         self.owns_detector = owns_detector
         self.threads = threads
         self.started = time.time()  # a URL fetched since is not fetched again in this crawl
+        self.crawler: Any = None  # set where the due URLs are scheduled (NEARDUP_SCHEDULE_DUE)
+        self._due_after: str | None = None  # the due URLs' cursor
+        self._due_done = False
+        self._due_task: Any = None  # the Deferred of the page of due URLs being scheduled
         self._workers: Executor | None = None
         self._store: Executor
         self._lock = threading.Lock()
@@ -312,6 +323,9 @@ class NeardupDownloaderMiddleware:
                 mw._store.shutdown(wait=False, cancel_futures=True)
                 raise
         crawler.signals.connect(mw.spider_closed, signal=_scrapy().signals.spider_closed)
+        if s.getbool("NEARDUP_SCHEDULE_DUE", True):
+            mw.crawler = crawler
+            crawler.signals.connect(mw.spider_idle, signal=_scrapy().signals.spider_idle)
         if s.getbool("NEARDUP_GC_FREEZE", True):
             # before the crawl: what is loaded by now (Scrapy, neardup's numba kernels: about as
             # many objects again) is never scanned by a collection again, which halves the
@@ -457,6 +471,32 @@ class NeardupDownloaderMiddleware:
         self._store.shutdown(wait=True)
         if self.owns_detector and self.detector is not None:
             self.detector.close()
+
+    def spider_idle(self, spider: Any = None) -> None:
+        """The crawl ran out of requests: schedule the next page of the store's due URLs
+        (``NEARDUP_SCHEDULE_DUE``) and keep the spider open while any may be left."""
+        if self._due_done or self.crawler is None:
+            return
+        if self._due_task is None or self._due_task.called:
+            from scrapy.utils.defer import deferred_from_coro
+
+            self._due_task = deferred_from_coro(self._schedule_due())
+        raise _scrapy().exceptions.DontCloseSpider("neardup: scheduling the store's due URLs")
+
+    async def _schedule_due(self) -> None:
+        try:
+            urls = await self._call("due", limit=DUE_BATCH, after=self._due_after)
+        except Exception as exc:  # neardup never stops the crawl: no due URLs then
+            self._due_done = True
+            self.stats.inc_value("neardup/due_error")
+            logger.warning("neardup: due URLs failed: %s", _why(exc))
+            return
+        self._due_done = len(urls) < DUE_BATCH
+        if urls:
+            self._due_after = urls[-1]
+        for url in urls:
+            self.crawler.engine.crawl(_scrapy().Request(url))
+        self.stats.inc_value("neardup/due_scheduled", len(urls))
 
     def spider_closed(self, spider: Any = None) -> None:
         keys = ("new", "exact", "near", "skipped_before_fetch", "error")

@@ -28,6 +28,7 @@ from neardup.cli.pages import (
 from neardup.cli.serve import serve_cmd
 from neardup.cli.store import (
     cluster_cmd,
+    due_cmd,
     expire_cmd,
     export_cmd,
     history_cmd,
@@ -81,7 +82,7 @@ def main() -> None:
 
 for command in (fingerprint_cmd, add_cmd, check_cmd, dedup_cmd,  # pages (neardup.cli.pages)
                 should_fetch_cmd, rules_cmd, hosts_cmd, expire_cmd, cluster_cmd, stats_cmd,  # neardup.cli.store
-                export_cmd, history_cmd,
+                export_cmd, history_cmd, due_cmd,
                 serve_cmd,  # the HTTP service (neardup.cli.serve)
                 spark_dedup_cmd, check_batch_cmd,  # batch jobs (neardup.cli.batch; dedup --batch is in dedup)
                 tune_cmd, report_cmd):  # neardup.cli.tools

@@ -64,6 +64,30 @@ def history_cmd(db: str, url: str) -> None:
     click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
 
 
+@click.command("due")
+@existing_db_option
+@click.option("--at", type=float, default=None, help="Due at this time (POSIX seconds; default: now).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many URLs (default: all).")
+@handle_errors
+def due_cmd(db: str, at: float | None, limit: int | None) -> None:
+    """The stored URLs a recrawl should fetch (originals and canonicals with no next planned
+    fetch, or one at or before --at), one per line in URL order: seeded into a crawl, they
+    reach the pages behind pages still fresh (which a crawl following links skips)."""
+    from neardup.cli.common import open_detector
+
+    left = limit
+    after: str | None = None
+    with open_detector(db, create=False) as det:
+        while left is None or left > 0:
+            urls = det.due(at, limit=min(10_000, left or 10_000), after=after)
+            for url in urls:
+                click.echo(url)
+            if len(urls) < min(10_000, left or 10_000):
+                break
+            after = urls[-1]
+            left = None if left is None else left - len(urls)
+
+
 @click.command("should-fetch")
 @click.argument("urls", nargs=-1, required=True)
 @existing_db_option

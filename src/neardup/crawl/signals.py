@@ -40,6 +40,8 @@ class ClusterInfo(Protocol):
     def info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None: ...
 
 
+#: the most URLs one :meth:`CrawlSignals.due` call answers
+MAX_DUE = 100_000
 #: hosts whose template state :class:`CrawlSignals` keeps in memory (least recently used go)
 MAX_HOST_STATES = 10_000
 
@@ -269,6 +271,17 @@ class CrawlSignals:
                 if pages >= host_min_pages and rate >= host_max_duplicate_rate:
                     return FetchDecision(given, False, "host-budget", host_duplicate_rate=round(rate, 4), key=url)
         return FetchDecision(given, True, "unknown", key=url)
+
+    def due(self, at: float | None = None, *, limit: int = 1000, after: str | None = None) -> list[str]:
+        """The stored URLs due for a fetch: :meth:`neardup.Detector.due`."""
+        when = time.time() if at is None else checked_time(at, "at")
+        limit = checked_count(limit, "limit", 1)
+        if limit > MAX_DUE:
+            raise ConfigError(f"limit must be at most {MAX_DUE}, got {limit}")
+        if after is not None and not isinstance(after, str):
+            raise ConfigError(f"after must be a URL (a string), got {after!r}")
+        with self.store.reading():
+            return self.store.due_urls(when, limit, after)
 
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
               sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,

@@ -75,6 +75,11 @@ class DetectorAPI(Protocol):
         """Before the fetch: fetch or skip ``url``, and why."""
         ...
 
+    def due(self, at: float | None = None, *, limit: int = 1000, after: str | None = None) -> list[str]:
+        """The stored URLs a recrawl should fetch at ``at`` (default now), ``limit`` at a time
+        after the URL ``after``."""
+        ...
+
     def history(self, url: str) -> UrlHistory | None:
         """A stored URL's fetch history and recrawl schedule (None when not stored)."""
         ...

@@ -11,13 +11,11 @@
 >>> v.status, v.distance <= 3, v.canonical_url
 ('near', True, 'https://a.example/1')
 
-Decision rule, in order: a page with fewer than ``min_tokens`` tokens of main content is
-``empty`` (stored, never matched); a stored non-empty page with the same SHA-256 digest makes
-it ``exact``; otherwise the nearest stored SimHash within Hamming distance ``k`` (``<= k``;
-ties go to the oldest page; ``k`` = 7 by default) makes it ``near``; otherwise it is ``new``. A matching page
-joins its match's cluster; the cluster's canonical page follows the canonical policy
-(:mod:`neardup.canonical`). Re-adding a URL replaces its stored version after comparing the
-new content with everything stored, the old version included.
+Decision rule (:func:`neardup.matching.pair_rule`, one rule on every path): ``empty`` below
+``min_tokens`` tokens of main content, ``exact`` for a stored page with the same digest, ``near``
+for the nearest stored page within Hamming distance ``k`` (or sharing a sketch band) that the
+sketch verifies, otherwise ``new``. A match joins its match's cluster, whose canonical follows
+the canonical policy (:mod:`neardup.canonical`); re-adding a URL is a new version of it.
 """
 
 from __future__ import annotations
@@ -502,16 +500,13 @@ class Detector:
     def should_fetch(self, url: str, *, max_age: float | None = None,
                      host_max_duplicate_rate: float | None = None, host_min_pages: int = 20) -> FetchDecision:
         """Whether a crawler should fetch ``url``, before fetching it, and why
-        (:class:`FetchDecision`). In order: a stored URL decided a copy whose content has its
-        canonical elsewhere is skipped (``known-duplicate``, naming the ``canonical_url`` to
-        fetch instead), a stored canonical or original is fetched again (``known``) unless
-        fetched less than ``max_age`` seconds ago, or without ``max_age`` before its
-        ``next_fetch`` (``fresh``); a URL that the learned rules of its host rewrite to a
-        known page is skipped (``rule``, naming the rules); a new member of a numbered trap
-        whose explore budget is spent is skipped (``series``); with ``host_max_duplicate_rate``,
-        a URL of a host with at least
-        ``host_min_pages`` pages of which that share or more are duplicates is skipped
-        (``host-budget``); anything else is fetched (``unknown``). Nothing is written.
+        (:class:`FetchDecision`): a stored copy whose canonical is elsewhere is skipped
+        (``known-duplicate``, naming the ``canonical_url`` to fetch instead); a stored original
+        or canonical is fetched (``known``) unless fetched less than ``max_age`` seconds ago, or
+        before its ``next_fetch`` (``fresh``); a URL that its host's rules rewrite to a known
+        page (``rule``), a new member of a spent numbered trap (``series``) and, with
+        ``host_max_duplicate_rate``, a URL of a host with ``host_min_pages`` pages or more that
+        is over it (``host-budget``) are skipped; anything else is fetched (``unknown``).
 
         >>> det = Detector()
         >>> text = " ".join(f"word{i}" for i in range(400))
@@ -528,26 +523,34 @@ class Detector:
         return self.signals.should_fetch(url, max_age=max_age, host_max_duplicate_rate=host_max_duplicate_rate,
                                          host_min_pages=host_min_pages)
 
+    def due(self, at: float | None = None, *, limit: int = 1000, after: str | None = None) -> list[str]:
+        """The stored URLs a recrawl should fetch at ``at`` (default now): kept contents
+        (originals, canonicals) with no ``next_fetch`` or one at or before ``at``, in URL order,
+        ``limit`` (at most 100,000) after the URL ``after``: seeded into a recrawl, they reach
+        the pages behind pages still ``fresh``.
+
+        >>> det = Detector()
+        >>> text = " ".join(f"word{i}" for i in range(400))
+        >>> _ = [det.add(u, text) for u in ("https://a.example/1", "https://a.example/copy")]
+        >>> det.due(), det.due(after="https://a.example/1")
+        (['https://a.example/1'], [])
+        """
+        return self.signals.due(at, limit=limit, after=after)
+
     def hosts(self, top: int | None = None, *, window: float | None = None, at: float | None = None,
               sort: str = "duplicate_rate", trap_members: int = DEFAULT_TRAP_MEMBERS,
               host: str | None = None) -> list[dict[str, Any]]:
         """Per-host duplicate signals, sorted by ``sort`` (``duplicate_rate``, ``duplicates``,
         ``pages`` or ``distinct_contents``; largest first, then host name), the ``top`` first.
 
-        Each: ``host``, ``pages`` (stored URLs; with ``window``: only those fetched in the
-        last ``window`` seconds before ``at``), the counts by status (``new``, ``exact``,
-        ``near``, ``partial``, ``empty``), ``duplicates`` (exact + near),
-        ``duplicate_rate``, ``distinct_contents`` (clusters behind the host's URLs),
-        ``largest_cluster`` (``id``, ``urls_from_host``, ``size``, ``joins_per_hour`` from
-        :meth:`cluster_info`), ``trap`` (a cluster holds at least ``trap_members`` of the
-        host's URLs: many URLs, one content) and ``budget_factor``: the share of the host's
-        URLs with content that brought distinct content (at least :data:`MIN_BUDGET_FACTOR`;
-        empty pages are not counted), by which a crawler may scale the host's budget;
-        ``refetched`` (URLs fetched more than once), ``changed_pages`` (of those, URLs whose
-        content changed) and ``changes_per_day``: the host's pooled change rate, changes seen
-        per day that its re-fetched URLs were watched (None before a re-fetch). Statuses are
-        each URL's decision against the other URLs: a re-fetch is never counted as a
-        duplicate of itself. One pass over the stored pages."""
+        Each: ``host`` (an origin: the port where not the default), ``pages`` (stored URLs;
+        with ``window``: those fetched in the ``window`` seconds before ``at``), the counts
+        by status, ``duplicates`` (exact + near), ``duplicate_rate``, ``distinct_contents``,
+        ``largest_cluster`` (:meth:`cluster_info`), ``trap`` (``trap_members`` URLs or more
+        in one cluster, or a numbered trap: ``series_traps``), ``budget_factor`` (the share
+        of URLs with content that brought distinct content, at least
+        :data:`MIN_BUDGET_FACTOR`), ``refetched``, ``changed_pages``, ``changes_per_day``
+        and the templates. A re-fetch is never counted as a duplicate of itself."""
         return self.signals.hosts(top, window=window, at=at, sort=sort, trap_members=trap_members, host=host)
 
     def host(self, name: str, *, window: float | None = None, at: float | None = None,

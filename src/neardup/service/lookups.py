@@ -17,6 +17,7 @@ from neardup.service.models import (
     ClusterInfoOut,
     ClusterOut,
     ConfigOut,
+    DueOut,
     ExpiredOut,
     ExpireIn,
     FetchDecisionOut,
@@ -152,6 +153,18 @@ def get_history(svc: ServiceDep, url: str) -> Any:
     if found is None:
         return error(404, f"URL {url[:200]!r} is not stored")
     return json_response(found.to_dict())
+
+
+@router.get("/v1/due", summary="Stored URLs a recrawl should fetch now (or at at), paged by URL",
+            response_model=None, responses=answers(DueOut))
+def get_due(svc: ServiceDep, at: float | None = None, limit: int = 1000, after: str | None = None) -> Response:
+    """The stored URLs due for a fetch (kept contents with no next fetch, or one at or before
+    ``at``), ``limit`` after the URL ``after``; ``next`` is the ``after`` of the next page."""
+    if after is not None and (len(after) > 8192 or has_surrogates(after)):
+        return error(400, f"bad after {after[:100]!r}", kind="InputError")
+    with svc.lock:
+        urls = svc.detector.due(at, limit=limit, after=after)
+    return json_response({"urls": urls, "next": urls[-1] if len(urls) == limit else None})
 
 
 @router.get("/v1/rules", summary="Learned URL rules of every host", response_model=None,

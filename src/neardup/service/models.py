@@ -358,6 +358,14 @@ class HistoryOut(BaseModel):
     versions: list[dict[str, Any]]
 
 
+class DueOut(BaseModel):
+    """Stored URLs due for a fetch, in URL order; ``next``: the ``after`` of the next page
+    (None at the end)."""
+
+    urls: list[str]
+    next: str | None
+
+
 class RulesOut(BaseModel):
     """Learned URL rules."""
 

@@ -282,6 +282,12 @@ class Store(ABC):
         """(ids, signature blobs, set sizes) of the pages the index holds that have one."""
 
     @abstractmethod
+    def due_urls(self, at: float, limit: int, after: str | None = None) -> list[str]:
+        """The URLs of kept contents (``new`` or ``partial`` pages, and pages that are their
+        cluster's canonical) that are due at ``at`` (no ``next_fetch``, or at or before it), in
+        URL order after ``after``, at most ``limit``."""
+
+    @abstractmethod
     def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
         """Every stored page, in id order (the order they were stored), read ``batch`` at a time."""
 

@@ -267,6 +267,13 @@ class SQLStore(SQLAggregates, Store):
         sizes = np.fromiter((r[2] or 0 for r in rows), dtype=np.int64, count=len(rows))
         return ids, [bytes(r[1]) for r in rows], sizes
 
+    def due_urls(self, at: float, limit: int, after: str | None = None) -> list[str]:
+        rows = self._exec("SELECT p.url FROM pages p LEFT JOIN clusters c ON c.id = p.cluster_id "
+                          "WHERE p.url > ? AND (p.next_fetch IS NULL OR p.next_fetch <= ?) "
+                          "AND (p.status IN ('new', 'partial') OR c.canonical_id = p.id) ORDER BY p.url LIMIT ?",
+                          (after or "", at, limit)).fetchall()
+        return [str(r[0]) for r in rows]
+
     def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
         last = 0
         while True:
