@@ -184,10 +184,13 @@ def test_the_host_route_answers_404_for_a_host_without_pages(twins, name):
 
 def test_ipv6_hosts_are_found_as_stored(tmp_path):
     det = Detector()
-    det.add("http://[::1]:8080/a", TEXT)
+    det.add("http://[::1]:8080/a", TEXT)  # an origin: the address and its port
+    assert det.host("[::1]:8080") is not None and det.host("[::1]") is None
+    det.add("http://[::1]/b", TEXT + " more")  # the default port: the address alone
     assert det.host("[::1]") is not None and det.host("::1") is not None
     with TestClient(create_app(det)) as http:
         assert http.get("/v1/hosts/[::1]").status_code == 200
+        assert http.get("/v1/hosts/[::1]:8080").json()["pages"] == 1
 
 
 def test_the_cli_rules_and_hosts_of_an_idn_host(store):
