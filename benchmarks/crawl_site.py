@@ -339,7 +339,7 @@ def report(results: list[dict[str, Any]], without: dict[str, Any] | None, args: 
         if first is not None and without["pages_per_s"]:
             ratio = first["pages_per_s"] / without["pages_per_s"]
             lines += ["", f"Scrapy without neardup on the same number of responses ({without['responses']}): "
-                          f"{without['pages_per_s']} pages/s; with neardup {first['pages_per_s']} pages/s "
+                          f"{without['pages_per_s']} responses/s; with neardup {first['pages_per_s']} responses/s "
                           f"(x{ratio:.2f})."]
     lines += ["", "Origins after the last crawl of each crawler:", ""]
     last: dict[str, dict[str, Any]] = {}
