@@ -160,7 +160,9 @@ def cache_key(extractor: str) -> str:
     """Identifies the extraction code and library versions, so a disk cache never goes stale."""
     from neardup.fingerprint import extract as extract_module
 
-    h = hashlib.sha256(Path(extract_module.__file__).read_bytes())
+    h = hashlib.sha256()
+    for module in sorted(Path(extract_module.__file__).parent.glob("*.py")):  # every module extraction reads
+        h.update(module.read_bytes())
     for dist in ("resiliparse", "trafilatura"):
         try:
             h.update(f"{dist}={metadata.version(dist)}".encode())

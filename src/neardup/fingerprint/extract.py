@@ -46,6 +46,7 @@ from resiliparse.parse.lang import detect_fast
 
 from neardup.errors import ConfigError, InputError
 from neardup.fingerprint.extract_fast import (
+    LINK_LIST_MAX_READING,
     MIN_MAIN_WORDS,
     Block,
     count_words,
@@ -55,6 +56,7 @@ from neardup.fingerprint.extract_fast import (
     select_main_blocks,
 )
 from neardup.fingerprint.guards import guard_markup, text_only
+from neardup.fingerprint.regions import content_region, protect_prose_lists
 from neardup.fingerprint.structure import structure_simhash
 
 EXTRACTORS = ("fast", "accurate", "full", "hybrid")
@@ -545,21 +547,20 @@ _PLAIN: dict[str, Any] = {
 }
 
 
-#: where a page keeps its main content, when its markup says so
-MAIN_REGION = 'main, [role="main"], article'
-
-
-def _main_region(tree: HTMLTree) -> list[Block] | None:
-    """The blocks of the page's main region (the largest ``<main>``, ``role="main"`` or
-    ``<article>`` element, links counted), None when the markup names none."""
-    if tree.body is None:
+def _region_blocks(tree: HTMLTree) -> tuple[list[Block], bool] | None:
+    """The blocks of the page's content region (:func:`neardup.fingerprint.regions.content_region`,
+    links counted, without its chrome) and whether the markup names it; None when the page has
+    none."""
+    region = content_region(tree)
+    if region is None:
         return None
-    nodes = tree.body.query_selector_all(MAIN_REGION)
-    best = max(nodes, key=lambda n: len(n.text or ""), default=None)
-    if best is None:
-        return None
-    raw = extract_plain_text(best.html, preserve_formatting="minimal_html", main_content=False, links=True, **_PLAIN)
-    return parse_blocks(raw)
+
+    def blocks(node: Any) -> list[Block]:
+        return parse_blocks(extract_plain_text(node.html, preserve_formatting="minimal_html", main_content=False,
+                                               links=True, **_PLAIN))
+
+    chrome_text = {block.text for node in region.aside for block in blocks(node)}
+    return [block for block in blocks(region.node) if block.text not in chrome_text], region.marked
 
 
 def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: str | None) -> ExtractedPage:
@@ -576,6 +577,7 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
             text=main, title=title or None, canonical_url=_canonical(tree, url), language=_language(main, tree),
             encoding=encoding, is_html=True, extractor="full", fallback=_join(fallback, f"hybrid: {refusal}"),
             path="full", structure=structure)
+    protect_prose_lists(tree)  # an article's lists near the top of the body are not navigation
     raw = extract_plain_text(tree, preserve_formatting="minimal_html", main_content=True, links=True,
                              post_meta=False, **_PLAIN)
     found = parse_blocks(raw)
@@ -588,9 +590,13 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
                                                        links=False, **_PLAIN))
     why = looks_wrong(main_words, sum(block.words for block in found), visible_words)
     path = "fast"
-    region = _main_region(tree) if main_words < MIN_MAIN_WORDS else None
-    if region is not None and is_link_list(region, blocks):  # the list is the content
-        main, path, why = "\n".join(block.text for block in region), "link-list", None
+    found_region = _region_blocks(tree) if main_words < MIN_MAIN_WORDS else None
+    listed, list_links = None, 0  # the page's list of links, where that is its content
+    if found_region is not None and is_link_list(found_region[0], blocks):
+        listed, list_links = "\n".join(block.text for block in found_region[0]), sum(
+            block.link_words for block in found_region[0])
+        if found_region[1]:  # in the region the markup names: the list is the content
+            main, path, why = listed, "link-list", None
     if why is not None:
         if (len(text) <= HYBRID_FALLBACK_MAX_CHARS and _start_tags(text) <= HYBRID_FALLBACK_MAX_ELEMENTS
                 and _accurate_refusal(text, tree) is None):
@@ -603,6 +609,9 @@ def _extract_hybrid(text: str, url: str | None, encoding: str | None, fallback: 
             path = f"fast (too large for the fallback: {why})"
         if not path.startswith("fallback"):  # no better reading: all the main-content pass found
             main = "\n".join(block.text for block in found)
+        if listed is not None and count_words(main) < max(MIN_MAIN_WORDS, LINK_LIST_MAX_READING * list_links):
+            # a page without a marked region (a print version) whose list dwarfs every reading: its list
+            main, path = listed, "link-list"
     return ExtractedPage(
         text=main, title=title or None, canonical_url=_canonical(tree, url), language=_language(main, tree),
         encoding=encoding, is_html=True, extractor="hybrid", fallback=fallback, path=path, structure=structure)

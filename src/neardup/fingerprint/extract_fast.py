@@ -44,6 +44,10 @@ MIN_MAIN_SHARE = 0.30  # selected words under this share of the main-content pas
 LINK_LIST_MIN_LINK_WORDS = 20
 #: ... and at least this share of its words beside the selection in links
 LINK_LIST_MIN_LINK_SHARE = 0.75
+#: a page without a marked main region is read as its list of links only where every other
+#: reading (trafilatura's included) has under MIN_MAIN_WORDS words or under this share of the
+#: list's link words (a print version of a table of contents; measured in docs/extraction.md)
+LINK_LIST_MAX_READING = 0.2
 
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.DOTALL | re.IGNORECASE)
 _HEADING = re.compile(r"^\s*<h[1-6]\b", re.IGNORECASE)
@@ -164,10 +168,24 @@ def _letters(text: str) -> str:
     return "".join(ch for ch in text if ch.isalnum())
 
 
+def selection_within(region: Sequence[Block], selected: Sequence[Block]) -> bool:
+    """Whether the blocks ``selected`` are all in ``region`` but for links (a site menu the
+    selection took): if not, the selection found content elsewhere and the region is not
+    where the page keeps it.
+
+    >>> region, menu, text = [Block("An article", 2, 0, False)], Block("Home", 1, 1, False), Block("Text", 1, 0, False)
+    >>> selection_within(region, [menu, *region]), selection_within(region, [text])
+    (True, False)
+    """
+    texts = {_letters(b.text) for b in region}
+    return all(b.link_words >= b.words for b in selected if _letters(b.text) not in texts)
+
+
 def is_link_list(region: Sequence[Block], selected: Sequence[Block]) -> bool:
     """Whether a page whose main region reads as ``region`` (all its blocks, links counted)
     is a list of links, the selection having kept the blocks ``selected`` (module docs): the
-    selection found under :data:`MIN_MAIN_WORDS` words, all of them inside the region, and
+    selection found under :data:`MIN_MAIN_WORDS` words, all of them inside the region but for
+    links (a menu the selection took), and
     the rest of the region is :data:`LINK_LIST_MIN_LINK_SHARE` links or more (at least
     :data:`LINK_LIST_MIN_LINK_WORDS` words of them).
 
@@ -177,15 +195,17 @@ def is_link_list(region: Sequence[Block], selected: Sequence[Block]) -> bool:
     (True, False, False)
     >>> is_link_list(toc, [Block("word " * 60, 60, 0, False)])
     False
+    >>> menu, prose = Block("Get started", 2, 2, False), Block("Read this first, then more", 5, 0, False)
+    >>> is_link_list([stamp, *toc], [menu, stamp]), is_link_list([stamp, *toc], [prose, stamp])
+    (True, False)
     """
     chosen = sum(b.words for b in selected)
-    if chosen >= MIN_MAIN_WORDS:
+    if chosen >= MIN_MAIN_WORDS or not selection_within(region, selected):
         return False
     texts = {_letters(b.text) for b in region}
-    if any(_letters(b.text) not in texts for b in selected):
-        return False  # the selection is elsewhere: this region is not where the page's content is
-    words = sum(b.words for b in region) - chosen
-    links = sum(b.link_words for b in region) - sum(b.link_words for b in selected)
+    inside = [b for b in selected if _letters(b.text) in texts]
+    words = sum(b.words for b in region) - sum(b.words for b in inside)
+    links = sum(b.link_words for b in region) - sum(b.link_words for b in inside)
     return links >= LINK_LIST_MIN_LINK_WORDS and links >= LINK_LIST_MIN_LINK_SHARE * words
 
 
