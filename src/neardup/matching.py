@@ -49,8 +49,10 @@ if TYPE_CHECKING:
 GUARD_MAX_LENGTH = 1000
 #: beyond the SimHash radius, the sketch estimate two pages of one host with different titles
 #: need (:func:`far_match`): above the serial posts of one site that share a template text
-#: (0.45-0.6 on the corpus), below copies of one page (0.7 and up)
-FAR_TITLE_VERIFY = 0.7
+#: (0.45-0.6 on the corpus) and two pages documenting one thing two ways (Sphinx's Google- and
+#: NumPy-style examples: 0.70-0.73); chosen by ``benchmarks/candidates.py`` (docs/quality.md,
+#: *Same document*), which weighs it against a live page's recaptures under a changed title
+FAR_TITLE_VERIFY = 0.8
 #: what a fingerprint spec with a verification sketch says (spec version 2 on)
 SKETCH_SPEC = ";sketch="
 
@@ -215,6 +217,12 @@ MIN_SHARED = 0.6
 MAX_INSERTED = 1
 #: words of each middle part compared (the rest of an absurdly long title is not read)
 MAX_TITLE_WORDS = 64
+#: a headline edited in place: a title of at least this many words ...
+EDITED_MIN_WORDS = 8
+#: ... of which at least this share is the other title's too (at its start, its end and in
+#: order between them), the words that differ not only in their numbers
+EDITED_MIN_SHARED = 0.75
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def title_words(title: str | None) -> list[str]:
@@ -276,9 +284,12 @@ def same_title(a: str | None, b: str | None) -> bool:
       edit); several words inserted inside a shared title are a distinctive part of their
       own (a class page's title inside its module's);
     - both own parts non-empty: the same only when one is the other with words inserted (as
-      above, at most :data:`MAX_INSERTED`) or when their longest common subsequence holds at
-      least :data:`MIN_SHARED` of their words (a rewritten headline); two own parts that
-      differ otherwise are two documents.
+      above, at most :data:`MAX_INSERTED`), when their longest common subsequence holds at
+      least :data:`MIN_SHARED` of their words (a rewritten headline), or when a long title
+      keeps most of its words and replaces a few that are not numbers (an edited headline:
+      "... Stems From Longtime Grudge" / "... Stems From 'Personal Beef'"); two own parts that
+      differ otherwise are two documents ("Example Google Style Python Docstrings" /
+      "Example NumPy Style ...", "part 3" / "part 4").
 
     A missing title never counts as different.
 
@@ -294,6 +305,11 @@ def same_title(a: str | None, b: str | None) -> bool:
     False
     >>> same_title("Trump signs NASA bill | ABC News", "Trump signs NASA funding bill | ABC News")
     True
+    >>> same_title("Clinton: Putin's Alleged Involvement in Hack Stems From Longtime Grudge - ABC News",
+    ...            "Clinton: Putin's Alleged Involvement in Hack Stems From 'Personal Beef' - ABC News")
+    True
+    >>> same_title("Example Google Style Python Docstrings", "Example NumPy Style Python Docstrings")
+    False
     """
     parts = own_parts(a, b)
     if parts is None:
@@ -306,4 +322,14 @@ def same_title(a: str | None, b: str | None) -> bool:
     own = len(ra) + len(rb) - 2 * shared
     if shared in (len(ra), len(rb)):  # one own part inside the other: words inserted
         return own <= MAX_INSERTED
-    return shared >= MIN_SHARED * (shared + own)
+    return shared >= MIN_SHARED * (shared + own) or _edited_headline(start + end + shared, ra, rb, parts)
+
+
+def _edited_headline(shared: int, ra: list[str], rb: list[str], parts: tuple[int, int, list[str], list[str]]) -> bool:
+    """A long title with a few of its words replaced (:data:`EDITED_MIN_WORDS`,
+    :data:`EDITED_MIN_SHARED`), unless the replaced words differ only in their numbers (a
+    series: "part 3" / "part 4", a version, a date)."""
+    longer = parts[0] + parts[1] + max(len(ra), len(rb))
+    if longer < EDITED_MIN_WORDS or shared < EDITED_MIN_SHARED * longer:
+        return False
+    return [_DIGITS.sub("0", w) for w in ra] != [_DIGITS.sub("0", w) for w in rb]
