@@ -55,9 +55,9 @@ def test_no_content_lost_and_no_false_drop(crawls, crawler, crawl):
 def test_scrapy_finds_the_duplicates_and_skips_before_the_fetch(crawls):
     first = _row(crawls, "scrapy", 1)
     assert first["duplicates_present"] >= 10  # print pages, index spellings, the mirror, session ids
-    # missed today: the print versions of short table-of-contents pages (no main region in the
-    # print template, a third of their few lines noise), 1 to 2% of the duplicates present
-    assert first["missed"] <= max(2, 0.05 * first["duplicates_present"]), first["missed_urls"]
+    # under 1% of the duplicates present (the full site: 0.4%, a tiny table of contents whose
+    # reading flips with the length of the ad beside it); one allowed on this small site
+    assert first["missed"] <= max(1, 0.01 * first["duplicates_present"]), first["missed_urls"]
     assert first["skipped"].get("rule", 0) > first["fetched"]  # session-id variants, print pages...
     # the calendar (an endless numbered trap) is stopped within its explore budget
     assert 1 <= first["calendar_fetched"] <= 21, first["calendar_fetched"]
