@@ -152,8 +152,8 @@ def synthetic(seed: int, n: int = 1500, trap: int = 400) -> list[BatchRecord]:
         out.append(BatchRecord(f"https://h{j % 40}.example/empty{j % 20}", f"z{j % 25:06d}", j, empty=True))
     tb = rng.integers(0, 256, 60, dtype=np.uint8)
     for j in range(trap):  # the trap: bins 0..15 equal (every band key), the rest mostly equal
-        bins = tb.copy()
-        redo = 16 + rng.choice(44, int(rng.integers(4, 14)), replace=False)
+        bins = tb.copy()  # (2-5 of 44 redrawn: over the far threshold of one host's different titles)
+        redo = 16 + rng.choice(44, int(rng.integers(2, 6)), replace=False)
         bins[redo] = rng.integers(0, 256, redo.shape[0], dtype=np.uint8)
         out.append(rec(j, f"https://trap.example/cal?d={j}", f"t{j:06d}", int(rng.integers(0, 2**63)), bins,
                        title=f"Day {j % 50}", length=4000 if j % 4 else 500))
