@@ -733,11 +733,12 @@ def test_dedup_warc_counts_records_that_are_not_pages(tmp_path):
     r = run("dedup", warc, "--db", tmp_path / "s.db", "--out", out, "--jobs", "1")
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
-    assert (s["pages"], s["new"], s["error"]) == (1, 1, 0)
-    assert s["skipped_by_reason"] == {"non-200": 1, "non-html": 3, "revisit": 1} and s["skipped"] == 5
-    assert "skipped 5 records that are not pages" in r.stderr
+    # the revisit of the stored page is an unchanged fetch of it (issue 37)
+    assert (s["pages"], s["new"], s["unchanged"], s["error"]) == (2, 2, 1, 0)  # the re-fetch keeps "new"
+    assert s["skipped_by_reason"] == {"non-200": 1, "non-html": 3} and s["skipped"] == 4
+    assert "skipped 4 records that are not pages" in r.stderr
     assert "neardup: skipped" not in r.stderr  # no line per record: they are not errors
-    assert len(json_lines(out.read_text())) == 1
+    assert len(json_lines(out.read_text())) == 2
 
 
 def test_compile_notice(tmp_path, monkeypatch, capsys):

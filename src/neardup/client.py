@@ -197,6 +197,11 @@ class Client:
         """:meth:`Detector.add` over HTTP: ``POST /v1/pages``."""
         return _verdict(self._call("POST", "/v1/pages", _page_body(url, content, headers, fetched_at, priority)))
 
+    def add_revisit(self, url: str, *, fetched_at: float | datetime | None = None) -> Verdict:
+        """:meth:`Detector.add_revisit` over HTTP: ``POST /v1/revisits`` (:class:`NotStoredError`
+        when the URL is not stored)."""
+        return _verdict(self._call("POST", "/v1/revisits", {"url": url, **_when(fetched_at, None)}))
+
     def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
         """:meth:`Detector.add_many` over HTTP: ``POST /v1/pages/batch``."""
         def body(item: Page | tuple[str, bytes | str]) -> dict[str, Any]:

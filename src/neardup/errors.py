@@ -31,5 +31,12 @@ class SpecMismatchError(StoreError):
     """The store was written with another fingerprint spec than the one requested."""
 
 
+class NotStoredError(NeardupError, KeyError):
+    """An operation on a URL the store does not hold (a revisit of a URL never added)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class InputFormatError(NeardupError):
     """A batch input file (JSONL, WARC, directory) cannot be read."""

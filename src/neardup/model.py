@@ -144,13 +144,16 @@ _VERDICT_FIELDS = tuple(Verdict.__dataclass_fields__)
 class Page:
     """One page of a batch for :meth:`Detector.add_many`. ``fetched_at`` (default: now) is
     checked when the page is added (:func:`checked_time`: a time outside 1970-01-01 to
-    9999-12-31 makes that page's verdict an ``error``)."""
+    9999-12-31 makes that page's verdict an ``error``). ``revisit``: a fetch that found the
+    stored content unchanged without sending it (an HTTP 304, a WARC revisit record), no
+    content: :meth:`Detector.add_revisit` (:mod:`neardup.detector.revisits`)."""
 
     url: str
     content: bytes | str
     headers: Mapping[str, str] | None = None
     fetched_at: float | None = None
     priority: float | None = None
+    revisit: bool = False
 
 
 #: The range of every time given to neardup (a page's ``fetched_at``, ``at``): POSIX seconds

@@ -33,6 +33,7 @@ from neardup.cli.store import (
     export_cmd,
     history_cmd,
     hosts_cmd,
+    revisit_cmd,
     rules_cmd,
     should_fetch_cmd,
     stats_cmd,
@@ -82,7 +83,7 @@ def main() -> None:
 
 for command in (fingerprint_cmd, add_cmd, check_cmd, dedup_cmd,  # pages (neardup.cli.pages)
                 should_fetch_cmd, rules_cmd, hosts_cmd, expire_cmd, cluster_cmd, stats_cmd,  # neardup.cli.store
-                export_cmd, history_cmd, due_cmd,
+                export_cmd, history_cmd, due_cmd, revisit_cmd,
                 serve_cmd,  # the HTTP service (neardup.cli.serve)
                 spark_dedup_cmd, check_batch_cmd,  # batch jobs (neardup.cli.batch; dedup --batch is in dedup)
                 tune_cmd, report_cmd):  # neardup.cli.tools

@@ -292,11 +292,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         bar = tqdm(unit="page", total=total, disable=disable, file=sys.stderr, dynamic_ncols=True)
         try:
             items = read_all(inputs, det.config.max_bytes)
-            for item, verdict in add_pages(det, items, jobs=jobs, batch_size=batch_size, page=lambda it: it.page,
+            for item, verdict in add_pages(det, items, jobs=jobs, batch_size=batch_size,
+                                             page=lambda it: it.page or it.revisit,
                                              page_timeout=page_timeout):
                 bar.update(1)
-                if item.skip is not None:
-                    skipped[item.skip] = skipped.get(item.skip, 0) + 1
+                if item.skip is not None and (item.revisit is None or verdict is None or verdict.status == "error"):
+                    skipped[item.skip] = skipped.get(item.skip, 0) + 1  # a revisit of a URL not stored: skipped
                     continue
                 if verdict is None:
                     verdict = Verdict(status="error", url="", error=item.error)

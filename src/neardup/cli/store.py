@@ -64,6 +64,21 @@ def history_cmd(db: str, url: str) -> None:
     click.echo(json.dumps(found.to_dict(), ensure_ascii=False))
 
 
+@click.command("revisit")
+@existing_db_option
+@click.argument("url")
+@click.option("--fetched-at", type=float, default=None,
+              help="When the URL was found unchanged (POSIX seconds; default: now).")
+@handle_errors
+def revisit_cmd(db: str, url: str, fetched_at: float | None) -> None:
+    """Record that a stored URL still served its stored content (an HTTP 304, a WARC revisit)
+    without sending it: an unchanged fetch in its history. Prints the verdict as one JSON
+    line; exit 1 when the URL is not stored."""
+    with open_detector(db, create=False) as det:
+        verdict = det.add_revisit(url, fetched_at=fetched_at)
+    click.echo(json.dumps(verdict.to_dict(), ensure_ascii=False))
+
+
 @click.command("due")
 @existing_db_option
 @click.option("--at", type=float, default=None, help="Due at this time (POSIX seconds; default: now).")

@@ -43,6 +43,10 @@ class DetectorAPI(Protocol):
         """Add a batch in one transaction; a bad page gets status ``error``."""
         ...
 
+    def add_revisit(self, url: str, *, fetched_at: float | datetime | None = None) -> Verdict:
+        """Record an unchanged fetch of the stored ``url`` that sent no content (a 304, a WARC revisit)."""
+        ...
+
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         """:meth:`check` for a fingerprint computed elsewhere (same spec)."""
         ...

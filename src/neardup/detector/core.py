@@ -34,10 +34,11 @@ from neardup.crawl.urlrules import Rule
 from neardup.detector.clusters import Clusters, member_of
 from neardup.detector.decide import FETCH, Decision, decide
 from neardup.detector.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
+from neardup.detector.revisits import Revisiting, record_revisit
 from neardup.detector.settings import DEFAULT_SETTINGS, DetectorSettings, resolve_config
 from neardup.detector.thresholds import read as read_thresholds
-from neardup.detector.versions import compare_versions, counters, url_history, version_fields
-from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError
+from neardup.detector.versions import compare_versions, counters, kept_verdict, url_history, version_fields
+from neardup.errors import ConfigError, NeardupError, NotStoredError, SpecMismatchError, StoreError
 from neardup.fingerprint.core import Fingerprint, FingerprintConfig, fingerprint, text_fields_encodable
 from neardup.index.base import HammingIndex
 from neardup.index.lsh import MinHashLSH
@@ -296,24 +297,40 @@ class Detector:
         """Add a batch in one transaction; pages may match earlier pages of the same batch.
 
         A page that cannot be read gets a verdict with status ``error`` and does not stop
-        the batch."""
+        the batch; a :attr:`Page.revisit` is :meth:`add_revisit` (``error`` when not stored)."""
         prepared: list[tuple[str, Fingerprint | None, float, float | None, str | None]] = []
         for item in pages:
             page = item if isinstance(item, Page) else Page(*item)
             try:
                 url = validate_url(page.url)
                 when, priority = timestamp(page.fetched_at), priority_value(page.priority)
-                prepared.append((url, self.fingerprint(page.content, url, page.headers), when, priority, None))
+                fp = None if page.revisit else self.fingerprint(page.content, url, page.headers)
+                prepared.append((url, fp, when, priority, None))
             except NeardupError as exc:
                 prepared.append((str(page.url), None, 0.0, None, str(exc)))
         out: list[Verdict] = []
         with self.signals.learning(), self._writing():
             for url, fp, when, priority, error in prepared:
-                if fp is None:
+                if error is not None:
                     out.append(Verdict(status="error", url=url, error=error))
-                else:
+                elif fp is not None:
                     out.append(self.add_fingerprint(url, fp, fetched_at=when, priority=priority))
+                else:  # a revisit
+                    try:
+                        out.append(self.add_revisit(url, fetched_at=when))
+                    except NotStoredError as exc:
+                        out.append(Verdict(status="error", url=url, error=str(exc)))
         return out
+
+    def add_revisit(self, url: str, *, fetched_at: float | datetime | None = None) -> Verdict:
+        """Record that ``url`` still served its stored content at ``fetched_at`` (default now)
+        without sending it: an HTTP 304, a WARC revisit record (:mod:`neardup.detector.revisits`).
+        :class:`NotStoredError` when the URL is not stored."""
+        url, fetched = self._key(url)
+        now = timestamp(fetched_at)
+        with self.signals.learning(), self._writing():
+            to = Revisiting(self.store, self.mirror, self.signals, self.config.bits, self.revisit_min, self.revisit_max)
+            return record_revisit(to, url, now, fetched)
 
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         """:meth:`check` for a fingerprint computed elsewhere (same spec required)."""
@@ -340,7 +357,7 @@ class Detector:
             if own.cluster_id is not None:  # the canonical as if the new version replaced the stored one
                 candidate = Member(int(own.id or 0), url, own.first_seen, fp.canonical_url, own.priority)
                 chosen = self.clusters.change(own.cluster_id, member_of(own), candidate, None, write=False)
-            return self._kept_verdict(own, chosen, base)
+            return kept_verdict(self.store, own, chosen, base)
         decision = self._decide(url, fp, same, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance
         page_id = own.id if own else None
@@ -362,23 +379,6 @@ class Detector:
         return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
                        cluster_id=match.cluster_id, canonical_id=chosen.id if chosen.id >= 0 else None,
                        canonical_url=chosen.url, **base)
-
-    def _kept_verdict(self, own: PageRecord, canonical: Member | None, base: dict[str, Any]) -> Verdict:
-        """The verdict of a re-fetch that keeps its URL's first decision: the stored status,
-        match and cluster (and the cluster's canonical, ``canonical`` when just chosen)."""
-        match_url = None
-        if own.matched_id is not None:
-            found = self.store.member(own.matched_id)
-            match_url = found[1] if found is not None else None
-        if canonical is None and own.cluster_id is not None:
-            row = self.store.cluster_row(own.cluster_id)
-            if row is not None and row.canonical_id is not None:
-                found = self.store.member(row.canonical_id)
-                canonical = Member(*found) if found is not None else None
-        return Verdict(status=own.status, match_id=own.matched_id if match_url is not None else None,
-                       match_url=match_url, distance=own.distance if match_url is not None else None,
-                       cluster_id=own.cluster_id, canonical_id=canonical.id if canonical else None,
-                       canonical_url=canonical.url if canonical else None, **base)
 
     def add_fingerprint(
         self,
@@ -691,7 +691,7 @@ class Detector:
                                     title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch, flag=flag,
                                     **version_fields(revisit))
         if kept and own is not None:
-            return self._kept_verdict(rec, chosen, base)
+            return kept_verdict(self.store, rec, chosen, base)
         return Verdict(
             status=status, match_id=match.id if match else None,
             match_url=match.url if match else None, distance=distance, cluster_id=cluster_id,

@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from neardup.canonical import Member
 from neardup.crawl.schedule import MAX_REVISIT, MIN_REVISIT, UrlHistory, schedule
 from neardup.fingerprint.core import Fingerprint
 from neardup.matching import Side, pair_rule, sketch_score
-from neardup.model import finite_or_none
+from neardup.model import Verdict, finite_or_none
 from neardup.store.base import HISTORY_LIMIT, PageRecord, Store
 
 
@@ -52,6 +53,24 @@ def compare_versions(url: str, fp: Fingerprint, own: PageRecord, now: float, k: 
     score = outcome.score if outcome.score is not None else sketch_score(new_side, old_side)
     noise_only = stable is not None and own.stable == stable and (own.status == "empty") == fp.empty
     return Revisit("unchanged" if noise_only else "changed", outcome.distance, score, since, keep or noise_only)
+
+
+def kept_verdict(store: Store, own: PageRecord, canonical: Member | None, base: dict[str, Any]) -> Verdict:
+    """The verdict of a re-fetch that keeps its URL's first decision: the stored status,
+    match and cluster (and the cluster's canonical, ``canonical`` when just chosen)."""
+    match_url = None
+    if own.matched_id is not None:
+        found = store.member(own.matched_id)
+        match_url = found[1] if found is not None else None
+    if canonical is None and own.cluster_id is not None:
+        row = store.cluster_row(own.cluster_id)
+        if row is not None and row.canonical_id is not None:
+            found = store.member(row.canonical_id)
+            canonical = Member(*found) if found is not None else None
+    return Verdict(status=own.status, match_id=own.matched_id if match_url is not None else None,
+                   match_url=match_url, distance=own.distance if match_url is not None else None,
+                   cluster_id=own.cluster_id, canonical_id=canonical.id if canonical else None,
+                   canonical_url=canonical.url if canonical else None, **base)
 
 
 def version_fields(revisit: Revisit | None) -> dict[str, Any]:

@@ -34,6 +34,9 @@ class InputItem:
     error: str | None = None
     reason: str | None = None
     skip: str | None = None  # a record that is not a page, by design (see SKIPS): not an error
+    #: a revisit of a stored URL (a WARC revisit record): no page, an unchanged fetch for the
+    #: readers that take it (``neardup dedup``, :func:`neardup.ingest.workers.add_pages`)
+    revisit: Page | None = None
 
 
 # why a record is not a page (InputItem.skip): counted, never reported as an error
@@ -43,7 +46,8 @@ SKIPS = {
         "or that holds no HTTP response (Heritrix's dns: records)"
     ),
     "non-200": "a WARC response whose HTTP status is not 200 (redirects, 404s, server errors)",
-    "revisit": "a WARC revisit record (a capture stored only as a reference to an earlier one)",
+    "revisit": "a WARC revisit record (a capture stored as a reference to an earlier one; neardup dedup "
+               "counts one of its own URL's identical payload or a 304 as an unchanged fetch of that URL)",
 }
 HTML_TYPES = ("text/html", "application/xhtml+xml", "application/xml", "text/xml")
 

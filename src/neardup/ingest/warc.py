@@ -7,7 +7,10 @@ transfer coding, gzip or deflate Content-Encoding, as wget and Heritrix store it
 pages the same way, their WARC Content-Type standing for the HTTP one. Other responses (and
 response records that hold no HTTP message, such as Heritrix's ``dns:`` lookups) and
 ``revisit`` records are items with a ``skip`` reason (:data:`~neardup.ingest.items.SKIPS`),
-counted but not pages; warcinfo, request and metadata records and resource records of other
+counted but not pages; a revisit of the identical-payload-digest or server-not-modified
+profile that refers to a capture of its own URL also carries that URL's unchanged fetch at the
+record's WARC-Date (:attr:`~neardup.ingest.items.InputItem.revisit`). Warcinfo, request and
+metadata records and resource records of other
 URIs (wget's ``metadata://`` log, browsertrix's ``urn:pageinfo:``, ``urn:text:`` and
 ``urn:view:`` records) are not items. URIs are read in both the WARC/1.1 form and the WARC/1.0
 one in angle brackets (``<http://...>``, GNU Wget): :func:`warc_uri`. A record with a damaged
@@ -187,7 +190,7 @@ def read_warc(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputI
                         yield failed(source, f"{source}: damaged WARC header (WARC-Type {rtype!r})", "warc-header")
                         continue
                     if record.record_type == WarcRecordType.revisit:
-                        yield skipped(source, "revisit")
+                        yield _revisit_item(record, source, url)
                         continue
                     if record.record_type == WarcRecordType.resource:
                         if _resource_page(url):
@@ -242,6 +245,33 @@ def _record_time(record: Any) -> float | None:
         return checked_time(date) if date else None
     except (ValueError, OverflowError, OSError, ConfigError):
         return None
+
+
+#: the revisit profiles that say "this URL served the same bytes again" (WARC/1.0 and 1.1)
+REVISIT_PROFILES = ("/revisit/identical-payload-digest", "/revisit/server-not-modified")
+
+
+def _revisit_item(record: Any, source: str, url: str) -> InputItem:
+    """A ``revisit`` record as an input item, skipped (``revisit``) by the readers that take
+    pages only; with :attr:`InputItem.revisit`, an unchanged fetch of its URL at its WARC-Date
+    (:attr:`neardup.model.Page.revisit`), when its profile is identical-payload-digest or
+    server-not-modified and it refers to a capture of the same URL (no
+    ``WARC-Refers-To-Target-URI``, or that URI): not for another profile, or the payload of
+    another URL, which neardup cannot fingerprint without its bytes."""
+    profile = str(record.headers.get("WARC-Profile") or "").strip().rstrip("/")
+    target = warc_uri(record.headers.get("WARC-Refers-To-Target-URI"))
+    if not url or not profile.endswith(REVISIT_PROFILES) or (target and target != url):
+        return skipped(source, "revisit")
+    try:
+        record.parse_http()
+        http = record.http_headers
+    except Exception:  # noqa: BLE001 - a revisit may hold no HTTP headers at all
+        http = None
+    if http is not None and http.status_code and (http.status_code not in (200, 304)
+                                                  or not is_html_type(http.get("Content-Type"))):
+        return skipped(source, "revisit")  # a revisit of a stylesheet, a script, an image, a redirect
+    return InputItem(source, skip="revisit", revisit=Page(url=url, content=b"", fetched_at=_record_time(record),
+                                                          revisit=True))
 
 
 def _resource_item(record: Any, source: str, url: str, max_bytes: int) -> InputItem:

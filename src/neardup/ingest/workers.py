@@ -319,7 +319,7 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
 
     Should a batch fail for a reason that is not one page's (a bug), its pages are added one
     by one, so that the rest of the batch still goes in; store errors are raised."""
-    from neardup.errors import StoreError
+    from neardup.errors import NotStoredError, StoreError
     from neardup.model import Verdict
 
     get: Callable[[T], "Page | None"] = page if page is not None else cast(Callable[[T], "Page | None"], _itself)
@@ -348,31 +348,52 @@ def add_pages(det: "Detector", items: Iterable[T], jobs: int | None = None, batc
         return out
 
     def flush() -> Iterator[tuple[T, Verdict | None]]:
-        """The verdicts of the pages gathered so far, in input order."""
-        rows = [(r[0], r[1], p.fetched_at, p.priority) for _, r, p in batch
-                if r is not None and r[1] is not None and p is not None]
-        added = iter(add(rows))
-        for item, r, _ in batch:
-            if r is None:
-                yield item, None
-            elif r[1] is None:
-                yield item, Verdict(status="error", url=r[0], error=r[2])
-            else:
-                yield item, next(added)
+        """The verdicts of the pages gathered so far, in input order (a revisit after the
+        pages before it)."""
+        verdicts: list[Verdict | None] = []
+        rows: list[tuple[str, Fingerprint, Any, Any]] = []
+        waiting: list[int] = []  # positions of the rows not added yet
+
+        def add_rows() -> None:
+            for i, v in zip(waiting, add(rows)):
+                verdicts[i] = v
+            rows.clear()
+            waiting.clear()
+
+        for _, r, p in batch:
+            verdicts.append(None)
+            if p is not None and p.revisit:
+                add_rows()
+                verdicts[-1] = revisit(p)
+            elif r is not None and r[1] is None:
+                verdicts[-1] = Verdict(status="error", url=r[0], error=r[2])
+            elif r is not None and r[1] is not None and p is not None:
+                rows.append((r[0], r[1], p.fetched_at, p.priority))
+                waiting.append(len(verdicts) - 1)
+        add_rows()
+        for (item, _, _), verdict in zip(batch, verdicts):
+            yield item, verdict
         batch.clear()
 
+    def revisit(p: "Page") -> Verdict:
+        """The verdict of a revisit (an error verdict for a URL that is not stored)."""
+        try:
+            return det.add_revisit(p.url, fetched_at=p.fetched_at)
+        except NotStoredError as exc:
+            return Verdict(status="error", url=p.url[:2000], error=str(exc))
+
     def pages_of(items_: Iterable[T]) -> Iterator["Page"]:
-        """The pages of the items, noting their order."""
+        """The pages to fingerprint of the items, noting their order."""
         for item in items_:
             order.append(item)
             p = get(item)
-            if p is not None:
+            if p is not None and not p.revisit:
                 yield p
 
     def drain_unreadable() -> None:
-        """Move the items without a page (unreadable records) to the batch."""
-        while order and get(order[0]) is None:
-            batch.append((order.popleft(), None, None))
+        """Move the items without a page to fingerprint (unreadable records, revisits) to the batch."""
+        while order and ((p := get(order[0])) is None or p.revisit):
+            batch.append((order.popleft(), None, p))
 
     for result in fingerprint_pages(pages_of(items), det.config, jobs, page_timeout=page_timeout):
         drain_unreadable()

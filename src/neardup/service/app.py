@@ -16,7 +16,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from neardup._version import __version__
 from neardup.detector.core import Detector
-from neardup.errors import ConfigError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
+from neardup.errors import (
+    ConfigError,
+    NeardupError,
+    NotStoredError,
+    SpecMismatchError,
+    StoreError,
+    StoreLockedError,
+)
 from neardup.ingest.workers import DEFAULT_PAGE_TIMEOUT, PageTimeoutError, PageWorkerError
 from neardup.service import lookups, routes
 from neardup.service.guard import (
@@ -135,6 +142,11 @@ def _error_handlers(app: FastAPI) -> None:
     async def field_error(request: Request, exc: NeardupError) -> JSONResponse:
         """422, typed InputError: a missing sketch, a page over the per-page limit."""
         return error(422, str(exc), kind="InputError")
+
+    @app.exception_handler(NotStoredError)
+    async def not_stored_error(request: Request, exc: NotStoredError) -> JSONResponse:
+        """404: an operation on a URL the store does not hold."""
+        return error(404, str(exc), kind=type(exc).__name__)
 
     @app.exception_handler(SpecMismatchError)
     async def spec_error(request: Request, exc: SpecMismatchError) -> JSONResponse:

@@ -88,6 +88,13 @@ class BatchIn(BaseModel):
     pages: list[PageIn] = Field(..., max_length=MAX_BATCH)
 
 
+class RevisitIn(BaseModel):
+    """An unchanged fetch of a stored URL that sent no content (an HTTP 304, a WARC revisit)."""
+
+    url: str = Field(..., max_length=8192)
+    fetched_at: StrictFloat | None = FetchedAt
+
+
 class FingerprintIn(BaseModel):
     """A fingerprint computed by the client, with everything the match rule reads: the
     SimHash, the digest, the sketch (when the spec has one) and the title."""

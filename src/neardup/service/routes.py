@@ -21,6 +21,7 @@ from neardup.service.models import (
     FingerprintBatchIn,
     FingerprintIn,
     PageIn,
+    RevisitIn,
     VerdictOut,
     VerdictsOut,
     answers,
@@ -114,6 +115,15 @@ async def add_batch(batch: BatchIn, svc: ServiceDep) -> Response:
 async def check_batch(batch: BatchIn, svc: ServiceDep) -> Response:
     """Check pages without writing."""
     return json_response({"verdicts": await _each(svc, batch.pages, _check_fp)})
+
+
+@router.post("/v1/revisits", summary="An unchanged fetch of a stored URL that sent no content (304, WARC revisit)",
+             response_model=None, responses=answers(VerdictOut, 404))
+async def add_revisit(body: RevisitIn, svc: ServiceDep) -> Response:
+    """Record an unchanged fetch of a stored URL (404, ``NotStoredError``, when it is not stored)."""
+    verdict = await svc.locked(svc.detector.add_revisit, body.url, fetched_at=body.fetched_at)
+    svc.metrics.verdict("add", verdict.status)
+    return json_response(verdict.to_dict())
 
 
 # -- fingerprints computed by the client ---------------------------------------------------
