@@ -33,6 +33,7 @@ from neardup.cli.options import (
 )
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
+from neardup.ingest.cdxj import CdxjSidecar
 from neardup.ingest.inputs import JSONL_SUFFIXES, WARC_SUFFIXES, read_all, read_input
 from neardup.model import Verdict
 
@@ -213,6 +214,9 @@ def _error_reason(message: str) -> str:
               help="Output format (default: from --out's extension, else jsonl; parquet with --batch only).")
 @click.option("--errors", "errors_path", default=None, type=click.Path(dir_okay=False),
               help="Write one JSON line per item that could not be read or fingerprinted: source, reason, error.")
+@click.option("--cdxj", "cdxj_path", default=None, type=click.Path(dir_okay=False),
+              help="Write a CDXJ sidecar: one line per capture in the archive's own key (SURT and 14-digit "
+                   "timestamp, as cdxj-indexer writes them) with neardup's fields (nd_*), sorted.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes that extract and fingerprint pages (default: every CPU this process may use); "
                    "one writer.")
@@ -225,9 +229,8 @@ def _error_reason(message: str) -> str:
 @config_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, exact_k: bool,
-              out: str | None, fmt: str | None,
-              errors_path: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
-              **opts: Any) -> None:
+              out: str | None, fmt: str | None, errors_path: str | None, cdxj_path: str | None, jobs: int | None,
+              batch_size: int, page_timeout: float, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
@@ -240,8 +243,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     statuses other than 200, revisits) are counted by reason under 'skipped'. Exit 0 when
     at least one page was read (failed items are counted, and listed with --errors); exit 1
     when none of the input items could be read."""
-    refuse_overwrite({"--out": out, "--errors": errors_path, "--fingerprints-out": fingerprints_out},
-                     stores={"--db": db}, inputs=inputs)
+    refuse_overwrite({"--out": out, "--errors": errors_path, "--fingerprints-out": fingerprints_out,
+                      "--cdxj": cdxj_path}, stores={"--db": db}, inputs=inputs)
     from tqdm import tqdm
 
     from neardup.fingerprint.core import warm_up
@@ -253,6 +256,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
             read_input(path)
     settings = settings_from_options(opts)
     config = build_config(settings, **opts)
+    if batch and cdxj_path is not None:
+        raise click.UsageError("--cdxj goes with a store (--db), not yet with --batch")
     if batch:
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
@@ -286,6 +291,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         if errors_path:
             errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
+        sidecar = _sidecar(det, cdxj_path) if cdxj_path else None
         warm_up(det.config)  # a cold numba cache compiles here, with a notice, before the bar
         disable = (not progress) if progress is not None else None
         total = None if disable is True else count_items(inputs)
@@ -321,12 +327,18 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
                     clusters_touched.add(verdict.cluster_id)
                 if writer:
                     writer.write(item.source, verdict)
+                if sidecar is not None and (capture := item.page or item.revisit) is not None:
+                    sidecar.add(capture.url, capture.fetched_at, verdict)
+            if sidecar is not None:
+                sidecar.close()
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:
                 stream.close()
             if errors_stream is not None:
                 errors_stream.close()
+            if sidecar is not None:
+                sidecar.out.close()
         stats = det.stats()
     summary = {**counts, "errors_by_reason": dict(sorted(reasons.items())),
                "skipped": sum(skipped.values()), "skipped_by_reason": dict(sorted(skipped.items())),
@@ -338,6 +350,15 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     if counts["pages"] and counts["error"] == counts["pages"]:
         click.echo(f"neardup: error: none of the {counts['pages']} input items could be read", err=True)
         sys.exit(EXIT_INPUT)
+
+
+def _sidecar(det: Any, path: str) -> CdxjSidecar:
+    """The CDXJ sidecar of a ``dedup`` run into ``det``'s store (its lines written at the end)."""
+    def match_time(page_id: int) -> float | None:
+        rec = det.page(page_id)
+        return rec.fetched_at if rec is not None else None
+
+    return CdxjSidecar(open(path, "w", encoding="utf-8", newline="\n"), det.config.spec, match_time)
 
 
 def _human_summary(counts: dict[str, int], reasons: dict[str, int], skipped: dict[str, int], clusters: int,
