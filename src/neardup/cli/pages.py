@@ -34,7 +34,7 @@ from neardup.cli.options import (
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
 from neardup.ingest.cdxj import CdxjSidecar
-from neardup.ingest.inputs import JSONL_SUFFIXES, WARC_SUFFIXES, read_all, read_input
+from neardup.ingest.inputs import JSONL_SUFFIXES, WACZ_SUFFIXES, WARC_SUFFIXES, read_all, read_input
 from neardup.model import Verdict
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
@@ -44,7 +44,7 @@ VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "
 
 
 #: inputs that hold many pages (read as dedup reads them)
-CONTAINER_SUFFIXES = WARC_SUFFIXES + JSONL_SUFFIXES
+CONTAINER_SUFFIXES = WARC_SUFFIXES + WACZ_SUFFIXES + JSONL_SUFFIXES
 
 
 @click.command("fingerprint")

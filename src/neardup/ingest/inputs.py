@@ -41,12 +41,14 @@ from typing import NamedTuple
 from neardup.errors import ConfigError, InputFormatError, NeardupError
 from neardup.fingerprint.extract import DEFAULT_MAX_BYTES
 from neardup.ingest.items import InputItem, TooLargeError, failed
+from neardup.ingest.wacz import read_wacz
 from neardup.ingest.warc import read_warc
 from neardup.model import Page, checked_time
 
 HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz", ".txt", ".txt.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 WARC_SUFFIXES = (".warc", ".warc.gz")
+WACZ_SUFFIXES = (".wacz",)
 
 def read_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """A page file's bytes (``.gz`` decompressed, streamed), at most ``max_bytes`` of them:
@@ -333,7 +335,7 @@ def count_items(paths: "Iterable[str | Path]") -> int | None:
 
 
 def read_input(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[InputItem]:
-    """Pages from a directory, JSONL file or WARC file (chosen by what ``path`` is); no
+    """Pages from a directory, JSONL file, WARC file or WACZ package (chosen by what ``path`` is); no
     page is larger than ``max_bytes`` after decompression."""
     p = Path(path)
     if not p.exists():
@@ -343,11 +345,13 @@ def read_input(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator
     name = p.name.lower()
     if name.endswith(WARC_SUFFIXES):
         return read_warc(p, max_bytes)
+    if name.endswith(WACZ_SUFFIXES):
+        return read_wacz(p, max_bytes)
     if name.endswith(JSONL_SUFFIXES):
         return read_jsonl(p, max_bytes)
     if name.endswith(HTML_SUFFIXES):
         return iter([_file_item(p, p.resolve().as_uri(), max_bytes)])
-    raise InputFormatError(f"{path}: unknown input type (expected a directory, .jsonl, .warc or .warc.gz)")
+    raise InputFormatError(f"{path}: unknown input type (expected a directory, .jsonl, .warc, .warc.gz or .wacz)")
 
 
 def read_all(inputs: tuple[str, ...], max_bytes: int) -> Iterator[InputItem]:

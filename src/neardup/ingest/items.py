@@ -46,6 +46,7 @@ SKIPS = {
         "or that holds no HTTP response (Heritrix's dns: records)"
     ),
     "non-200": "a WARC response whose HTTP status is not 200 (redirects, 404s, server errors)",
+    "not-a-page": "an HTML capture in a WACZ package that its page list does not name (an iframe, a fragment)",
     "revisit": "a WARC revisit record (a capture stored as a reference to an earlier one; neardup dedup "
                "counts one of its own URL's identical payload or a 304 as an unchanged fetch of that URL)",
 }

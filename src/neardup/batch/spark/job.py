@@ -89,7 +89,7 @@ ROW_SCHEMA = ("url string, digest string, simhash string, status string, cluster
               "match string, distance int")
 OUT_SCHEMA = ROW_SCHEMA + ", version string"
 EDGE_SCHEMA = "src long, dst long"
-FILE_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
+FILE_SUFFIXES = (".warc", ".warc.gz", ".wacz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
 def signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
