@@ -35,6 +35,7 @@ from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
 from neardup.ingest.cdxj import CdxjSidecar
 from neardup.ingest.inputs import JSONL_SUFFIXES, WACZ_SUFFIXES, WARC_SUFFIXES, read_all, read_input
+from neardup.ingest.warc_out import warc_position, write_deduplicated
 from neardup.model import Verdict
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
@@ -217,6 +218,10 @@ def _error_reason(message: str) -> str:
 @click.option("--cdxj", "cdxj_path", default=None, type=click.Path(dir_okay=False),
               help="Write a CDXJ sidecar: one line per capture in the archive's own key (SURT and 14-digit "
                    "timestamp, as cdxj-indexer writes them) with neardup's fields (nd_*), sorted.")
+@click.option("--warc-out", "warc_out", default=None, type=click.Path(dir_okay=False),
+              help="Write a deduplicated copy of the input WARC files (.warc.gz): a response with an earlier "
+                   "one's payload digest becomes a revisit record; near and exact ones are kept, with their "
+                   "verdict in a metadata record.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes that extract and fingerprint pages (default: every CPU this process may use); "
                    "one writer.")
@@ -229,8 +234,9 @@ def _error_reason(message: str) -> str:
 @config_options
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, exact_k: bool,
-              out: str | None, fmt: str | None, errors_path: str | None, cdxj_path: str | None, jobs: int | None,
-              batch_size: int, page_timeout: float, progress: bool | None, **opts: Any) -> None:
+              out: str | None, fmt: str | None, errors_path: str | None, cdxj_path: str | None,
+              warc_out: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
+              **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
@@ -244,7 +250,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     at least one page was read (failed items are counted, and listed with --errors); exit 1
     when none of the input items could be read."""
     refuse_overwrite({"--out": out, "--errors": errors_path, "--fingerprints-out": fingerprints_out,
-                      "--cdxj": cdxj_path}, stores={"--db": db}, inputs=inputs)
+                      "--cdxj": cdxj_path, "--warc-out": warc_out}, stores={"--db": db}, inputs=inputs)
+    if warc_out is not None and (batch or not all(p.lower().endswith(WARC_SUFFIXES) for p in inputs)):
+        raise click.UsageError("--warc-out copies WARC inputs (.warc, .warc.gz) into a store (--db), not --batch")
     from tqdm import tqdm
 
     from neardup.fingerprint.core import warm_up
@@ -292,6 +300,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
             errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
         sidecar = _sidecar(det, cdxj_path) if cdxj_path else None
+        decided: dict[tuple[str, int], Verdict] = {}  # WARC responses' verdicts, for --warc-out
+        copied: dict[str, int] | None = None
         warm_up(det.config)  # a cold numba cache compiles here, with a notice, before the bar
         disable = (not progress) if progress is not None else None
         total = None if disable is True else count_items(inputs)
@@ -329,8 +339,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
                     writer.write(item.source, verdict)
                 if sidecar is not None and (capture := item.page or item.revisit) is not None:
                     sidecar.add(capture.url, capture.fetched_at, verdict)
+                if warc_out is not None and item.page is not None and (at := warc_position(item.source)):
+                    decided[at] = verdict
             if sidecar is not None:
                 sidecar.close()
+            if warc_out is not None:
+                copied = write_deduplicated([Path(p) for p in inputs], Path(warc_out), decided).to_dict()
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:
@@ -343,7 +357,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     summary = {**counts, "errors_by_reason": dict(sorted(reasons.items())),
                "skipped": sum(skipped.values()), "skipped_by_reason": dict(sorted(skipped.items())),
                "clusters": len(clusters_touched), "store_pages": stats["pages"], "store_clusters": stats["clusters"],
-               "db": db, "jobs": jobs}
+               "db": db, "jobs": jobs, **({"warc_out": copied} if copied is not None else {})}
     click.echo(_human_summary(counts, reasons, skipped, len(clusters_touched), stats), err=True)
     # with --out - the verdicts own stdout: the machine-readable summary goes to stderr too
     click.echo(json.dumps(summary), err=out == "-")

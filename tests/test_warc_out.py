@@ -1,0 +1,97 @@
+"""A deduplicated WARC out (issue 37, item 4): ``neardup dedup --warc-out`` copies every record,
+turns a response whose payload digest an earlier one has into an identical-payload-digest
+revisit that refers to it, and keeps near and main-text-exact copies whole with their verdict
+in a metadata record; read back with warcio."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from neardup.cli import main
+
+SITE = "https://news.example/"
+
+
+def bodies(sample_pages) -> list[bytes]:
+    """Two pages of the sample from two different sites (two different articles)."""
+    pages = list(sample_pages.values())
+    first = pages[0]
+    second = next(p for p in pages if p.name.split("-")[0] != first.name.split("-")[0])
+    return [p.content if isinstance(p.content, bytes) else p.content.encode() for p in (first, second)]
+
+
+def write_warc(path: Path, sample_pages, gz: bool) -> None:
+    """A page; its byte-identical copy under another URL; the same article with another
+    sidebar (equal main text, other bytes); an unrelated page; a stylesheet twice."""
+    a, other = bodies(sample_pages)
+    html = [("Content-Type", "text/html; charset=utf-8")]
+    sidebar = a.replace(b"</body>", b"<aside><p>Related: five other stories today</p></aside></body>", 1)
+    captures = [("a.html", a, html), ("a-copy.html", a, html), ("a-print.html", sidebar, html),
+                ("other.html", other, html), ("s.css", b"p { color: red }", [("Content-Type", "text/css")]),
+                ("s2.css", b"p { color: red }", [("Content-Type", "text/css")])]
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=gz, warc_version="1.1")
+        w.write_record(w.create_warcinfo_record(path.name, {"software": "test"}))
+        for i, (name, body, headers) in enumerate(captures):
+            w.write_record(w.create_warc_record(SITE + name, "response", payload=io.BytesIO(body),
+                                                http_headers=StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1"),
+                                                warc_headers_dict={"WARC-Date": f"2024-05-06T07:0{i}:00Z"}))
+
+
+def records(path: Path) -> list:
+    with open(path, "rb") as fh:
+        out = []
+        for r in ArchiveIterator(fh):
+            out.append((r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), dict(r.rec_headers.headers),
+                        r.content_stream().read()))
+        return out
+
+
+def test_the_deduplicated_warc(tmp_path, sample_pages):
+    for gz in (True, False):
+        src = tmp_path / (f"crawl{int(gz)}.warc" + (".gz" if gz else ""))
+        out = tmp_path / f"dedup{int(gz)}.warc.gz"
+        write_warc(src, sample_pages, gz)
+        r = CliRunner().invoke(main, ["dedup", str(src), "--db", str(tmp_path / f"s{int(gz)}.db"), "--warc-out",
+                                      str(out), "--jobs", "1"])
+        assert r.exit_code == 0, r.output
+        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        got = records(out)
+        kinds = [(t, (u or "").removeprefix(SITE)) for t, u, _, _ in got]
+        assert kinds == [("warcinfo", ""), ("response", "a.html"), ("revisit", "a-copy.html"),
+                         ("response", "a-print.html"), ("metadata", "a-print.html"), ("response", "other.html"),
+                         ("response", "s.css"), ("revisit", "s2.css")], kinds
+        original = {u: h for t, u, h, _ in got if t == "response"}
+        for t, u, h, payload in got:
+            if t == "revisit":
+                target = SITE + ("a.html" if u.endswith("a-copy.html") else "s.css")
+                assert h["WARC-Profile"].endswith("/revisit/identical-payload-digest") and payload == b""
+                assert h["WARC-Refers-To-Target-URI"] == target
+                assert h["WARC-Refers-To"] == original[target]["WARC-Record-ID"]
+                assert h["WARC-Refers-To-Date"] == original[target]["WARC-Date"]
+            if t == "metadata":
+                verdict = json.loads(payload)["neardup"]
+                assert verdict["status"] in ("exact", "near") and verdict["match_url"] == SITE + "a.html"
+                assert h["WARC-Refers-To"] == original[u]["WARC-Record-ID"]
+        # the kept responses are the input's bytes
+        src_payloads = {u: p for t, u, _, p in records(src) if t == "response"}
+        assert all(src_payloads[u] == p for t, u, _, p in got if t == "response")
+        stats = summary["warc_out"]
+        assert (stats["records_in"], stats["revisits"], stats["metadata"]) == (7, 2, 1)
+        assert stats["bytes_out"] < stats["bytes_in"] or not gz
+
+
+def test_warc_out_needs_warc_inputs_and_a_store(tmp_path, sample_pages):
+    src = tmp_path / "crawl.warc.gz"
+    write_warc(src, sample_pages, True)
+    r = CliRunner().invoke(main, ["dedup", "--batch", str(src), "--warc-out", str(tmp_path / "o.warc.gz")])
+    assert r.exit_code == 2 and "--warc-out" in r.output
+    r = CliRunner().invoke(main, ["dedup", str(src), "--db", str(tmp_path / "s.db"), "--warc-out", str(src)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
