@@ -66,8 +66,8 @@ def test_the_deduplicated_warc(tmp_path, sample_pages):
         got = records(out)
         kinds = [(t, (u or "").removeprefix(SITE)) for t, u, _, _ in got]
         assert kinds == [("warcinfo", ""), ("response", "a.html"), ("revisit", "a-copy.html"),
-                         ("response", "a-print.html"), ("metadata", "a-print.html"), ("response", "other.html"),
-                         ("response", "s.css"), ("revisit", "s2.css")], kinds
+                         ("response", "a-print.html"), ("metadata", "urn:neardup:verdict:" + SITE + "a-print.html"),
+                         ("response", "other.html"), ("response", "s.css"), ("revisit", "s2.css")], kinds
         original = {u: h for t, u, h, _ in got if t == "response"}
         for t, u, h, payload in got:
             if t == "revisit":
@@ -79,7 +79,7 @@ def test_the_deduplicated_warc(tmp_path, sample_pages):
             if t == "metadata":
                 verdict = json.loads(payload)["neardup"]
                 assert verdict["status"] in ("exact", "near") and verdict["match_url"] == SITE + "a.html"
-                assert h["WARC-Refers-To"] == original[u]["WARC-Record-ID"]
+                assert h["WARC-Refers-To"] == original[u.removeprefix("urn:neardup:verdict:")]["WARC-Record-ID"]
         # the kept responses are the input's bytes
         src_payloads = {u: p for t, u, _, p in records(src) if t == "response"}
         assert all(src_payloads[u] == p for t, u, _, p in got if t == "response")

@@ -9,8 +9,9 @@ Every record is copied as it is (its bytes, one gzip member each), in input orde
   replay tool resolves to the original's bytes, so only byte-identical payloads are written so;
 - a response that neardup decided ``near`` or ``exact`` (equal main text, not an equal
   payload) is kept whole, followed by a ``metadata`` record that refers to it (``WARC-Refers-To``,
-  ``WARC-Concurrent-To``) holding the verdict as JSON (``application/json``): never a revisit,
-  since a replay would serve another capture's bytes for it.
+  ``WARC-Concurrent-To``; target ``urn:neardup:verdict:`` and its URI) holding the verdict as
+  JSON (``application/json``): never a revisit, since a replay would serve another capture's
+  bytes for it.
 
 >>> warc_position("crawl/a.warc.gz#12 https://a.example/")
 ('crawl/a.warc.gz', 12)
@@ -35,6 +36,9 @@ from neardup.model import Verdict
 _POSITION = re.compile(r"^(.*)#(\d+)(?: |$)", re.S)
 #: the statuses whose response gets a metadata record with the verdict
 ANNOTATED = ("near", "exact")
+#: the metadata record's target URI: this prefix and the response's URI (a replay tool that
+#: indexes metadata records never serves one for the page: its URI is not the page's)
+VERDICT_URN = "urn:neardup:verdict:"
 
 
 def warc_position(source: str) -> tuple[str, int] | None:
@@ -127,8 +131,9 @@ def _metadata(writer: Any, record: Any, verdict: Verdict) -> Any:
     rid = str(record.rec_headers.get_header("WARC-Record-ID"))
     body = json.dumps({"neardup": {k: v for k, v in verdict.to_dict().items() if v is not None}},
                       ensure_ascii=False).encode("utf-8")
+    target = VERDICT_URN + (record.rec_headers.get_header("WARC-Target-URI") or "")
     return writer.create_warc_record(
-        record.rec_headers.get_header("WARC-Target-URI") or "", "metadata", payload=io.BytesIO(body),
+        target, "metadata", payload=io.BytesIO(body),
         warc_content_type="application/json",
         warc_headers_dict={"WARC-Refers-To": rid, "WARC-Concurrent-To": rid,
                            "WARC-Date": record.rec_headers.get_header("WARC-Date")})
