@@ -95,3 +95,30 @@ def test_warc_out_needs_warc_inputs_and_a_store(tmp_path, sample_pages):
     assert r.exit_code == 2 and "--warc-out" in r.output
     r = CliRunner().invoke(main, ["dedup", str(src), "--db", str(tmp_path / "s.db"), "--warc-out", str(src)])
     assert r.exit_code != 0 and "Traceback" not in r.output
+
+
+def revisited(path: Path) -> set[str]:
+    return {(u or "").removeprefix(SITE) for t, u, _, _ in records(path) if t == "revisit"}
+
+
+def test_the_archive_policies(tmp_path, sample_pages):
+    """A minimum payload keeps the small stylesheet whole; a blackout longer than the minute
+    between the copies keeps both; a maximum age shorter than it too (the newer copy is then the
+    original of later ones); without them both are revisits."""
+    src = tmp_path / "crawl.warc.gz"
+    write_warc(src, sample_pages, True)  # a-copy.html one minute after a.html, s2.css one after s.css
+
+    def run(name: str, *policy: str) -> set[str]:
+        out = tmp_path / f"{name}.warc.gz"
+        r = CliRunner().invoke(main, ["dedup", str(src), "--db", str(tmp_path / f"{name}.db"), "--warc-out", str(out),
+                                      "--jobs", "1", *policy])
+        assert r.exit_code == 0, r.output
+        return revisited(out)
+
+    assert run("none") == {"a-copy.html", "s2.css"}
+    assert run("small", "--min-payload", "100") == {"a-copy.html"}
+    assert run("blackout", "--blackout", "120") == set()
+    assert run("age", "--max-original-age", "30") == set()
+    assert run("old-enough", "--max-original-age", "86400", "--blackout", "30") == {"a-copy.html", "s2.css"}
+    r = CliRunner().invoke(main, ["dedup", str(src), "--db", str(tmp_path / "x.db"), "--blackout", "5"])
+    assert r.exit_code == 2 and "--warc-out" in r.output

@@ -35,7 +35,7 @@ from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
 from neardup.ingest.cdxj import CdxjSidecar
 from neardup.ingest.inputs import JSONL_SUFFIXES, WACZ_SUFFIXES, WARC_SUFFIXES, read_all, read_input
-from neardup.ingest.warc_out import warc_position, write_deduplicated
+from neardup.ingest.warc_out import RevisitPolicy, warc_position, write_deduplicated
 from neardup.model import Verdict
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
@@ -222,6 +222,13 @@ def _error_reason(message: str) -> str:
               help="Write a deduplicated copy of the input WARC files (.warc.gz): a response with an earlier "
                    "one's payload digest becomes a revisit record; near and exact ones are kept, with their "
                    "verdict in a metadata record.")
+@click.option("--min-payload", type=click.IntRange(0), default=0, show_default=True,
+              help="With --warc-out: a response under this many payload bytes is kept whole, never a revisit.")
+@click.option("--max-original-age", type=click.FloatRange(0), default=None,
+              help="With --warc-out: seconds an original may be older than its copy to be referred to (else the "
+                   "copy is kept whole, and is the original of later ones).")
+@click.option("--blackout", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="With --warc-out: a copy this many seconds or less after its original is kept whole.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=None,
               help="Processes that extract and fingerprint pages (default: every CPU this process may use); "
                    "one writer.")
@@ -235,8 +242,8 @@ def _error_reason(message: str) -> str:
 @handle_errors
 def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints_out: str | None, exact_k: bool,
               out: str | None, fmt: str | None, errors_path: str | None, cdxj_path: str | None,
-              warc_out: str | None, jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None,
-              **opts: Any) -> None:
+              warc_out: str | None, min_payload: int, max_original_age: float | None, blackout: float,
+              jobs: int | None, batch_size: int, page_timeout: float, progress: bool | None, **opts: Any) -> None:
     """Deduplicate INPUT... (folders of .html/.htm/.html.gz files and .txt plain-text files,
     JSONL files of {"url", "html"}, WARC files: their HTML responses with status 200).
 
@@ -253,6 +260,9 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
                       "--cdxj": cdxj_path, "--warc-out": warc_out}, stores={"--db": db}, inputs=inputs)
     if warc_out is not None and (batch or not all(p.lower().endswith(WARC_SUFFIXES) for p in inputs)):
         raise click.UsageError("--warc-out copies WARC inputs (.warc, .warc.gz) into a store (--db), not --batch")
+    policy = RevisitPolicy(min_payload, max_original_age, blackout)
+    if warc_out is None and policy != RevisitPolicy():
+        raise click.UsageError("--min-payload, --max-original-age and --blackout go with --warc-out")
     from tqdm import tqdm
 
     from neardup.fingerprint.core import warm_up
@@ -344,7 +354,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
             if sidecar is not None:
                 sidecar.close()
             if warc_out is not None:
-                copied = write_deduplicated([Path(p) for p in inputs], Path(warc_out), decided).to_dict()
+                copied = write_deduplicated([Path(p) for p in inputs], Path(warc_out), decided, policy).to_dict()
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:

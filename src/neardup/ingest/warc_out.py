@@ -48,6 +48,37 @@ def warc_position(source: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+@dataclass(frozen=True)
+class RevisitPolicy:
+    """When a payload-identical response may become a revisit (the knobs archivists ask for):
+    its payload at least ``min_payload`` bytes (browsertrix-crawler's minimum size: small
+    responses are cheaper kept than referenced); its original at most ``max_age`` seconds older
+    (gowarc's maximum age: an archive that prunes old WARC files keeps what it can replay); and
+    not within ``blackout`` seconds of its original (warcprox's blackout period: a burst of
+    captures of one resource keeps them whole). Revisits always refer to an original response,
+    never to another revisit, so a replay resolves each in one step (no chain to cap: pywb's
+    chains of hundreds of revisits, ukwa-pywb #73, cannot form here)."""
+
+    min_payload: int = 0
+    max_age: float | None = None
+    blackout: float = 0.0
+
+    def allows(self, payload: int, age: float | None) -> bool:
+        """Whether a response of ``payload`` bytes, ``age`` seconds after its original (None:
+        unknown), becomes a revisit.
+
+        >>> RevisitPolicy(min_payload=100).allows(99, 5.0), RevisitPolicy(blackout=60).allows(500, 30.0)
+        (False, False)
+        >>> RevisitPolicy(max_age=86400).allows(500, 3600.0), RevisitPolicy(max_age=60).allows(500, None)
+        (True, False)
+        """
+        if payload < self.min_payload:
+            return False
+        if age is None:
+            return self.max_age is None and self.blackout <= 0
+        return age >= self.blackout and (self.max_age is None or age <= self.max_age)
+
+
 @dataclass
 class WarcOutStats:
     """What the deduplicated copy holds: records and bytes in and out, revisits and metadata
@@ -59,23 +90,36 @@ class WarcOutStats:
     bytes_out: int = 0
     revisits: int = 0
     metadata: int = 0
+    kept_by_policy: int = 0  # payload-identical responses the policy kept whole
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _payload_digest(record: Any) -> str:
-    """The record's payload digest as written, else ``sha1:`` of its payload (base 32)."""
-    given = record.rec_headers.get_header("WARC-Payload-Digest")
-    if given:
-        return str(given).strip()
+def _payload(record: Any) -> tuple[str, int]:
+    """The record's payload digest (as written, else ``sha1:`` of its payload, base 32) and
+    its payload's length."""
     data = record.content_stream().read()
-    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+    given = record.rec_headers.get_header("WARC-Payload-Digest")
+    digest = str(given).strip() if given else "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+    return digest, len(data)
 
 
-def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[str, int], Verdict]) -> WarcOutStats:
+def _seconds(date: str | None) -> float | None:
+    """A WARC-Date as POSIX seconds (None when it is not one)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(date).replace("Z", "+00:00")).timestamp() if date else None
+    except ValueError:
+        return None
+
+
+def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[str, int], Verdict],
+                       policy: RevisitPolicy = RevisitPolicy()) -> WarcOutStats:
     """Write the deduplicated copy of ``inputs`` to ``out`` (gzip, one member per record);
-    ``verdicts``: each decided response's verdict by (file as given, record number from 1)."""
+    ``verdicts``: each decided response's verdict by (file as given, record number from 1);
+    ``policy``: when a payload-identical response becomes a revisit."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.warcwriter import WARCWriter
 
@@ -94,27 +138,35 @@ def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[st
                         stats.records_in += 1
                         rtype = record.rec_type
                         uri = record.rec_headers.get_header("WARC-Target-URI") or ""
-                        digest = _payload_digest(record) if rtype == "response" else None
+                        digest, size = _payload(record) if rtype == "response" else (None, 0)
+                        date = record.rec_headers.get_header("WARC-Date")
                         it.read_to_end(record)
                         offset, length = it.get_record_offset(), it.get_record_length()
                         raw.seek(offset)
                         data = raw.read(length)
                         stats.bytes_in += length
                         before = sink.tell()
-                        if digest is not None and digest in first:
-                            ref_id, ref_uri, ref_date = first[digest]
+                        known = first.get(digest) if digest is not None else None
+                        since = None
+                        if known is not None and (now := _seconds(date)) is not None \
+                                and (then := _seconds(known[2])) is not None:
+                            since = now - then
+                        if known is not None and not policy.allows(size, since):
+                            stats.kept_by_policy += 1
+                            known = None
+                        if known is not None and digest is not None:
+                            ref_id, ref_uri, ref_date = known
                             revisit = writer.create_revisit_record(
                                 uri, digest=digest, refers_to_uri=ref_uri, refers_to_date=ref_date,
                                 http_headers=record.http_headers,
-                                warc_headers_dict={"WARC-Refers-To": ref_id,
-                                                   "WARC-Date": record.rec_headers.get_header("WARC-Date")})
+                                warc_headers_dict={"WARC-Refers-To": ref_id, "WARC-Date": date})
                             writer.write_record(revisit)
                             stats.revisits += 1
                         else:
                             sink.write(data if gz else gzip.compress(data))
-                            if digest is not None:
-                                first[digest] = (str(record.rec_headers.get_header("WARC-Record-ID")), uri,
-                                                 str(record.rec_headers.get_header("WARC-Date")))
+                            stale = policy.max_age is not None and since is not None and since > policy.max_age
+                            if digest is not None and (digest not in first or stale):  # a newer original when stale
+                                first[digest] = (str(record.rec_headers.get_header("WARC-Record-ID")), uri, str(date))
                             verdict = verdicts.get((str(path), n))
                             if rtype == "response" and verdict is not None and verdict.status in ANNOTATED:
                                 writer.write_record(_metadata(writer, record, verdict))
