@@ -91,3 +91,20 @@ def test_the_sidecar_is_refused_with_batch_and_over_an_input(tmp_path, sample_pa
     assert r.exit_code == 2 and "--cdxj" in r.output
     r = CliRunner().invoke(main, ["dedup", str(warc), "--db", str(tmp_path / "s.db"), "--cdxj", str(warc)])
     assert r.exit_code != 0 and "Traceback" not in r.output and warc.stat().st_size > 0
+
+
+def test_export_writes_the_store_as_cdxj(tmp_path, sample_pages):
+    warc, db, final = tmp_path / "crawl.warc.gz", tmp_path / "s.db", tmp_path / "final.cdxj"
+    write_warc(warc, sample_bodies(sample_pages))
+    assert CliRunner().invoke(main, ["dedup", str(warc), "--db", str(db), "--jobs", "1"]).exit_code == 0
+    r = CliRunner().invoke(main, ["export", "--db", str(db), "--out", str(final)])
+    assert r.exit_code == 0, r.output
+    lines = final.read_text(encoding="utf-8").splitlines()
+    assert json.loads(r.stderr)["rows"] == len(lines) == 4  # every stored URL, at its last capture
+    assert lines == sorted(lines, key=lambda line: line.encode("utf-8"))
+    index = subprocess.run([sys.executable, "-m", "cdxj_indexer.main", str(warc)], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    keys = {tuple(line.split(" ", 2)[:2]) for line in index}
+    assert all(tuple(line.split(" ", 2)[:2]) in keys for line in lines)
+    b = next(json.loads(line.split(" ", 2)[2]) for line in lines if " 20240509070000 " in line)
+    assert b["url"] == "https://news.example/b.html" and b["nd_spec"]  # the revisit is its last capture

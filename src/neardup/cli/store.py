@@ -27,9 +27,10 @@ from neardup.model import DEFAULT_HOST_MIN_PAGES, MIN_HOST_PAGES
 @click.command("export")
 @existing_db_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="File to write (.csv, .jsonl or .parquet; - for JSONL on stdout).")
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]), default=None,
-              help="Output format (default: from the file name).")
+              help="File to write (.csv, .jsonl, .parquet or .cdxj; - for JSONL on stdout).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet", "cdxj"]), default=None,
+              help="Output format (default: from the file name); cdxj: the archive's own keys (SURT and "
+                   "timestamp of each URL's last capture) with neardup's fields (nd_*), sorted.")
 @handle_errors
 def export_cmd(db: str, out: str, fmt: str | None) -> None:
     """Every stored URL with its first decision, current cluster, final canonical URL,
@@ -42,7 +43,7 @@ def export_cmd(db: str, out: str, fmt: str | None) -> None:
     if out != "-":
         format_of(out, fmt)  # a bad file name is a usage error before the store is opened
     with open_detector(db, create=False) as det:
-        n = export(det.store, out, fmt)
+        n = export(det.store, out, fmt, spec=det.config.spec)
     click.echo(json.dumps({"rows": n, "out": out}), err=True)
 
 

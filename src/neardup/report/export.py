@@ -28,7 +28,7 @@ from typing import Any
 from neardup.errors import ConfigError
 from neardup.store.base import EXPORT_COLUMNS, Store
 
-FORMATS = ("csv", "jsonl", "parquet")
+FORMATS = ("csv", "jsonl", "parquet", "cdxj")
 
 
 def rows(store: Store, batch: int = 5000) -> Iterator[dict[str, Any]]:
@@ -54,22 +54,31 @@ def format_of(path: str, fmt: str | None = None) -> str:
             raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
         return fmt
     suffix = Path(path).suffix.lower()
-    found = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}.get(suffix)
+    found = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".cdxj": "cdxj"}.get(suffix)
     if found is None:
-        raise ConfigError(f"cannot tell the export format of {path!r}: name a .csv, .jsonl or .parquet file "
-                          "or give the format")
+        raise ConfigError(f"cannot tell the export format of {path!r}: name a .csv, .jsonl, .parquet or .cdxj "
+                          "file or give the format")
     return found
 
 
-def export(store: Store, path: str, fmt: str | None = None, batch: int = 5000) -> int:
-    """Write every stored URL to ``path`` (``-``: stdout, CSV or JSONL); returns the rows.
-    Parquet is written in row groups of ``batch`` rows."""
+def export(store: Store, path: str, fmt: str | None = None, batch: int = 5000, spec: str | None = None) -> int:
+    """Write every stored URL to ``path`` (``-``: stdout, CSV, JSONL or CDXJ); returns the rows.
+    Parquet is written in row groups of ``batch`` rows; CDXJ (:func:`cdxj_lines`, ``spec``: the
+    store's fingerprint spec) sorted, as an archive's index is."""
     fmt = format_of(path, fmt) if path != "-" or fmt else "jsonl"
     if fmt == "parquet":
         return _parquet(store, path, batch)
     import sys
 
     stream = sys.stdout if path == "-" else open(path, "w", encoding="utf-8", newline="")
+    if fmt == "cdxj":
+        try:
+            lines = cdxj_lines(store, spec, batch)
+            stream.writelines(line + "\n" for line in lines)
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+        return len(lines)
     n = 0
     try:
         writer = csv.DictWriter(stream, fieldnames=EXPORT_COLUMNS) if fmt == "csv" else None
@@ -85,6 +94,22 @@ def export(store: Store, path: str, fmt: str | None = None, batch: int = 5000) -
         if stream is not sys.stdout:
             stream.close()
     return n
+
+
+def cdxj_lines(store: Store, spec: str | None = None, batch: int = 5000) -> list[str]:
+    """Every stored URL's last capture as a CDXJ line (:mod:`neardup.ingest.cdxj`: its URL as
+    fetched, SURT key, timestamp of its last fetch, the ``nd_`` fields), sorted by bytes (in
+    memory: a line is about 300 bytes a URL)."""
+    from neardup.ingest.cdxj import cdxj_line
+
+    out = []
+    for row in rows(store, batch):
+        fields = {"nd_status": row["status"], "nd_match": row["match_url"], "nd_distance": row["distance"],
+                  "nd_cluster": row["cluster_id"], "nd_canonical": row["canonical_url"], "nd_simhash": row["simhash"],
+                  "nd_spec": spec}
+        out.append(cdxj_line(row["fetched_url"] or row["url"], row["fetched_at"], fields))
+    out.sort(key=lambda line: line.encode("utf-8"))
+    return out
 
 
 def _parquet(store: Store, path: str, batch: int) -> int:
