@@ -88,7 +88,7 @@ def sidecar_cost(captures: int, folder: Path) -> dict[str, Any]:
             w.write_record(w.create_warc_record(f"https://site{i % 97}.example/p/{i}", "response",
                                                 payload=io.BytesIO(bodies[i % len(bodies)]), http_headers=http))
     code = ("import time, sys, runpy\n"
-            "from neardup.ingest import cdxj\n"
+            "from neardup.report import cdxj\n"
             "spent = [0.0]\n"
             "def timed(f):\n"
             "    def g(*a, **k):\n"

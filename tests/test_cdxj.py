@@ -16,7 +16,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from neardup.cli import main
-from neardup.ingest.cdxj import cdxj_line, surt_key, timestamp14
+from neardup.report.cdxj import cdxj_line, surt_key, timestamp14
 
 
 def sample_bodies(sample_pages) -> list[bytes]:

@@ -33,10 +33,10 @@ from neardup.cli.options import (
 )
 from neardup.errors import InputError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, fingerprint
-from neardup.ingest.cdxj import CdxjSidecar
 from neardup.ingest.inputs import JSONL_SUFFIXES, WACZ_SUFFIXES, WARC_SUFFIXES, read_all, read_input
 from neardup.ingest.warc_out import RevisitPolicy, warc_position, write_deduplicated
 from neardup.model import Verdict
+from neardup.report.cdxj import CdxjSidecar
 
 VERDICT_FIELDS = ("source", "url", "status", "unchanged", "version", "method", "score", "distance", "match_url",
                   "match_id", "page_id", "cluster_id", "canonical_url", "title", "digest", "simhash",

@@ -97,10 +97,10 @@ def export(store: Store, path: str, fmt: str | None = None, batch: int = 5000, s
 
 
 def cdxj_lines(store: Store, spec: str | None = None, batch: int = 5000) -> list[str]:
-    """Every stored URL's last capture as a CDXJ line (:mod:`neardup.ingest.cdxj`: its URL as
+    """Every stored URL's last capture as a CDXJ line (:mod:`neardup.report.cdxj`: its URL as
     fetched, SURT key, timestamp of its last fetch, the ``nd_`` fields), sorted by bytes (in
     memory: a line is about 300 bytes a URL)."""
-    from neardup.ingest.cdxj import cdxj_line
+    from neardup.report.cdxj import cdxj_line
 
     out = []
     for row in rows(store, batch):
