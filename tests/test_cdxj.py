@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -51,11 +52,12 @@ def write_warc(path: Path, bodies: list[bytes]) -> list[tuple[str, str]]:
     return written
 
 
-def test_the_sidecar_joins_cdxj_indexer(tmp_path, sample_pages):
+@pytest.mark.parametrize("path", ["store", "batch"])
+def test_the_sidecar_joins_cdxj_indexer(tmp_path, sample_pages, path):
     warc, side = tmp_path / "crawl.warc.gz", tmp_path / "crawl.nd.cdxj"
     written = write_warc(warc, sample_bodies(sample_pages))
-    r = CliRunner().invoke(main, ["dedup", str(warc), "--db", str(tmp_path / "s.db"), "--cdxj", str(side),
-                                  "--jobs", "1"])
+    where = ["--db", str(tmp_path / "s.db")] if path == "store" else ["--batch"]
+    r = CliRunner().invoke(main, ["dedup", str(warc), *where, "--cdxj", str(side), "--jobs", "1"])
     assert r.exit_code == 0, r.output
     lines = side.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(written) == 5
@@ -84,11 +86,12 @@ def test_keys_are_the_archive_s_own():
     assert line == 'example,a)/ 19700101000000 {"url": "http://a.example/", "nd_status": "new"}'
 
 
-def test_the_sidecar_is_refused_with_batch_and_over_an_input(tmp_path, sample_pages):
+def test_the_sidecar_is_refused_with_minhash_and_over_an_input(tmp_path, sample_pages):
     warc = tmp_path / "crawl.warc.gz"
     write_warc(warc, sample_bodies(sample_pages))
-    r = CliRunner().invoke(main, ["dedup", "--batch", str(warc), "--cdxj", str(tmp_path / "x.cdxj")])
-    assert r.exit_code == 2 and "--cdxj" in r.output
+    r = CliRunner().invoke(main, ["dedup", "--batch", str(warc), "--method", "minhash",
+                                  "--cdxj", str(tmp_path / "x.cdxj")])
+    assert r.exit_code == 2 and "--cdxj" in r.output and not (tmp_path / "x.cdxj").exists()
     r = CliRunner().invoke(main, ["dedup", str(warc), "--db", str(tmp_path / "s.db"), "--cdxj", str(warc)])
     assert r.exit_code != 0 and "Traceback" not in r.output and warc.stat().st_size > 0
 

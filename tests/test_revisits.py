@@ -137,3 +137,68 @@ def test_the_revisit_command(tmp_path, sample_pages):
     assert json.loads(r.stdout)["version"] == "unchanged"
     r = CliRunner().invoke(main, ["revisit", "https://news.example/never", "--db", str(db)])
     assert r.exit_code == 1 and "not stored" in r.stderr and "Traceback" not in r.output
+
+
+# -- the batch paths (neardup.batch.revisits) ---------------------------------------------------------
+
+
+def test_dedup_batch_takes_revisits_as_captures_in_any_order(sample_pages):
+    import random
+
+    from neardup.batch import dedup_batch
+
+    other = list(sample_pages.values())[1].content
+    items = [Page(URL, html(sample_pages), fetched_at=0.0),
+             Page(URL, b"", fetched_at=HOUR, revisit=True),
+             Page(URL, other, fetched_at=2 * HOUR),  # the page changed ...
+             Page(URL + "#top", b"", fetched_at=3 * HOUR, revisit=True),  # ... and stayed so
+             Page("https://news.example/never", b"", fetched_at=HOUR, revisit=True)]
+    res = dedup_batch(items, jobs=1)
+    got = {(v.url, v.version, v.digest) for v in res.verdicts}
+    assert len(res.verdicts) == 4 and [e for e in res.errors if "never" in e]
+    # the first revisit holds the first content, the second the changed one
+    first, changed = res.verdicts[0].digest, res.verdicts[2].digest
+    assert first != changed
+    assert (URL, "unchanged", first) in got and (URL + "#top", "unchanged", changed) in got
+    assert res.verdicts[2].version == "changed" and len({v.cluster for v in res.verdicts}) == 1
+    assert len({(v.status, v.canonical) for v in res.verdicts}) == 1
+    shuffled = items[:]
+    random.Random(7).shuffle(shuffled)
+    again = dedup_batch(shuffled, jobs=1)
+    assert sorted(map(str, again.verdicts)) == sorted(map(str, res.verdicts))
+
+
+@pytest.mark.parametrize("method", ["simhash", "minhash"])
+def test_dedup_batch_reads_warc_revisits(tmp_path, sample_pages, method):
+    warc = tmp_path / "crawl.warc.gz"
+    write_warc(warc, html(sample_pages))
+    out = tmp_path / "verdicts.jsonl"
+    r = CliRunner().invoke(main, ["dedup", "--batch", str(warc), "--method", method, "--out", str(out),
+                                  "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (summary["pages"], summary["refetched"], summary["revisits"]) == (3, 2, 2)
+    assert summary["skipped_by_reason"] == {"revisit": 2}  # another URL's payload, a stylesheet
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(str(r["version"]) for r in rows) == ["None", "unchanged", "unchanged"]
+    assert len({(r["status"], r["cluster"], r["digest"]) for r in rows}) == 1
+
+
+def test_a_revisit_finds_its_original_in_an_earlier_crawl_s_fingerprints(tmp_path, sample_pages):
+    """The first crawl as fingerprint Parquet, the recrawl a WARC of revisits only."""
+    first, recrawl, fps = tmp_path / "first.warc.gz", tmp_path / "recrawl.warc.gz", tmp_path / "first.parquet"
+    write_warc(first, html(sample_pages))
+    r = CliRunner().invoke(main, ["fingerprint", str(first), "--out", str(fps)])
+    assert r.exit_code == 0, r.output
+    with open(recrawl, "wb") as fh:
+        w = WARCWriter(fh, gzip=True, warc_version="1.1")
+        rec = w.create_revisit_record(URL, digest="sha1:AAAA", refers_to_uri=URL,
+                                      refers_to_date="2024-05-06T07:00:00Z")
+        rec.rec_headers.replace_header("WARC-Date", "2024-06-01T00:00:00Z")
+        w.write_record(rec)
+    out = tmp_path / "v.jsonl"
+    r = CliRunner().invoke(main, ["dedup", "--batch", str(fps), str(recrawl), "--out", str(out), "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["version"] for r in rows] == [None, "unchanged"]  # the first crawl's page, the revisit
+    assert json.loads(r.stdout.strip().splitlines()[-1])["revisits"] == 1

@@ -75,6 +75,7 @@ from neardup.batch.graph import (
     node_id,
     pair_edges,
 )
+from neardup.batch.revisits import resolve_revisits
 from neardup.batch.versions import expand_result, split_records
 from neardup.canonical import CanonicalPolicy, policy_from_spec
 from neardup.errors import ConfigError, NeardupError
@@ -209,7 +210,8 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
     ``min(k, PIGEON_K)`` (what ``neardup.batch.spark.job`` computes by default, :func:`link_simhash`). ``engine``:
     ``"arrays"`` (:mod:`neardup.batch.arrays`) or ``"records"`` (an object a page: the reference).
     A URL captured more than once is decided by its last capture for all of them
-    (:mod:`neardup.batch.versions`)."""
+    (:mod:`neardup.batch.versions`); a :attr:`Page.revisit <neardup.model.Page.revisit>` is a
+    capture of its URL's content before it (:mod:`neardup.batch.revisits`)."""
     for name, value, allowed in (("engine", engine, ENGINES), ("method", method, METHODS)):
         if value not in allowed:
             raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -222,13 +224,19 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
         raise ConfigError(f"k must be between 0 and 63, got {k}")
     policy = policy_from_spec(canonical)
     items = list(items)
-    pages = [(i, it) for i, it in enumerate(items) if isinstance(it, Page)]
+    pages = [(i, it) for i, it in enumerate(items) if isinstance(it, Page) and not it.revisit]
+    revisits = [(i, it) for i, it in enumerate(items) if isinstance(it, Page) and it.revisit]
     errors: list[str] = []
     records: list[BatchRecord | None] = [it if isinstance(it, BatchRecord) else None for it in items]
     if pages:
         got, errors = records_from_pages([p for _, p in pages], config, jobs)
         for (i, _), rec in zip(pages, got):
             records[i] = rec
+    if revisits:  # a revisit: a copy of its URL's capture before it (neardup.batch.revisits)
+        copies, missed = resolve_revisits([r for r in records if r is not None], [p for _, p in revisits])
+        for (i, _), rec in zip(revisits, copies):
+            records[i] = rec
+        errors += [f"{p.url}: a revisit with no capture of its URL at or before it in the input" for p in missed]
     rows = [r for r in records if r is not None]
     current, captures = split_records(rows)  # a URL fetched again: its last capture decides
     result: BatchResult | None = None

@@ -43,13 +43,14 @@ def fingerprint_file(path: str) -> bool:
 
 def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *,
                       settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None,
-                      fingerprints_out: str | None = None, exact_k: bool = True) -> None:
+                      fingerprints_out: str | None = None, exact_k: bool = True, cdxj: str | None = None) -> None:
     """``dedup --batch``: :func:`neardup.batch.dedup.dedup_batch` over every page of the inputs
     (and the records of fingerprint Parquet inputs); ``fingerprints_out``: the pages'
     fingerprints written as Parquet too."""
     from neardup.batch.dedup import dedup_batch, records_from_pages
     from neardup.batch.files import check_fingerprint_file, read_fingerprints, write_fingerprints
     from neardup.batch.graph import BatchRecord
+    from neardup.batch.revisits import resolve_revisits
     from neardup.errors import InputError
     from neardup.ingest.inputs import read_all
     from neardup.ingest.workers import default_jobs
@@ -57,22 +58,30 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
 
     if settings.containment is not None:
         raise click.UsageError("--containment is not available with --batch")
+    if cdxj is not None and settings.method != "simhash":
+        raise click.UsageError("--cdxj with --batch goes with --method simhash")
     jobs = jobs or default_jobs()
     parquet = [p for p in inputs if fingerprint_file(p)]
     for p in parquet:  # a bad fingerprint file is refused (naming it) before any page is read or written
         check_fingerprint_file(p, InputError, rows=False)
     items: list[Page | BatchRecord] = ([r for p in parquet for r in read_fingerprints(p, InputError)]
                                        if settings.method != "simhash" else [])
-    pages, unread = [], []
+    pages, unread, revisits = [], [], []
+    skipped: dict[str, int] = {}
     for item in read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
         if item.page is not None:
             pages.append(item.page)
-        elif item.skip is None:
+        elif item.revisit is not None:
+            revisits.append(item.revisit)
+        elif item.skip is not None:
+            skipped[item.skip] = skipped.get(item.skip, 0) + 1
+        else:
             unread.append({"source": item.source, "reason": item.reason or "unreadable", "error": item.error})
-    if fingerprints_out is not None:
+    if fingerprints_out is not None or (revisits and settings.method != "simhash"):
         records, failed = records_from_pages(pages, config or DEFAULT_CONFIG, jobs)
         done = [r for r in records if r is not None]
-        write_fingerprints(done, fingerprints_out)
+        if fingerprints_out is not None:
+            write_fingerprints(done, fingerprints_out)
         unread += [{"source": None, "reason": "bad-page", "error": e} for e in failed]
         items += done
     else:
@@ -80,8 +89,12 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
     fmt = fmt or output_format(out)
     if settings.method == "simhash":
         _dedup_batch_arrays(parquet, items, unread, out, fmt, errors_path, settings=settings, jobs=jobs,
-                            config=config, exact_k=exact_k)
+                            config=config, exact_k=exact_k, revisits=revisits, skipped=skipped, cdxj=cdxj)
         return
+    if revisits:  # the records path: each revisit a copy of its URL's capture before it
+        copies, missed = resolve_revisits([it for it in items if isinstance(it, BatchRecord)], revisits)
+        items += [r for r in copies if r is not None]
+        _count_revisits(skipped, len(revisits) - len(missed), len(missed))
     if fmt == "parquet":
         raise click.UsageError("--format parquet goes with --method simhash")
     res = dedup_batch(items, k=settings.k, verify=settings.verify, canonical=settings.canonical,
@@ -96,8 +109,22 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
                 stream.close()
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
     report_skipped(errors, errors_path)
-    summary = {**res.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
+    summary = {**res.summary(), "errors": len(errors), **_skip_summary(skipped), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
+
+
+def _count_revisits(skipped: dict[str, int], resolved: int, missed: int) -> None:
+    """Count the revisits: ``revisits`` taken as captures, the rest skipped as ``revisit``."""
+    skipped["_revisits"] = resolved
+    if missed:
+        skipped["revisit"] = skipped.get("revisit", 0) + missed
+
+
+def _skip_summary(skipped: dict[str, int]) -> dict[str, Any]:
+    """The summary's ``revisits`` (taken as captures), ``skipped`` and ``skipped_by_reason``
+    (records that are not pages, as ``neardup dedup`` counts them)."""
+    by = {k: v for k, v in sorted(skipped.items()) if not k.startswith("_")}
+    return {"revisits": skipped.get("_revisits", 0), "skipped": sum(by.values()), "skipped_by_reason": by}
 
 
 def write_records(verdicts: Iterable[BatchVerdict], stream: TextIO, fmt: str) -> None:
@@ -137,14 +164,19 @@ def report_skipped(errors: list[dict[str, Any]], errors_path: str | None) -> Non
 
 def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[str, Any]], out: str | None,
                         fmt: str, errors_path: str | None, *, settings: DetectorSettings, jobs: int,
-                        config: FingerprintConfig | None, exact_k: bool = True) -> None:
+                        config: FingerprintConfig | None, exact_k: bool = True, revisits: list[Any] | None = None,
+                        skipped: dict[str, int] | None = None, cdxj: str | None = None) -> None:
     """``dedup --batch`` on columns (:mod:`neardup.batch.arrays`): the fingerprint files read
     by Arrow, pages fingerprinted into records, verdicts written column-wise
-    (:func:`neardup.batch.files.write_verdicts`); the same rows as ``dedup_batch``."""
+    (:func:`neardup.batch.files.write_verdicts`); the same rows as ``dedup_batch``. ``revisits``
+    (pages): captures of their URLs' content before them (:func:`neardup.batch.revisits.revisit_table`),
+    after the other rows; ``cdxj``: the CDXJ sidecar's path (:func:`neardup.batch.cdxj.write_cdxj`)."""
     from neardup.batch.arrays import records_table
+    from neardup.batch.cdxj import write_cdxj
     from neardup.batch.dedup import records_from_pages
     from neardup.batch.files import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
     from neardup.batch.graph import BatchRecord
+    from neardup.batch.revisits import revisit_table
     from neardup.batch.versions import solve_captures
     from neardup.errors import InputError
     from neardup.model import default_k
@@ -156,8 +188,15 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     if pages:
         got, failed = records_from_pages(pages, config, jobs)
         records += [r for r in got if r is not None]
-    arrays = (arrays_of(read_fingerprint_tables(parquet, InputError) + [records_table(records)]) if records
-              else read_fingerprint_arrays(parquet, InputError))
+    skipped = {} if skipped is None else skipped
+    if revisits:
+        tables = read_fingerprint_tables(parquet, InputError) + [records_table(records)]
+        copies, missed = revisit_table(tables, revisits)
+        arrays = arrays_of([*tables, copies])
+        _count_revisits(skipped, copies.num_rows, len(missed))
+    else:
+        arrays = (arrays_of(read_fingerprint_tables(parquet, InputError) + [records_table(records)]) if records
+                  else read_fingerprint_arrays(parquet, InputError))
     k = settings.k if settings.k is not None else default_k(config.version, settings.bands)
     answer = solve_captures(arrays, k=int(k), verify=settings.verify, policy=settings.canonical,
                    bands=settings.bands, exact_k=exact_k, jobs=jobs)
@@ -168,9 +207,12 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
             sys.stdout.buffer.flush()
         else:
             write_verdicts(answer, out, fmt)
+    if cdxj is not None:
+        with open(cdxj, "w", encoding="utf-8", newline="\n") as fh:
+            write_cdxj(answer, fh, config.spec)
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in failed]
     report_skipped(errors, errors_path)
-    summary = {**answer.summary(), "errors": len(errors), "batch": True, "jobs": jobs}
+    summary = {**answer.summary(), "errors": len(errors), **_skip_summary(skipped), "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
 
 

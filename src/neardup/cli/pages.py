@@ -274,13 +274,11 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
             read_input(path)
     settings = settings_from_options(opts)
     config = build_config(settings, **opts)
-    if batch and cdxj_path is not None:
-        raise click.UsageError("--cdxj goes with a store (--db), not yet with --batch")
     if batch:
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
         _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config,
-                     fingerprints_out=fingerprints_out, exact_k=exact_k)
+                     fingerprints_out=fingerprints_out, exact_k=exact_k, cdxj=cdxj_path)
         return
     if fingerprints_out is not None:
         raise click.UsageError("--fingerprints-out goes with --batch")

@@ -1,0 +1,70 @@
+"""The batch answer keyed as a web archive keys its captures: the CDXJ sidecar of ``neardup
+dedup --batch --cdxj FILE`` and the ``urlkey``/``timestamp`` columns of ``--cdxj-columns``.
+
+The lines are those of ``neardup dedup --db ... --cdxj`` (:mod:`neardup.report.cdxj`: the SURT
+``urlkey``, the 14-digit timestamp of the capture's fetch time, the JSON block with ``url`` and
+the ``nd_`` fields), one per capture, sorted by their bytes. The batch decides against a
+cluster's canonical page: ``nd_match`` is the canonical URL for ``exact`` and ``near``
+captures, ``nd_match_timestamp`` the time of the canonical's capture that decided, and
+``nd_distance`` the SimHash distance to it (the batch keeps no sketch score). A capture
+without a fetch time is stamped with the time of the run, as the online path stamps it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO, Any
+
+import numpy as np
+
+from neardup.batch.arrays import STATUSES, ArrayAnswer
+from neardup.batch.graph import VERSIONS
+from neardup.errors import ConfigError
+from neardup.report.cdxj import cdxj_line, surt_key, timestamp14
+
+
+def cdxj_lines(answer: ArrayAnswer, spec: str, now: float | None = None) -> list[str]:
+    """Every row's CDXJ line (module docs), sorted by their bytes."""
+    fa = answer.arrays
+    now = time.time() if now is None else now
+    urls = fa.url.to_pylist()
+    at = np.where(fa.first_seen > 0, fa.first_seen, now).tolist()
+    vers = answer.version.tolist() if answer.version is not None else [-1] * fa.n
+    lines = []
+    for i, (st, cl, c, d, ver, sim) in enumerate(zip(answer.status.tolist(), answer.cluster.tolist(),
+                                                     answer.canonical.tolist(), answer.distance.tolist(), vers,
+                                                     fa.simhash.tolist())):
+        linked = st in (1, 2)
+        fields = {"nd_status": STATUSES[st], "nd_version": None if ver < 0 else VERSIONS[ver],
+                  "nd_match": urls[c] if linked else None,
+                  "nd_match_timestamp": timestamp14(at[c]) if linked else None,
+                  "nd_distance": d if linked else None, "nd_cluster": cl, "nd_canonical": urls[c],
+                  "nd_simhash": f"{sim:016x}", "nd_spec": spec}
+        try:
+            lines.append(cdxj_line(urls[i], at[i], fields))
+        except ValueError as exc:  # a URL surt cannot read: no key, no line
+            raise ConfigError(f"{urls[i]}: no SURT key for the CDXJ sidecar ({exc})") from None
+    lines.sort(key=lambda line: line.encode("utf-8"))
+    return lines
+
+
+def write_cdxj(answer: ArrayAnswer, out: IO[str], spec: str) -> int:
+    """Write the sidecar of ``answer`` to ``out``; returns the lines written."""
+    lines = cdxj_lines(answer, spec)
+    for line in lines:
+        out.write(line + "\n")
+    out.flush()
+    return len(lines)
+
+
+def cdxj_columns(urls: Any, first_seen: np.ndarray, now: float | None = None) -> tuple[list[str], list[str]]:
+    """The ``urlkey`` and ``timestamp`` columns of captures (their URLs and fetch times; 0 for
+    none: the time of the run), the key of the archive's index."""
+    now = time.time() if now is None else now
+    keys = []
+    for u in urls:
+        try:
+            keys.append(surt_key(u))
+        except ValueError as exc:
+            raise ConfigError(f"{u}: no SURT key for the CDXJ columns ({exc})") from None
+    return keys, [timestamp14(t if t > 0 else now) for t in np.asarray(first_seen, dtype=np.float64).tolist()]
