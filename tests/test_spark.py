@@ -378,3 +378,32 @@ def test_recaptures_are_versions_as_in_the_batch_job(spark, corpus) -> None:
         assert want.summary()["refetched"] >= 40
         assert version_rows(dedup(records_frame(spark, synthetic), canonical=policy).collect()) == \
             version_rows(want.verdicts)
+
+
+def test_revisits_are_captures_as_in_the_batch_job(spark, sample_pages, tmp_path) -> None:
+    """A WARC of pages, their recaptures (one changed) and revisit records (of a page before and
+    after its change, of a URL never captured): Spark's rows equal dedup_batch's."""
+    from warcio.warcwriter import WARCWriter
+
+    from neardup.batch.spark.job import dedup, fingerprints
+    from neardup.batch.spark.submit import run
+
+    pages = list(sample_pages.values())[:6]
+    warc = tmp_path / "crawls.warc.gz"
+    write_warc(warc, pages + [Page(pages[0].url, pages[1].content)])  # pages[0]'s URL changes on 2020-01-07
+    with open(warc, "ab") as fh:
+        w = WARCWriter(fh, gzip=True, warc_version="1.1")
+        for url, date in ((pages[0].url, "2020-01-03T00:00:00Z"), (pages[0].url, "2020-02-01T00:00:00Z"),
+                          (pages[2].url, "2020-02-01T00:00:00Z"), ("https://never.example/x", "2020-02-01T00:00:00Z"),
+                          (pages[3].url, "2019-01-01T00:00:00Z")):  # the last one before its original
+            rec = w.create_revisit_record(url, digest="sha1:AAAA", refers_to_uri=url, refers_to_date=date)
+            rec.rec_headers.replace_header("WARC-Date", date)
+            w.write_record(rec)
+    items = [it.page or it.revisit for it in read_input(warc) if (it.page or it.revisit) is not None]
+    assert sum(p.revisit for p in items) == 5
+    expected = dedup_batch(items, exact_k=False)
+    assert len(expected.verdicts) == 7 + 3 and expected.summary()["refetched"] >= 4
+    assert [v.version for v in expected.verdicts[7:]] == ["unchanged"] * 3  # the revisits that have an original
+    assert version_rows(dedup(fingerprints(spark, [str(warc)])).collect()) == version_rows(expected.verdicts)
+    line = run([str(warc)], str(tmp_path / "out"), master="local[2]", partitions=2)
+    assert "pages 10:" in line and "revisits 3 (skipped 2 without their original)" in line and "errors 0" in line

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from neardup.batch.graph import METHODS
 from neardup.batch.spark.job import dedup, fingerprints, session
+from neardup.batch.spark.versions import is_revisit
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG
 from neardup.fingerprint.minhash import MinHashConfig
@@ -28,6 +29,8 @@ def run(inputs: Sequence[str], out: str, *, k: int | None = None, verify: float 
     verdicts to the Parquet folder ``out``; returns the summary line (``pages N: new …``).
     ``master`` defaults to ``$SPARK_MASTER``, else ``local[*]``. :class:`ConfigError` for bad
     settings."""
+    from pyspark.sql import functions as F
+
     config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if method == "minhash" else DEFAULT_CONFIG
     spark = session(master or os.environ.get("SPARK_MASTER", "local[*]"), partitions or 8)
     fps = fingerprints(spark, inputs, config, partitions)
@@ -39,11 +42,16 @@ def run(inputs: Sequence[str], out: str, *, k: int | None = None, verify: float 
     answer.write.mode("overwrite").parquet(out)
     written = spark.read.parquet(out)
     counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
-    errors = fps.where("error is not null").count()
-    return (f"pages {sum(counts.values())}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in
-                                                         ("new", "exact", "near", "empty"))
+    read = {r["kind"]: r["count"] for r in fps.select(
+        F.when(F.col("error").isNull(), "page").when(is_revisit(), "revisit").otherwise("error").alias("kind"))
+        .groupBy("kind").count().collect()}
+    pages = sum(counts.values())
+    revisits = pages - read.get("page", 0)  # the revisits that found their original
+    return (f"pages {pages}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in ("new", "exact", "near", "empty"))
             + f"; refetched {written.where('version is not null').count()}"
-            + f"; errors {errors}; clusters {written.select('cluster').distinct().count()}")
+            + f"; revisits {revisits}" + (f" (skipped {read.get('revisit', 0) - revisits} without their original)"
+                                         if read.get("revisit", 0) > revisits else "")
+            + f"; errors {read.get('error', 0)}; clusters {written.select('cluster').distinct().count()}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,11 @@ window over the key ordered by the capture order (:func:`neardup.batch.versions.
 fields): the last capture is the current version (with its URL's earliest fetch time), the
 earlier ones are set aside and get their URL's output row back at the end
 (:meth:`Refetches.expand`). Every other page is its own URL's only capture and passes through.
+
+Revisits (:mod:`neardup.batch.revisits`) are rows of their URL and fetch time with
+:data:`REVISIT` in ``error``; their URL hash repeats with their originals', so they meet them in
+that window's input, where :func:`resolve_revisits` turns each into a copy of its original (a
+revisit whose hash does not repeat has none, and is dropped).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ if TYPE_CHECKING:
 
 #: at most this many repeated URL hashes are broadcast (more: joined by a shuffle)
 BROADCAST_URLS = 1_000_000
+#: the ``error`` of a fingerprint row that is a revisit record (a capture without content: its
+#: URL and fetch time only), resolved by :func:`resolve_revisits`
+REVISIT = "\x00revisit"
 
 
 def _with_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -40,15 +48,44 @@ def _with_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         yield batch
 
 
-def capture_order() -> list[Column]:
+def capture_order(descending: bool = False) -> list[Column]:
     """The window's order: :func:`neardup.batch.versions.capture_key`'s (Spark sorts NaN
-    after every number; the SimHash as unsigned)."""
+    after every number; the SimHash as unsigned); ``descending``: the last capture first."""
     from pyspark.sql import functions as F
 
-    return [F.col("first_seen").asc(), F.col("url").asc(), F.col("digest").asc(),
-            F.coalesce(F.col("title"), F.lit("")).asc(), F.coalesce(F.col("canonical_link"), F.lit("")).asc(),
-            F.coalesce(F.col("priority"), F.lit(-math.inf)).asc(),
-            F.col("simhash").bitwiseXOR(F.lit(-(1 << 63))).asc(), F.col("empty").asc(), F.col("length").asc()]
+    cols = [F.col("first_seen"), F.col("url"), F.col("digest"), F.coalesce(F.col("title"), F.lit("")),
+            F.coalesce(F.col("canonical_link"), F.lit("")), F.coalesce(F.col("priority"), F.lit(-math.inf)),
+            F.col("simhash").bitwiseXOR(F.lit(-(1 << 63))), F.col("empty"), F.col("length")]
+    return [c.desc() if descending else c.asc() for c in cols]
+
+
+def is_revisit() -> Column:
+    """The fingerprint rows that are revisits (:data:`REVISIT` in ``error``)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("error") == F.lit(REVISIT), F.lit(False))
+
+
+def resolve_revisits(many: DataFrame) -> DataFrame:
+    """:mod:`neardup.batch.revisits` on a DataFrame of keyed rows (``ukey``), pages and
+    revisits: each revisit replaced by a copy of the last capture of its key fetched at or
+    before it (the revisit's URL and time), a revisit without one dropped."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cols = many.columns
+    pages = many.where(~is_revisit())
+    revisits = many.where(is_revisit()).select(
+        "ukey", F.col("url").alias("r_url"), F.col("first_seen").alias("r_at"),
+        F.monotonically_increasing_id().alias("r_id"))
+    joined = revisits.join(pages, "ukey").where(
+        F.col("first_seen") <= F.coalesce(F.col("r_at"), F.lit(math.inf)))
+    latest = Window.partitionBy("r_id").orderBy(*capture_order(descending=True))
+    copies = (joined.withColumn("r_rn", F.row_number().over(latest)).where(F.col("r_rn") == 1)
+              .withColumn("url", F.col("r_url"))
+              .withColumn("first_seen", F.coalesce(F.col("r_at"), F.col("first_seen")))
+              .select(*cols))
+    return pages.unionByName(copies)
 
 
 @dataclass
@@ -90,18 +127,18 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     from pyspark.sql import functions as F
 
     cols = fps.columns
-    pages = fps.where(F.col("error").isNull())
+    pages = fps.where(F.col("error").isNull() | is_revisit())
     keyed = (pages.mapInPandas(_with_keys, f"{', '.join(f'{f.name} {f.dataType.simpleString()}' for f in pages.schema)}"
                                            ", ukey string")
              .withColumn("u64", F.xxhash64("ukey")))
     repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
     n = repeated.count()
-    if n == 0:
-        return keyed.select(*cols), Refetches(None, None)
+    if n == 0:  # (a revisit alone has no original: dropped)
+        return keyed.where(~is_revisit()).select(*cols), Refetches(None, None)
     few = n <= BROADCAST_URLS
     rep = F.broadcast(repeated) if few else repeated
-    single = keyed.join(rep, "u64", "left_anti")
-    many = keyed.join(rep, "u64", "left_semi")
+    single = keyed.join(rep, "u64", "left_anti").where(~is_revisit())
+    many = resolve_revisits(keyed.join(rep, "u64", "left_semi"))
     w = Window.partitionBy("ukey").orderBy(*capture_order())
     whole = Window.partitionBy("ukey")
     same = (F.col("digest") == F.lag("digest").over(w)) & (F.col("empty") == F.lag("empty").over(w))
