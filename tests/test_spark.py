@@ -399,7 +399,7 @@ def test_revisits_are_captures_as_in_the_batch_job(spark, sample_pages, tmp_path
             rec = w.create_revisit_record(url, digest="sha1:AAAA", refers_to_uri=url, refers_to_date=date)
             rec.rec_headers.replace_header("WARC-Date", date)
             w.write_record(rec)
-    items = [it.page or it.revisit for it in read_input(warc) if (it.page or it.revisit) is not None]
+    items = [p for it in read_input(warc) if (p := it.page or it.revisit) is not None]
     assert sum(p.revisit for p in items) == 5
     expected = dedup_batch(items, exact_k=False)
     assert len(expected.verdicts) == 7 + 3 and expected.summary()["refetched"] >= 4
