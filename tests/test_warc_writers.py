@@ -544,8 +544,8 @@ class Input:
     path: Path
     urls: list[str]  # the pages' URLs, as they must come out
     exact: tuple[str, str]  # (duplicate URL, the URL it copies)
-    skipped: int  # records that are not pages (revisits included: the batch paths skip them)
-    revisits: int = 0  # revisits of a stored page: unchanged fetches for neardup dedup
+    skipped: int  # records that are not pages (revisits included)
+    revisits: int = 0  # revisits of a page of the input: unchanged fetches on every path
 
 
 @pytest.fixture(params=["wget-gz", "wget-plain", "heritrix-1.0", "browsertrix-1.1-gz"])
@@ -604,6 +604,10 @@ def test_dedup_batch_and_its_fingerprint_parquet(tmp_path, warc_input):
     assert r.exit_code == 0, r.stderr
     assert summary(r)["errors"] == 0
     rows = json_lines(out)
+    assert summary(r)["revisits"] == warc_input.revisits  # Heritrix's revisit of article.html: a capture of it
+    revisited = [row for row in rows if row["version"] == "unchanged"]
+    assert [row["url"] for row in revisited] == [warc_input.exact[1]] * warc_input.revisits
+    rows = [row for row in rows if row["version"] is None]
     assert sorted(row["url"] for row in rows) == sorted(warc_input.urls)
     by_url = {row["url"]: row for row in rows}
     dup, original = warc_input.exact
