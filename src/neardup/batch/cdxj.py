@@ -1,5 +1,5 @@
 """The batch answer keyed as a web archive keys its captures: the CDXJ sidecar of ``neardup
-dedup --batch --cdxj FILE`` and the ``urlkey``/``timestamp`` columns of ``--cdxj-columns``.
+dedup --batch --cdxj FILE``.
 
 The lines are those of ``neardup dedup --db ... --cdxj`` (:mod:`neardup.report.cdxj`: the SURT
 ``urlkey``, the 14-digit timestamp of the capture's fetch time, the JSON block with ``url`` and
@@ -13,14 +13,14 @@ without a fetch time is stamped with the time of the run, as the online path sta
 from __future__ import annotations
 
 import time
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
 from neardup.batch.arrays import STATUSES, ArrayAnswer
 from neardup.batch.graph import VERSIONS
 from neardup.errors import ConfigError
-from neardup.report.cdxj import cdxj_line, surt_key, timestamp14
+from neardup.report.cdxj import cdxj_line, timestamp14
 
 
 def cdxj_lines(answer: ArrayAnswer, spec: str, now: float | None = None) -> list[str]:
@@ -56,15 +56,3 @@ def write_cdxj(answer: ArrayAnswer, out: IO[str], spec: str) -> int:
     out.flush()
     return len(lines)
 
-
-def cdxj_columns(urls: Any, first_seen: np.ndarray, now: float | None = None) -> tuple[list[str], list[str]]:
-    """The ``urlkey`` and ``timestamp`` columns of captures (their URLs and fetch times; 0 for
-    none: the time of the run), the key of the archive's index."""
-    now = time.time() if now is None else now
-    keys = []
-    for u in urls:
-        try:
-            keys.append(surt_key(u))
-        except ValueError as exc:
-            raise ConfigError(f"{u}: no SURT key for the CDXJ columns ({exc})") from None
-    return keys, [timestamp14(t if t > 0 else now) for t in np.asarray(first_seen, dtype=np.float64).tolist()]
