@@ -91,10 +91,10 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
         _dedup_batch_arrays(parquet, items, unread, out, fmt, errors_path, settings=settings, jobs=jobs,
                             config=config, exact_k=exact_k, revisits=revisits, skipped=skipped, cdxj=cdxj)
         return
+    missed: list[Page] = []
     if revisits:  # the records path: each revisit a copy of its URL's capture before it
         copies, missed = resolve_revisits([it for it in items if isinstance(it, BatchRecord)], revisits)
         items += [r for r in copies if r is not None]
-        _count_revisits(skipped, len(revisits) - len(missed), len(missed))
     if fmt == "parquet":
         raise click.UsageError("--format parquet goes with --method simhash")
     res = dedup_batch(items, k=settings.k, verify=settings.verify, canonical=settings.canonical,
@@ -109,22 +109,20 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
                 stream.close()
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in res.errors]
     report_skipped(errors, errors_path)
-    summary = {**res.summary(), "errors": len(errors), **_skip_summary(skipped), "batch": True, "jobs": jobs}
+    summary = {**res.summary(), "errors": len(errors),
+               **_skip_summary(skipped, len(revisits) - len(missed), len(missed)),
+               "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
 
 
-def _count_revisits(skipped: dict[str, int], resolved: int, missed: int) -> None:
-    """Count the revisits: ``revisits`` taken as captures, the rest skipped as ``revisit``."""
-    skipped["_revisits"] = resolved
-    if missed:
-        skipped["revisit"] = skipped.get("revisit", 0) + missed
-
-
-def _skip_summary(skipped: dict[str, int]) -> dict[str, Any]:
+def _skip_summary(skipped: dict[str, int], revisits: int, missed: int) -> dict[str, Any]:
     """The summary's ``revisits`` (taken as captures), ``skipped`` and ``skipped_by_reason``
-    (records that are not pages, as ``neardup dedup`` counts them)."""
-    by = {k: v for k, v in sorted(skipped.items()) if not k.startswith("_")}
-    return {"revisits": skipped.get("_revisits", 0), "skipped": sum(by.values()), "skipped_by_reason": by}
+    (records that are not pages, as ``neardup dedup`` counts them; ``missed``: revisits
+    without their original, skipped as ``revisit``)."""
+    by = dict(skipped)
+    if missed:
+        by["revisit"] = by.get("revisit", 0) + missed
+    return {"revisits": revisits, "skipped": sum(by.values()), "skipped_by_reason": dict(sorted(by.items()))}
 
 
 def write_records(verdicts: Iterable[BatchVerdict], stream: TextIO, fmt: str) -> None:
@@ -189,11 +187,12 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
         got, failed = records_from_pages(pages, config, jobs)
         records += [r for r in got if r is not None]
     skipped = {} if skipped is None else skipped
+    missed: list[Any] = []
+    copies = None
     if revisits:
         tables = read_fingerprint_tables(parquet, InputError) + [records_table(records)]
         copies, missed = revisit_table(tables, revisits)
         arrays = arrays_of([*tables, copies])
-        _count_revisits(skipped, copies.num_rows, len(missed))
     else:
         arrays = (arrays_of(read_fingerprint_tables(parquet, InputError) + [records_table(records)]) if records
                   else read_fingerprint_arrays(parquet, InputError))
@@ -212,7 +211,9 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
             write_cdxj(answer, fh, config.spec)
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in failed]
     report_skipped(errors, errors_path)
-    summary = {**answer.summary(), "errors": len(errors), **_skip_summary(skipped), "batch": True, "jobs": jobs}
+    taken = 0 if copies is None else copies.num_rows
+    summary = {**answer.summary(), "errors": len(errors), **_skip_summary(skipped, taken, len(missed)),
+               "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
 
 
