@@ -223,7 +223,7 @@ def test_schema_3_store_migrates(tmp_path, contents):
             (pid, url, fp.digest, fp.simhash.to_bytes(8, "big"), fp.spec, fp.length, fp.title, link, status, fp.sketch))
     con.close()
     with Detector.open(path) as det:
-        assert sql_store(det.store)._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 8
+        assert sql_store(det.store)._exec("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION == 9
         assert sql_store(det.store)._exec("SELECT url_key, link_key FROM pages ORDER BY id").fetchall() == \
             [("https://a.example/x", "https://a.example/p"), ("https://a.example/p", None)]
         info = present(det.cluster_info(1))

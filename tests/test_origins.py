@@ -108,17 +108,19 @@ def test_origin_keys():
 
 
 def _set_schema_7(target: str) -> None:
-    """Make ``target`` look as schema 7 wrote it: hosts without their port."""
+    """Make ``target`` look as schema 7 wrote it: hosts without their port, no payloads table."""
     if target.startswith("postgresql://") or target.startswith("postgres://"):
         import psycopg
 
         with psycopg.connect(target, autocommit=True) as con:
             con.execute("UPDATE pages SET host = '127.0.0.1' WHERE url LIKE 'http://127.0.0.1:%'")
+            con.execute("DROP TABLE payloads")
             con.execute("UPDATE neardup_schema SET version = 7")
         return
     lite = sqlite3.connect(target, isolation_level=None)
     try:
         lite.execute("UPDATE pages SET host = '127.0.0.1' WHERE url LIKE 'http://127.0.0.1:%'")
+        lite.execute("DROP TABLE payloads")
         lite.execute("PRAGMA user_version=7")
     finally:
         lite.close()

@@ -96,6 +96,28 @@ def test_memory_store_is_usable():
     assert s.get_meta("x") == {"a": [1, 2]}
 
 
+def test_payload_originals_survive_reopen_and_are_replaced(target):
+    """The deduplicated WARC's originals (payload digest -> record id, URI, date): read back
+    after a reopen, many at once, a stale one replaced by its successor."""
+    s = open_store(target)
+    try:
+        assert s.payload_originals(["sha1:A"]) == {}
+        s.set_payload_originals({f"sha1:{i}": (f"<urn:uuid:{i}>", f"https://a.example/{i}", "2024-05-01T00:00:00Z")
+                                 for i in range(700)})
+    finally:
+        s.close()
+    s = open_store(target, create=False)
+    try:
+        got = s.payload_originals([f"sha1:{i}" for i in range(0, 1400, 2)])
+        assert sorted(got) == sorted(f"sha1:{i}" for i in range(0, 700, 2))
+        assert got["sha1:4"] == ("<urn:uuid:4>", "https://a.example/4", "2024-05-01T00:00:00Z")
+        s.set_payload_originals({"sha1:4": ("<urn:uuid:new>", "https://a.example/4", "2024-06-01T00:00:00Z")})
+        assert s.payload_originals(["sha1:4", "sha1:4"]) == {
+            "sha1:4": ("<urn:uuid:new>", "https://a.example/4", "2024-06-01T00:00:00Z")}
+    finally:
+        s.close()
+
+
 def test_meta_survives_reopen(target):
     path = target
     with Detector.open(path) as det:

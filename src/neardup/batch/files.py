@@ -229,6 +229,18 @@ def _write_lines(lines: Any, stream: IO[bytes]) -> None:
         stream.write(memoryview(bufs[2])[int(offsets[0]):int(offsets[-1])])
 
 
+def verdict_dicts(answer: ArrayAnswer) -> list[dict[str, Any]]:
+    """Every row's verdict as the JSON lines hold it (:data:`FIELDS`, the SimHash in hex), in
+    row order."""
+    rows: list[dict[str, Any]] = []
+    n = answer.arrays.n
+    for lo in range(0, n, CHUNK_ROWS):
+        cols = _columns(answer, lo, min(n, lo + CHUNK_ROWS))
+        lists = [cols[f].to_pylist() for f in FIELDS]
+        rows += [dict(zip(FIELDS, values)) for values in zip(*lists)]
+    return rows
+
+
 def write_verdicts(answer: ArrayAnswer, stream: IO[bytes] | str, fmt: str) -> int:
     """Write every row's verdict (:data:`FIELDS`) to ``stream`` (binary) or a path: ``jsonl``
     and ``csv`` as ``dedup --batch`` writes them, ``parquet`` with the Spark job's output

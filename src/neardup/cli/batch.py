@@ -12,7 +12,8 @@ import csv
 import json
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import click
 
@@ -20,6 +21,7 @@ from neardup.cli.common import refuse_overwrite
 from neardup.cli.errors import one_line as _one_line
 from neardup.detector.settings import DetectorSettings
 from neardup.fingerprint.core import DEFAULT_CONFIG, FingerprintConfig
+from neardup.ingest.warc_out import RevisitPolicy, warc_position, write_deduplicated
 
 if TYPE_CHECKING:
     from neardup.batch.graph import BatchVerdict
@@ -43,10 +45,12 @@ def fingerprint_file(path: str) -> bool:
 
 def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None, errors_path: str | None, *,
                       settings: DetectorSettings, jobs: int | None, config: FingerprintConfig | None,
-                      fingerprints_out: str | None = None, exact_k: bool = True, cdxj: str | None = None) -> None:
+                      fingerprints_out: str | None = None, exact_k: bool = True, cdxj: str | None = None,
+                      warc_out: tuple[str, RevisitPolicy] | None = None) -> None:
     """``dedup --batch``: :func:`neardup.batch.dedup.dedup_batch` over every page of the inputs
     (and the records of fingerprint Parquet inputs); ``fingerprints_out``: the pages'
-    fingerprints written as Parquet too."""
+    fingerprints written as Parquet too; ``warc_out``: the deduplicated copy of the WARC inputs
+    and its policy (:func:`neardup.ingest.warc_out.write_deduplicated`)."""
     from neardup.batch.dedup import dedup_batch, records_from_pages
     from neardup.batch.files import check_fingerprint_file, read_fingerprints, write_fingerprints
     from neardup.batch.graph import BatchRecord
@@ -60,6 +64,8 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
         raise click.UsageError("--containment is not available with --batch")
     if cdxj is not None and settings.method != "simhash":
         raise click.UsageError("--cdxj with --batch goes with --method simhash")
+    if warc_out is not None and settings.method != "simhash":
+        raise click.UsageError("--warc-out with --batch goes with --method simhash")
     jobs = jobs or default_jobs()
     parquet = [p for p in inputs if fingerprint_file(p)]
     for p in parquet:  # a bad fingerprint file is refused (naming it) before any page is read or written
@@ -68,9 +74,12 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
                                        if settings.method != "simhash" else [])
     pages, unread, revisits = [], [], []
     skipped: dict[str, int] = {}
+    positions: dict[tuple[str, float], list[tuple[str, int]]] = {}  # a WARC page's records, for --warc-out
     for item in read_all(tuple(p for p in inputs if p not in parquet), (config or DEFAULT_CONFIG).max_bytes):
         if item.page is not None:
             pages.append(item.page)
+            if warc_out is not None and (at := warc_position(item.source)) is not None:
+                positions.setdefault(_capture_key(item.page.url, item.page.fetched_at), []).append(at)
         elif item.revisit is not None:
             revisits.append(item.revisit)
         elif item.skip is not None:
@@ -89,7 +98,8 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
     fmt = fmt or output_format(out)
     if settings.method == "simhash":
         _dedup_batch_arrays(parquet, items, unread, out, fmt, errors_path, settings=settings, jobs=jobs,
-                            config=config, exact_k=exact_k, revisits=revisits, skipped=skipped, cdxj=cdxj)
+                            config=config, exact_k=exact_k, revisits=revisits, skipped=skipped, cdxj=cdxj,
+                            warc_out=None if warc_out is None else WarcCopy(*warc_out, inputs, positions))
         return
     missed: list[Page] = []
     if revisits:  # the records path: each revisit a copy of its URL's capture before it
@@ -113,6 +123,22 @@ def dedup_batch_files(inputs: tuple[str, ...], out: str | None, fmt: str | None,
                **_skip_summary(skipped, len(revisits) - len(missed), len(missed)),
                "batch": True, "jobs": jobs}
     click.echo(json.dumps(summary), err=out == "-")
+
+
+class WarcCopy(NamedTuple):
+    """The deduplicated WARC of a ``dedup --batch`` run: its path and policy, the WARC inputs
+    it copies, and each page's (file, record number) by its capture (:func:`_capture_key`),
+    which its row's verdict annotates."""
+
+    path: str
+    policy: RevisitPolicy
+    inputs: tuple[str, ...]
+    positions: dict[tuple[str, float], list[tuple[str, int]]]
+
+
+def _capture_key(url: str, fetched_at: float | None) -> tuple[str, float]:
+    """A batch row's capture: its URL and fetch time (to the millisecond)."""
+    return url, round(float(fetched_at or 0.0), 3)
 
 
 def _skip_summary(skipped: dict[str, int], revisits: int, missed: int) -> dict[str, Any]:
@@ -163,16 +189,24 @@ def report_skipped(errors: list[dict[str, Any]], errors_path: str | None) -> Non
 def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[str, Any]], out: str | None,
                         fmt: str, errors_path: str | None, *, settings: DetectorSettings, jobs: int,
                         config: FingerprintConfig | None, exact_k: bool = True, revisits: list[Any] | None = None,
-                        skipped: dict[str, int] | None = None, cdxj: str | None = None) -> None:
+                        skipped: dict[str, int] | None = None, cdxj: str | None = None,
+                        warc_out: WarcCopy | None = None) -> None:
     """``dedup --batch`` on columns (:mod:`neardup.batch.arrays`): the fingerprint files read
     by Arrow, pages fingerprinted into records, verdicts written column-wise
     (:func:`neardup.batch.files.write_verdicts`); the same rows as ``dedup_batch``. ``revisits``
     (pages): captures of their URLs' content before them (:func:`neardup.batch.revisits.revisit_table`),
-    after the other rows; ``cdxj``: the CDXJ sidecar's path (:func:`neardup.batch.cdxj.write_cdxj`)."""
+    after the other rows; ``cdxj``: the CDXJ sidecar's path (:func:`neardup.batch.cdxj.write_cdxj`);
+    ``warc_out``: the deduplicated WARC to write."""
     from neardup.batch.arrays import records_table
     from neardup.batch.cdxj import write_cdxj
     from neardup.batch.dedup import records_from_pages
-    from neardup.batch.files import arrays_of, read_fingerprint_arrays, read_fingerprint_tables, write_verdicts
+    from neardup.batch.files import (
+        arrays_of,
+        read_fingerprint_arrays,
+        read_fingerprint_tables,
+        verdict_dicts,
+        write_verdicts,
+    )
     from neardup.batch.graph import BatchRecord
     from neardup.batch.revisits import revisit_table
     from neardup.batch.versions import solve_captures
@@ -209,11 +243,19 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
     if cdxj is not None:
         with open(cdxj, "w", encoding="utf-8", newline="\n") as fh:
             write_cdxj(answer, fh, config.spec)
+    copied = None
+    if warc_out is not None:
+        decided: dict[tuple[str, int], dict[str, Any]] = {}
+        for row, first_seen in zip(verdict_dicts(answer), answer.arrays.first_seen.tolist()):
+            for at in warc_out.positions.get(_capture_key(row["url"], first_seen), ()):
+                decided[at] = row
+        copied = write_deduplicated([Path(p) for p in warc_out.inputs], Path(warc_out.path), decided,
+                                    warc_out.policy).to_dict()
     errors = unread + [{"source": None, "reason": "bad-page", "error": e} for e in failed]
     report_skipped(errors, errors_path)
     taken = 0 if copies is None else copies.num_rows
     summary = {**answer.summary(), "errors": len(errors), **_skip_summary(skipped, taken, len(missed)),
-               "batch": True, "jobs": jobs}
+               "batch": True, "jobs": jobs, **({"warc_out": copied} if copied is not None else {})}
     click.echo(json.dumps(summary), err=out == "-")
 
 

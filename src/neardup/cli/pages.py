@@ -258,8 +258,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
     when none of the input items could be read."""
     refuse_overwrite({"--out": out, "--errors": errors_path, "--fingerprints-out": fingerprints_out,
                       "--cdxj": cdxj_path, "--warc-out": warc_out}, stores={"--db": db}, inputs=inputs)
-    if warc_out is not None and (batch or not all(p.lower().endswith(WARC_SUFFIXES) for p in inputs)):
-        raise click.UsageError("--warc-out copies WARC inputs (.warc, .warc.gz) into a store (--db), not --batch")
+    if warc_out is not None and not all(p.lower().endswith(WARC_SUFFIXES) for p in inputs):
+        raise click.UsageError("--warc-out copies WARC inputs (.warc, .warc.gz): every input must be one")
     policy = RevisitPolicy(min_payload, max_original_age, blackout)
     if warc_out is None and policy != RevisitPolicy():
         raise click.UsageError("--min-payload, --max-original-age and --blackout go with --warc-out")
@@ -278,7 +278,8 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
         if db is not None:
             raise click.UsageError("--batch keeps no store: drop --db (or drop --batch to deduplicate into it)")
         _dedup_batch(inputs, out, fmt, errors_path, settings=settings, jobs=jobs, config=config,
-                     fingerprints_out=fingerprints_out, exact_k=exact_k, cdxj=cdxj_path)
+                     fingerprints_out=fingerprints_out, exact_k=exact_k, cdxj=cdxj_path,
+                     warc_out=(warc_out, policy) if warc_out is not None else None)
         return
     if fingerprints_out is not None:
         raise click.UsageError("--fingerprints-out goes with --batch")
@@ -308,7 +309,7 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
             errors_stream = open(errors_path, "w", encoding="utf-8")
         writer = VerdictWriter(stream, fmt) if stream else None
         sidecar = _sidecar(det, cdxj_path) if cdxj_path else None
-        decided: dict[tuple[str, int], Verdict] = {}  # WARC responses' verdicts, for --warc-out
+        decided: dict[tuple[str, int], dict[str, Any]] = {}  # WARC responses' verdicts, for --warc-out
         copied: dict[str, int] | None = None
         warm_up(det.config)  # a cold numba cache compiles here, with a notice, before the bar
         disable = (not progress) if progress is not None else None
@@ -348,11 +349,12 @@ def dedup_cmd(inputs: tuple[str, ...], db: str | None, batch: bool, fingerprints
                 if sidecar is not None and (capture := item.page or item.revisit) is not None:
                     sidecar.add(capture.url, capture.fetched_at, verdict)
                 if warc_out is not None and item.page is not None and (at := warc_position(item.source)):
-                    decided[at] = verdict
+                    decided[at] = verdict.to_dict()
             if sidecar is not None:
                 sidecar.close()
             if warc_out is not None:
-                copied = write_deduplicated([Path(p) for p in inputs], Path(warc_out), decided, policy).to_dict()
+                copied = write_deduplicated([Path(p) for p in inputs], Path(warc_out), decided, policy,
+                                            store=det.store).to_dict()
         finally:
             bar.close()
             if stream is not None and stream is not sys.stdout:

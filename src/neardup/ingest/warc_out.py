@@ -13,6 +13,10 @@ Every record is copied as it is (its bytes, one gzip member each), in input orde
   JSON (``application/json``): never a revisit, since a replay would serve another capture's
   bytes for it.
 
+With a store (``neardup dedup --db``), the originals are remembered across runs: the second
+crawl's unchanged stylesheet is a revisit of the first crawl's capture, which replays as long
+as the archive keeps the first crawl's WARC (``--max-original-age`` bounds how old it may be).
+
 >>> warc_position("crawl/a.warc.gz#12 https://a.example/")
 ('crawl/a.warc.gz', 12)
 """
@@ -30,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neardup.errors import InputFormatError
-from neardup.model import Verdict
+from neardup.errors import InputFormatError, NeardupError
+from neardup.store.base import Store
 
 _POSITION = re.compile(r"^(.*)#(\d+)(?: |$)", re.S)
 #: the statuses whose response gets a metadata record with the verdict
@@ -115,16 +119,48 @@ def _seconds(date: str | None) -> float | None:
         return None
 
 
-def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[str, int], Verdict],
-                       policy: RevisitPolicy = RevisitPolicy()) -> WarcOutStats:
+class _Originals:
+    """The original capture of each payload digest: those of this run, in memory, and with a
+    store those of earlier runs (its ``payloads`` table, read on a miss, written at the end)."""
+
+    def __init__(self, store: Store | None) -> None:
+        self.store = store
+        self.known: dict[str, tuple[str, str, str]] = {}
+        self.absent: set[str] = set()
+        self.written: dict[str, tuple[str, str, str]] = {}
+
+    def get(self, digest: str) -> tuple[str, str, str] | None:
+        if digest in self.known or self.store is None or digest in self.absent:
+            return self.known.get(digest)
+        got = self.store.payload_originals([digest]).get(digest)
+        if got is None:
+            self.absent.add(digest)
+        else:
+            self.known[digest] = got
+        return got
+
+    def set(self, digest: str, original: tuple[str, str, str]) -> None:
+        self.known[digest] = self.written[digest] = original
+        self.absent.discard(digest)
+
+    def save(self) -> None:
+        if self.store is not None and self.written:
+            self.store.set_payload_originals(self.written)
+
+
+def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[str, int], Mapping[str, Any]],
+                       policy: RevisitPolicy = RevisitPolicy(), store: Store | None = None) -> WarcOutStats:
     """Write the deduplicated copy of ``inputs`` to ``out`` (gzip, one member per record);
-    ``verdicts``: each decided response's verdict by (file as given, record number from 1);
-    ``policy``: when a payload-identical response becomes a revisit."""
+    ``verdicts``: each decided response's verdict (its fields, ``status`` among them) by (file
+    as given, record number from 1); ``policy``: when a payload-identical response becomes a
+    revisit; ``store``: where the originals of earlier runs are kept (a later crawl's copy
+    refers to the capture an earlier crawl wrote whole; this run's originals are added to it
+    once the copy is written), else originals are looked for in ``inputs`` only."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.warcwriter import WARCWriter
 
     stats = WarcOutStats()
-    first: dict[str, tuple[str, str, str]] = {}  # payload digest -> (record id, target URI, date)
+    first = _Originals(store)  # payload digest -> (record id, target URI, date)
     with open(out, "wb") as sink:
         writer = WARCWriter(sink, gzip=True)
         for path in inputs:
@@ -165,23 +201,27 @@ def write_deduplicated(inputs: list[Path], out: Path, verdicts: Mapping[tuple[st
                         else:
                             sink.write(data if gz else gzip.compress(data))
                             stale = policy.max_age is not None and since is not None and since > policy.max_age
-                            if digest is not None and (digest not in first or stale):  # a newer original when stale
-                                first[digest] = (str(record.rec_headers.get_header("WARC-Record-ID")), uri, str(date))
+                            if digest is not None and (first.get(digest) is None or stale):  # newer when stale
+                                first.set(digest, (str(record.rec_headers.get_header("WARC-Record-ID")), uri,
+                                                   str(date)))
                             verdict = verdicts.get((str(path), n))
-                            if rtype == "response" and verdict is not None and verdict.status in ANNOTATED:
+                            if rtype == "response" and verdict is not None and verdict.get("status") in ANNOTATED:
                                 writer.write_record(_metadata(writer, record, verdict))
                                 stats.metadata += 1
                         stats.records_out += 1
                         stats.bytes_out += sink.tell() - before
+                except NeardupError:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - warcio raises plain exceptions on broken files
                     raise InputFormatError(f"{path}: cannot copy record {stats.records_in} ({exc})") from None
+    first.save()
     return stats
 
 
-def _metadata(writer: Any, record: Any, verdict: Verdict) -> Any:
+def _metadata(writer: Any, record: Any, verdict: Mapping[str, Any]) -> Any:
     """The ``metadata`` record that carries a kept response's verdict."""
     rid = str(record.rec_headers.get_header("WARC-Record-ID"))
-    body = json.dumps({"neardup": {k: v for k, v in verdict.to_dict().items() if v is not None}},
+    body = json.dumps({"neardup": {k: v for k, v in verdict.items() if v is not None}},
                       ensure_ascii=False).encode("utf-8")
     target = VERDICT_URN + (record.rec_headers.get_header("WARC-Target-URI") or "")
     return writer.create_warc_record(

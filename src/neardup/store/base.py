@@ -220,6 +220,17 @@ class Store(ABC):
     @abstractmethod
     def set_meta(self, key: str, value: Any) -> None: ...
 
+    # -- payload originals (the deduplicated WARC's memory across runs) ---------------
+    @abstractmethod
+    def payload_originals(self, digests: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+        """The original capture recorded for each of ``digests`` that has one: payload
+        digest -> (WARC record id, target URI, WARC-Date)."""
+
+    @abstractmethod
+    def set_payload_originals(self, originals: Mapping[str, tuple[str, str, str]]) -> None:
+        """Record (or replace: a stale original's successor) the original capture of each
+        payload digest, in one transaction."""
+
     # -- pages ------------------------------------------------------------------------
     @abstractmethod
     def page_count(self) -> int: ...

@@ -5,7 +5,7 @@ a step is a list of SQL statements or callables (a callable gets the dialect's
 ``execute(sql, params)``). The column types differ only where the dialects do: the
 ``{pk}``, ``{seq_pk}``, ``{real}``, ``{blob}`` and ``{bigint}`` placeholders.
 
->>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4, 5, 6, 7]
+>>> sorted(migrations("sqlite")) == sorted(migrations("postgres")) == [0, 1, 2, 3, 4, 5, 6, 7, 8]
 True
 >>> "BYTEA" in migrations("postgres")[2][0], "BLOB" in migrations("sqlite")[2][0]
 (True, True)
@@ -19,7 +19,7 @@ from typing import Any
 from neardup.errors import ConfigError
 from neardup.urls import comparable_link, comparable_url, origin_of
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: A migration step: SQL text, or a callable given the dialect's ``execute(sql, params)``.
 Step = str | Callable[[Any], None]
@@ -126,7 +126,7 @@ _STEPS: dict[int, list[Step]] = {
 }
 
 #: the tables a store of the current schema has
-TABLES = ("meta", "pages", "clusters", "changes", "cluster_links", "page_versions")
+TABLES = ("meta", "pages", "clusters", "changes", "cluster_links", "page_versions", "payloads")
 
 def _normalise_urls(execute: Any) -> None:
     """Schema 4 -> 5: stored URLs become their keys (:func:`neardup.urls.normalize_url`, the
@@ -235,7 +235,11 @@ def migrations(dialect: str) -> dict[int, list[Step]]:
     stable: list[Step] = ["ALTER TABLE pages ADD COLUMN stable TEXT"]
     # 4 -> 5 per dialect (above); 5 -> 6: the page's structure SimHash (spec version 3 on)
     # 7 -> 8: host figures per origin (a mirror on another port is not the same host)
+    # 8 -> 9: the original capture of each payload digest a deduplicated WARC refers to
+    payloads: list[Step] = [
+        "CREATE TABLE payloads (digest TEXT PRIMARY KEY, record_id TEXT NOT NULL, uri TEXT NOT NULL, "
+        "date TEXT NOT NULL)"]
     steps: dict[int, list[Step]] = {**_STEPS, 4: [*_STEPS_5[dialect], *_VERSIONS_TABLE], 5: structure, 6: stable,
-                                    7: [_origins]}
+                                    7: [_origins], 8: payloads}
     return {version: [step.format(**types) if isinstance(step, str) else step for step in todo]
             for version, todo in steps.items()}

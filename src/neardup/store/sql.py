@@ -20,6 +20,8 @@ Tables
     ``cluster_links(cluster_id, link, n)``: how many members of a cluster name each
     comparable canonical link (what the ``rel-canonical`` policy needs, kept per add).
     ``changes``: the log of index changes other processes replay (schema 2).
+    ``payloads(digest, record_id, uri, date)``: the original capture of each payload digest
+    that ``neardup dedup --warc-out`` wrote whole (schema 9), so a later crawl's copy refers to it.
 
 >>> from neardup.store.sqlite import SQLiteStore
 >>> SQLiteStore(":memory:").page_count()
@@ -31,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -95,6 +97,26 @@ class SQLStore(SQLAggregates, Store):
         with self.transaction():
             self._exec("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                        (key, json.dumps(value, sort_keys=True)))
+
+    # -- payload originals ---------------------------------------------------------------
+    def payload_originals(self, digests: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+        found: dict[str, tuple[str, str, str]] = {}
+        todo = list(dict.fromkeys(digests))
+        with self.reading():
+            for lo in range(0, len(todo), 500):
+                part = todo[lo:lo + 500]
+                marks = ", ".join("?" * len(part))
+                query = f"SELECT digest, record_id, uri, date FROM payloads WHERE digest IN ({marks})"
+                for digest, rid, uri, date in self._exec(query, part).fetchall():
+                    found[str(digest)] = (str(rid), str(uri), str(date))
+        return found
+
+    def set_payload_originals(self, originals: Mapping[str, tuple[str, str, str]]) -> None:
+        with self.transaction():
+            for digest, (rid, uri, date) in originals.items():
+                self._exec("INSERT INTO payloads(digest, record_id, uri, date) VALUES(?, ?, ?, ?) "
+                           "ON CONFLICT(digest) DO UPDATE SET record_id=excluded.record_id, uri=excluded.uri, "
+                           "date=excluded.date", (digest, rid, uri, date))
 
     # -- pages ------------------------------------------------------------------------
     def _simhash_bytes(self, value: Any, what: str) -> bytes:
