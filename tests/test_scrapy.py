@@ -9,6 +9,7 @@ import asyncio
 import gc
 import importlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -448,3 +449,59 @@ def test_crawl_through_the_service(site, tmp_path, service):
     assert stats["neardup/new"] == len(ARTICLES) + 1 and stats["neardup/near"] == 1
     assert stats["neardup/skipped_before_fetch"] > 0 and "neardup/error" not in stats
     assert not (tmp_path / "crawl.db").exists()  # NEARDUP_URL wins over NEARDUP_DB
+
+
+@pytest.fixture
+def static_site(tmp_path):
+    """The sample's articles as files under Python's ``http.server`` (which answers
+    ``If-Modified-Since`` with 304 where a file is not newer), behind an index page of links."""
+    import http.server
+    from functools import partial
+
+    root = tmp_path / "www"
+    (root / "a").mkdir(parents=True)
+    links = "".join(f'<a href="a/{g}.html">{g}</a> ' for g in ARTICLES)
+    (root / "index.html").write_text(f'<html><body><nav class="site">{links}</nav></body></html>')
+    hour_ago = time.time() - 3600
+    for g, html in serve_sample.load_articles().items():
+        path = root / "a" / f"{g}.html"
+        path.write_bytes(html)
+        os.utime(path, (hour_ago, hour_ago))  # older than the first crawl: unchanged since
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{srv.server_address[1]}/"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_conditional_recrawl_records_304s_as_unchanged_fetches(static_site, tmp_path):
+    """NEARDUP_CONDITIONAL: the recrawl asks for each stored page If-Modified-Since its last
+    fetch; the files changed since (the index, some articles) come back 200 and are added,
+    the others come back 304 without a body and are recorded as unchanged fetches."""
+    root, site = static_site
+    store = tmp_path / "crawl.db"
+    stats1, _ = crawl(site, tmp_path)
+    assert stats1["neardup/new"] >= len(ARTICLES) and "neardup/not_modified" not in stats1
+    changed = ARTICLES[:2]
+    for g in changed:
+        path = root / "a" / f"{g}.html"
+        path.write_bytes(serve_sample.changed_version(path.read_bytes()))
+    (root / "index.html").touch()  # newer: its links are read again
+    time.sleep(1.1)  # If-Modified-Since has whole seconds
+    stats2, items2 = crawl(site, tmp_path, "NEARDUP_MAX_AGE=0", "NEARDUP_CONDITIONAL=True")
+    unchanged = [g for g in ARTICLES if g not in changed]
+    assert stats2["downloader/response_status_count/304"] == stats2["neardup/not_modified"] == len(unchanged)
+    assert stats2["neardup/changed"] == len(changed)
+    assert stats2.get("neardup/error", 0) == stats2.get("neardup/new", 0) == 0
+    assert {i["url"] for i in items2} == {site, *(f"{site}a/{g}.html" for g in changed)}  # 304s have no page
+    with Detector.open(store) as det:
+        for g in ARTICLES:
+            h = present(det.history(f"{site}a/{g}.html"))
+            assert (h.fetches, h.change_count) == (2, 1 if g in changed else 0)
+            assert h.versions[-1]["changed"] == (g in changed)

@@ -36,6 +36,15 @@ Settings:
   ``rule`` is replaced by a request for its cluster's canonical URL (stat
   ``neardup/canonical_scheduled``; Scrapy's duplicate filter drops it when it was requested
   already), so a recrawl from the seed reaches every page the first crawl kept.
+- ``NEARDUP_CONDITIONAL`` (default False): a request for a URL the store holds from an
+  earlier crawl gets ``If-Modified-Since`` its last fetch (unless it has validators of its
+  own), so an unchanged page costs the server a 304 and no body. Whoever sent the validators
+  (this setting, the spider, ``HttpCacheMiddleware``), a 304 of a stored URL is recorded as an
+  unchanged fetch (:meth:`Detector.add_revisit`: its history, change rate and next fetch;
+  stats ``neardup/not_modified`` and ``neardup/unchanged``; one of a URL never stored:
+  ``neardup/not_modified_not_stored``). A 304 has no links: leave this off where the crawl
+  reaches pages only through the links of pages it refetches (the due URLs, scheduled when
+  the crawl runs out of requests, reach the rest).
 - ``NEARDUP_THREADS`` (default 2): the middleware's worker threads (see below).
 - ``NEARDUP_PROCESS`` (default True): the detector in a process of its own (see below).
 - ``NEARDUP_SCHEDULE_DUE`` (default True): when the crawl runs out of requests, the store's
@@ -83,12 +92,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from email.utils import formatdate
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from neardup.detector.core import Detector
 from neardup.detector.settings import DetectorSettings, setting_names
-from neardup.errors import NeardupError
+from neardup.errors import NeardupError, NotStoredError
 from neardup.fingerprint.core import warm_up
 from neardup.model import DUPLICATE_STATUSES
 
@@ -254,7 +264,7 @@ class NeardupDownloaderMiddleware:
     def __init__(self, detector: Any, stats: Any, *, on_duplicate: str = "drop", skip_before_fetch: bool = True,
                  max_age: float | None = None, host_max_duplicate_rate: float | None = None,
                  host_min_pages: int = 20, owns_detector: bool = False, threads: int = DEFAULT_THREADS,
-                 settings: Mapping[str, Any] | None = None) -> None:
+                 settings: Mapping[str, Any] | None = None, conditional: bool = False) -> None:
         NotConfigured = _scrapy().exceptions.NotConfigured
         if on_duplicate not in ACTIONS:
             raise NotConfigured(f"NEARDUP_ON_DUPLICATE must be one of {', '.join(ACTIONS)}, got {on_duplicate!r}")
@@ -269,6 +279,7 @@ class NeardupDownloaderMiddleware:
         self.max_age = max_age
         self.host_max_duplicate_rate = host_max_duplicate_rate
         self.host_min_pages = host_min_pages
+        self.conditional = conditional
         self.owns_detector = owns_detector
         self.threads = threads
         self.started = time.time()  # a URL fetched since is not fetched again in this crawl
@@ -311,6 +322,7 @@ class NeardupDownloaderMiddleware:
                      host_max_duplicate_rate=float(rate) if rate not in (None, "") else None,
                      host_min_pages=s.getint("NEARDUP_HOST_MIN_PAGES", 20), owns_detector=owns,
                      threads=s.getint("NEARDUP_THREADS", DEFAULT_THREADS),
+                     conditional=s.getbool("NEARDUP_CONDITIONAL", False),
                      settings={k: s.get(k) for k in SETTINGS if s.get(k) is not None} if in_process else None)
         except BaseException:
             if detector is not None:
@@ -358,6 +370,8 @@ class NeardupDownloaderMiddleware:
         if decision.fetch:
             fetched = getattr(decision, "fetched_at", None)
             if reason != "known" or request.dont_filter or fetched is None or fetched < self.started:
+                if self.conditional and reason == "known" and fetched is not None:
+                    _make_conditional(request, fetched)
                 return None
             # the URL, as the store keys it (tracking parameters dropped...), was fetched
             # during this crawl already: Scrapy's duplicate filter compares URLs as written
@@ -431,6 +445,9 @@ class NeardupDownloaderMiddleware:
         a duplicate. A page neardup cannot read or store passes untouched (stat ``neardup/error``)."""
         if request.meta.get("neardup_ignore"):
             return response
+        if response.status == 304:
+            await self._not_modified(request, response)
+            return response
         if not _is_html(response):
             self.stats.inc_value("neardup/not_html")
             return response
@@ -457,6 +474,22 @@ class NeardupDownloaderMiddleware:
                 f"neardup: {verdict.status} duplicate of {verdict.match_url}: {response.url}")
         self.stats.inc_value("neardup/tagged")
         return response
+
+    async def _not_modified(self, request: Request, response: Response) -> None:
+        """A 304 to a conditional request: the stored URL unchanged at this fetch
+        (:meth:`Detector.add_revisit`); a URL the store does not hold is counted, not added."""
+        try:
+            verdict = await self._call("add_revisit", response.url)
+        except NotStoredError:
+            self.stats.inc_value("neardup/not_modified_not_stored")
+            return
+        except Exception as exc:  # neardup never stops the crawl
+            self.stats.inc_value("neardup/error")
+            logger.warning("neardup: revisit not recorded: %s: %s", response.url, _why(exc))
+            return
+        self.stats.inc_value("neardup/not_modified")
+        self.stats.inc_value("neardup/unchanged")
+        request.meta["neardup"] = verdict.to_dict()
 
     def close(self) -> None:
         """Wait for the workers (nothing is pending once the spider closed), then close the
@@ -502,6 +535,13 @@ class NeardupDownloaderMiddleware:
         keys = ("new", "exact", "near", "skipped_before_fetch", "error")
         logger.info("neardup: %s", ", ".join(f"{k} {self.stats.get_value('neardup/' + k, 0)}" for k in keys))
         self.close()
+
+
+def _make_conditional(request: Request, fetched_at: float) -> None:
+    """Ask the server for the page only if it changed since ``fetched_at`` (``If-Modified-Since``),
+    unless the request is conditional already (its own validators win)."""
+    if b"If-Modified-Since" not in request.headers and b"If-None-Match" not in request.headers:
+        request.headers[b"If-Modified-Since"] = formatdate(fetched_at, usegmt=True)
 
 
 def _from_duplicate(response: Response) -> bool:
