@@ -265,7 +265,7 @@ def test_command_line_writes_parquet(spark, tmp_path) -> None:
     assert "pages 26:" in proc.stdout
     df = pd.read_parquet(tmp_path / "out")
     assert set(df.columns) == {"url", "digest", "simhash", "status", "cluster", "canonical", "match", "distance",
-                               "version"}
+                               "fetched_at", "version"}
     assert len(df) == 26 and df["cluster"].nunique() == 14
 
 
@@ -407,3 +407,34 @@ def test_revisits_are_captures_as_in_the_batch_job(spark, sample_pages, tmp_path
     assert version_rows(dedup(fingerprints(spark, [str(warc)])).collect()) == version_rows(expected.verdicts)
     line = run([str(warc)], str(tmp_path / "out"), master="local[2]", partitions=2)
     assert "pages 10:" in line and "revisits 3 (skipped 2 without their original)" in line and "errors 0" in line
+
+
+def test_the_cdxj_sidecar_equals_the_batch_job_s(spark, sample_pages, tmp_path) -> None:
+    """``spark-dedup --cdxj DIR``: its part files, concatenated in name order, are the bytes of
+    ``dedup --batch --cdxj`` on the same WARC (pages, a session-id copy, a revisit; the lines
+    of which join cdxj-indexer's index: tests/test_cdxj.py), and the output rows carry each
+    capture's fetch time."""
+    import pandas as pd
+    from click.testing import CliRunner
+    from test_cdxj import sample_bodies
+    from test_cdxj import write_warc as write_archive
+
+    from neardup.cli import main
+
+    warc = tmp_path / "crawl.warc.gz"
+    written = write_archive(warc, sample_bodies(sample_pages))
+    r = CliRunner().invoke(main, ["dedup", str(warc), "--batch", "--no-exact-k", "--cdxj", str(tmp_path / "b.cdxj"),
+                                  "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    expected = (tmp_path / "b.cdxj").read_text(encoding="utf-8")
+    r = CliRunner().invoke(main, ["spark-dedup", str(warc), "--out", str(tmp_path / "out"), "--master", "local[2]",
+                                  "--partitions", "3", "--cdxj", str(tmp_path / "side")])
+    assert r.exit_code == 0, r.output
+    parts = sorted((tmp_path / "side").glob("part-*"))
+    got = "".join(p.read_text(encoding="utf-8") for p in parts)
+    assert got == expected and len(got.splitlines()) == len(written) == 5
+    times = pd.read_parquet(tmp_path / "out")["fetched_at"]
+    assert sorted(times.tolist()) == sorted(pd.Timestamp(d).timestamp() for _, d in written)
+    r = CliRunner().invoke(main, ["spark-dedup", str(warc), "--out", str(tmp_path / "o2"), "--method", "minhash",
+                                  "--cdxj", str(tmp_path / "s2")])
+    assert r.exit_code == 2 and "--cdxj" in r.output and not (tmp_path / "s2").exists()

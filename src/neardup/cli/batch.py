@@ -265,7 +265,7 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
 @click.command("spark-dedup", context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--out", required=True, help="Output folder (Parquet: url, digest, simhash, status, cluster, "
-                                           "canonical, match, distance, version).")
+                                           "canonical, match, distance, fetched_at, version).")
 @click.option("-k", "--k", "k", type=click.IntRange(0, 63), default=None,
               help="SimHash distance (default: the spec version's).")
 @click.option("--verify", type=click.FloatRange(0.0, 1.0), default=DEFAULT_VERIFY, help="Sketch threshold.")
@@ -279,14 +279,18 @@ def _dedup_batch_arrays(parquet: list[str], items: list[Any], unread: list[dict[
 @click.option("--master", default=None, help="Spark master (default: $SPARK_MASTER, else local[*]).")
 @click.option("--partitions", type=click.IntRange(1), default=None, help="Shuffle partitions.")
 @click.option("--fingerprints-out", default=None, help="Also write the fingerprints (Parquet) and read them back.")
+@click.option("--cdxj", default=None, help="Also write the CDXJ sidecar (the lines of dedup --batch --cdxj) to this "
+                                           "folder: sorted text parts, one file when concatenated in name order.")
 @handle_errors
 def spark_dedup_cmd(inputs: tuple[str, ...], out: str, k: int | None, verify: float, bands: bool, exact_k: bool,
                     canonical: str | None, method: str, threshold: float, master: str | None,
-                    partitions: int | None, fingerprints_out: str | None) -> None:
+                    partitions: int | None, fingerprints_out: str | None, cdxj: str | None) -> None:
     """Clusters and canonicals of whole inputs on Spark (neardup.batch.spark.job; pip install 'neardup[spark]'):
     the answer of `neardup dedup --batch`, with the same candidate stage (sketch bands plus
     SimHash blocks). Prints a summary line."""
-    refuse_overwrite({"--out": out, "--fingerprints-out": fingerprints_out}, inputs=inputs)
+    refuse_overwrite({"--out": out, "--fingerprints-out": fingerprints_out, "--cdxj": cdxj}, inputs=inputs)
+    if cdxj is not None and method != "simhash":
+        raise click.UsageError("--cdxj goes with --method simhash")
     try:
         import pyspark  # noqa: F401 (the extra is installed)
     except ImportError as exc:  # pragma: no cover - the extra is missing
@@ -295,7 +299,7 @@ def spark_dedup_cmd(inputs: tuple[str, ...], out: str, k: int | None, verify: fl
 
     click.echo(spark_job.run(inputs, out, k=k, verify=verify, canonical=canonical, method=method, threshold=threshold,
                              master=master, partitions=partitions, fingerprints_out=fingerprints_out, bands=bands,
-                             exact_k=exact_k))
+                             exact_k=exact_k, cdxj=cdxj))
 
 
 # -- neardup check-batch -------------------------------------------------------------------------

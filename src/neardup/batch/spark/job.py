@@ -84,9 +84,10 @@ if TYPE_CHECKING:
 FP_SCHEMA = ("url string, digest string, simhash long, empty boolean, sketch binary, title string, length int, "
              "canonical_link string, first_seen double, priority double, signature binary, node long, host string, "
              "error string")
-#: a current version's decision (stage 6); the output adds each capture's ``version``
+#: a current version's decision (stage 6) and its fetch time (``fetched_at``, 0 when the input
+#: had none); the output adds each capture's ``version``, its ``fetched_at`` null where unknown
 ROW_SCHEMA = ("url string, digest string, simhash string, status string, cluster long, canonical string, "
-              "match string, distance int")
+              "match string, distance int, fetched_at double")
 OUT_SCHEMA = ROW_SCHEMA + ", version string"
 EDGE_SCHEMA = "src long, dst long"
 FILE_SUFFIXES = (".warc", ".warc.gz", ".wacz", ".arc", ".arc.gz", ".html", ".htm", ".html.gz", ".htm.gz")
@@ -539,7 +540,7 @@ def _canonical_fn(policy_spec: str):  # type: ignore[no-untyped-def]
                 status = "exact" if pdf["digest"].iat[i] == canon_digest else "near"
                 m, d = canon_url, (sim ^ canon_sim).bit_count()
             rows.append((pdf["url"].iat[i], pdf["digest"].iat[i], f"{sim:016x}", status, int(pdf["cluster"].iat[i]),
-                         canon_url, m, d))
+                         canon_url, m, d, float(pdf["fetched_at"].iat[i])))
         out = pd.DataFrame(rows, columns=[c.split()[0] for c in ROW_SCHEMA.split(", ")])
         out["distance"] = out["distance"].astype("Int32")
         return out
@@ -621,17 +622,19 @@ def dedup(fps: "DataFrame", *, k: int | None = None, verify: float | None = DEFA
     # stage 6: canonicals and statuses. A page with no edge and no other page of its digest is
     # alone in its cluster (most pages): decided where it is read, in SQL; the rest are
     # grouped by cluster and their canonical chosen in Python
-    cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster"]
+    cols = ["url", "first_seen", "digest", "title", "canonical_link", "priority", "simhash", "empty", "cluster",
+            "fetched_at"]
     tagged = (pages.join(labels, "node", "left").join(repeated.withColumn("many", F.lit(True)), "d64", "left")
               .withColumn("cluster", F.coalesce(F.col("label"), F.col("node"))))
     alone = tagged.where(F.col("label").isNull() & F.col("many").isNull()).select(
         "url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"),
         F.when(F.col("empty"), F.lit("empty")).otherwise(F.lit("new")).alias("status"), "cluster",
         F.col("url").alias("canonical"), F.lit(None).cast("string").alias("match"),
-        F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"))
+        F.when(F.col("empty"), F.lit(None)).otherwise(F.lit(0)).cast("int").alias("distance"), "fetched_at")
     together = (tagged.where(F.col("label").isNotNull() | F.col("many").isNotNull()).select(*cols)
                 .groupBy("cluster").applyInPandas(_canonical_fn(policy.spec), ROW_SCHEMA))
-    return refetches.expand(alone.unionByName(together))  # every capture's row (spark_versions)
+    rows = refetches.expand(alone.unionByName(together))  # every capture's row (spark_versions)
+    return rows.withColumn("fetched_at", F.when(F.col("fetched_at") > 0, F.col("fetched_at")))
 
 
 #: at most this many node edges are collected to the driver and joined there (union-find, a

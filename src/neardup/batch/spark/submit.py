@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from neardup.batch.graph import METHODS
+from neardup.batch.spark.cdxj import write_cdxj
 from neardup.batch.spark.job import dedup, fingerprints, session
 from neardup.batch.spark.versions import is_revisit
 from neardup.errors import ConfigError, NeardupError
@@ -24,13 +25,16 @@ from neardup.model import DEFAULT_THRESHOLD, DEFAULT_VERIFY
 def run(inputs: Sequence[str], out: str, *, k: int | None = None, verify: float | None = DEFAULT_VERIFY,
         canonical: str | None = None, method: str = "simhash", threshold: float = DEFAULT_THRESHOLD,
         master: str | None = None, partitions: int | None = None, fingerprints_out: str | None = None,
-        bands: bool = True, exact_k: bool = False) -> str:
+        bands: bool = True, exact_k: bool = False, cdxj: str | None = None) -> str:
     """The whole job: fingerprint ``inputs`` (or read their fingerprints), decide, write the
-    verdicts to the Parquet folder ``out``; returns the summary line (``pages N: new …``).
+    verdicts to the Parquet folder ``out`` (and with ``cdxj`` their CDXJ sidecar to that folder:
+    :mod:`neardup.batch.spark.cdxj`); returns the summary line (``pages N: new …``).
     ``master`` defaults to ``$SPARK_MASTER``, else ``local[*]``. :class:`ConfigError` for bad
     settings."""
     from pyspark.sql import functions as F
 
+    if cdxj and method != "simhash":
+        raise ConfigError("the CDXJ sidecar goes with method simhash")
     config = DEFAULT_CONFIG.with_(minhash=MinHashConfig()) if method == "minhash" else DEFAULT_CONFIG
     spark = session(master or os.environ.get("SPARK_MASTER", "local[*]"), partitions or 8)
     fps = fingerprints(spark, inputs, config, partitions)
@@ -41,6 +45,8 @@ def run(inputs: Sequence[str], out: str, *, k: int | None = None, verify: float 
                    bands=bands, exact_k=exact_k)
     answer.write.mode("overwrite").parquet(out)
     written = spark.read.parquet(out)
+    if cdxj:
+        write_cdxj(written, cdxj, config.spec)
     counts = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
     read = {r["kind"]: r["count"] for r in fps.select(
         F.when(F.col("error").isNull(), "page").when(is_revisit(), "revisit").otherwise("error").alias("kind"))
@@ -66,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "Parquet of fingerprints).")
     parser.add_argument("inputs", nargs="+")
     parser.add_argument("--out", required=True, help="output folder (Parquet: url, digest, simhash, status, "
-                                                     "cluster, canonical, match, distance, version)")
+                                                     "cluster, canonical, match, distance, fetched_at, version)")
     parser.add_argument("--k", type=int, default=None)
     parser.add_argument("--verify", type=float, default=DEFAULT_VERIFY)
     parser.add_argument("--canonical", default=None, help="policy chain, e.g. rel-canonical,first-seen")
@@ -75,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--fingerprints-out", default=None, help="also write the fingerprints (Parquet)")
+    parser.add_argument("--cdxj", default=None, help="also write the CDXJ sidecar to this folder (sorted text parts)")
     parser.add_argument("--no-bands", dest="bands", action="store_false",
                         help="no candidates from the sketch bands (as DetectorSettings.bands=False)")
     parser.add_argument("--exact-k", action="store_true",

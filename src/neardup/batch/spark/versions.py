@@ -90,7 +90,7 @@ def resolve_revisits(many: DataFrame) -> DataFrame:
 
 @dataclass
 class Refetches:
-    """The captures set aside (``earlier``: url, digest, simhash, version, ukey) and the
+    """The captures set aside (``earlier``: url, digest, simhash, version, ukey, fetched_at) and the
     current versions of repeated URLs (``current``: ukey, url, version); None: no URL
     repeats."""
 
@@ -115,13 +115,14 @@ class Refetches:
         keyed = self.current.select("ukey", F.col("url").alias("current_url"))
         earlier = (self.earlier.join(keyed, "ukey").join(decided, "current_url")
                    .select("url", "digest", F.lower(F.lpad(F.hex("simhash"), 16, "0")).alias("simhash"), "status",
-                           "cluster", "canonical", "match", "distance", "version"))
+                           "cluster", "canonical", "match", "distance", "fetched_at", "version"))
         return tagged.unionByName(earlier)
 
 
 def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     """The pages of ``fps`` (:data:`neardup.batch.spark.job.FP_SCHEMA`; rows with an error left out)
-    that decide: each URL's current version, with its URL's earliest ``first_seen``; and
+    that decide: each URL's current version, with its URL's earliest ``first_seen`` (and its own
+    in ``fetched_at``, a column the other pages get too); and
     what :meth:`Refetches.expand` needs to give every capture its row."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -133,8 +134,9 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
              .withColumn("u64", F.xxhash64("ukey")))
     repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
     n = repeated.count()
+    own = F.col("first_seen").alias("fetched_at")  # each capture's own fetch time, kept for the output
     if n == 0:  # (a revisit alone has no original: dropped)
-        return keyed.where(~is_revisit()).select(*cols), Refetches(None, None)
+        return keyed.where(~is_revisit()).select(*cols, own), Refetches(None, None)
     few = n <= BROADCAST_URLS
     rep = F.broadcast(repeated) if few else repeated
     single = keyed.join(rep, "u64", "left_anti").where(~is_revisit())
@@ -148,8 +150,9 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
                           .when(same, F.lit("unchanged")).otherwise(F.lit("changed")))
               .localCheckpoint())
     last = ranked.where(F.col("rn") == F.col("captures"))
-    current = last.withColumn("first_seen", F.col("earliest")).select(*cols)
+    current = last.select(*[F.col("earliest").alias(c) if c == "first_seen" else c for c in cols], own)
     refetches = Refetches(
-        earlier=ranked.where(F.col("rn") < F.col("captures")).select("url", "digest", "simhash", "version", "ukey"),
+        earlier=ranked.where(F.col("rn") < F.col("captures")).select("url", "digest", "simhash", "version", "ukey",
+                                                                     own),
         current=last.where(F.col("captures") > 1).select("ukey", "url", "version"), few=few)
-    return single.select(*cols).unionByName(current), refetches
+    return single.select(*cols, own).unionByName(current), refetches
