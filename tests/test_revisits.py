@@ -177,11 +177,15 @@ def test_dedup_batch_reads_warc_revisits(tmp_path, sample_pages, method):
                                   "--jobs", "1"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert (summary["pages"], summary["refetched"], summary["revisits"]) == (3, 2, 2)
-    assert summary["skipped_by_reason"] == {"revisit": 2}  # another URL's payload, a stylesheet
+    # the revisit of another URL's payload is a capture of that content under its own URL
+    assert (summary["pages"], summary["refetched"], summary["revisits"]) == (4, 2, 3)
+    assert summary["skipped_by_reason"] == {"revisit": 1}  # a stylesheet
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(str(r["version"]) for r in rows) == ["None", "unchanged", "unchanged"]
-    assert len({(r["status"], r["cluster"], r["digest"]) for r in rows}) == 1
+    assert sorted(str(r["version"]) for r in rows) == ["None", "None", "unchanged", "unchanged"]
+    assert len({(r["cluster"], r["digest"]) for r in rows}) == 1
+    copy = next(r for r in rows if r["url"] == "https://news.example/copy.html")
+    assert copy["status"] == "exact" and copy["match"] == URL
+    assert {r["status"] for r in rows if r["url"] == URL} == {"new"}
 
 
 def test_a_revisit_finds_its_original_in_an_earlier_crawl_s_fingerprints(tmp_path, sample_pages):

@@ -399,14 +399,25 @@ def test_revisits_are_captures_as_in_the_batch_job(spark, sample_pages, tmp_path
             rec = w.create_revisit_record(url, digest="sha1:AAAA", refers_to_uri=url, refers_to_date=date)
             rec.rec_headers.replace_header("WARC-Date", date)
             w.write_record(rec)
+        # revisits of another URL's payload: of pages[0] before its change (a new URL and pages[4]'s
+        # URL, captured with other content), of a URL never captured
+        for url, target in (("https://copy.example/y", pages[0].url), (pages[4].url, pages[0].url),
+                            ("https://copy.example/z", "https://never.example/w")):
+            rec = w.create_revisit_record(url, digest="sha1:AAAA", refers_to_uri=target,
+                                          refers_to_date="2020-01-03T00:00:00Z")
+            rec.rec_headers.replace_header("WARC-Date", "2020-03-01T00:00:00Z")
+            w.write_record(rec)
     items = [p for it in read_input(warc) if (p := it.page or it.revisit) is not None]
-    assert sum(p.revisit for p in items) == 5
+    assert sum(p.revisit for p in items) == 8 and sum(p.refers_to is not None for p in items) == 3
     expected = dedup_batch(items, exact_k=False)
-    assert len(expected.verdicts) == 7 + 3 and expected.summary()["refetched"] >= 4
-    assert [v.version for v in expected.verdicts[7:]] == ["unchanged"] * 3  # the revisits that have an original
+    assert len(expected.verdicts) == 7 + 3 + 2 and expected.summary()["refetched"] >= 5
+    assert [v.version for v in expected.verdicts[7:10]] == ["unchanged"] * 3  # the revisits that have an original
+    copy, changed = expected.verdicts[10:]
+    assert (copy.url, copy.status, copy.match, copy.version) == ("https://copy.example/y", "exact", pages[0].url, None)
+    assert (changed.url, changed.version) == (pages[4].url, "changed")  # pages[4]'s URL now holds pages[0]'s text
     assert version_rows(dedup(fingerprints(spark, [str(warc)])).collect()) == version_rows(expected.verdicts)
     line = run([str(warc)], str(tmp_path / "out"), master="local[2]", partitions=2)
-    assert "pages 10:" in line and "revisits 3 (skipped 2 without their original)" in line and "errors 0" in line
+    assert "pages 12:" in line and "revisits 5 (skipped 3 without their original)" in line and "errors 0" in line
 
 
 def test_the_cdxj_sidecar_equals_the_batch_job_s(spark, sample_pages, tmp_path) -> None:

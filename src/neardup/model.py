@@ -146,7 +146,11 @@ class Page:
     checked when the page is added (:func:`checked_time`: a time outside 1970-01-01 to
     9999-12-31 makes that page's verdict an ``error``). ``revisit``: a fetch that found the
     stored content unchanged without sending it (an HTTP 304, a WARC revisit record), no
-    content: :meth:`Detector.add_revisit` (:mod:`neardup.detector.revisits`)."""
+    content: :meth:`Detector.add_revisit` (:mod:`neardup.detector.revisits`). ``refers_to``:
+    a revisit that repeats another URL's capture (a WARC ``WARC-Refers-To-Target-URI`` not its
+    own, and ``refers_to_date`` its ``WARC-Refers-To-Date``): the batch paths read it as a
+    capture of that content under this URL (:mod:`neardup.batch.revisits`); the online
+    Detector, which keeps no other URL's bytes for this one, answers ``error``."""
 
     url: str
     content: bytes | str
@@ -154,6 +158,8 @@ class Page:
     fetched_at: float | None = None
     priority: float | None = None
     revisit: bool = False
+    refers_to: str | None = None
+    refers_to_date: float | None = None
 
 
 #: The range of every time given to neardup (a page's ``fetched_at``, ``at``): POSIX seconds

@@ -236,7 +236,8 @@ def dedup_batch(items: Iterable[Page | BatchRecord], *, k: int | None = None, ve
         copies, missed = resolve_revisits([r for r in records if r is not None], [p for _, p in revisits])
         for (i, _), rec in zip(revisits, copies):
             records[i] = rec
-        errors += [f"{p.url}: a revisit with no capture of its URL at or before it in the input" for p in missed]
+        errors += [f"{p.url}: a revisit with no capture of {p.refers_to or 'its URL'} at or before it in the input"
+                   for p in missed]
     rows = [r for r in records if r is not None]
     current, captures = split_records(rows)  # a URL fetched again: its last capture decides
     result: BatchResult | None = None

@@ -7,15 +7,19 @@ online.
 The rule, one definition for :func:`neardup.batch.dedup.dedup_batch` (both engines), ``neardup
 dedup --batch`` (:func:`revisit_table`, on columns) and :mod:`neardup.batch.spark.versions`:
 
-* a revisit is keyed as every capture (:func:`neardup.batch.graph.url_group_key`);
-* its *original* is the capture with content of the same key fetched at or before the
-  revisit's time, the last of them in the capture order
+* a revisit is keyed as every capture (:func:`neardup.batch.graph.url_group_key`), of its own
+  URL, or of the URL it names (:attr:`Page.refers_to <neardup.model.Page.refers_to>`: a WARC
+  revisit of another URL's payload, as Heritrix and browsertrix-crawler write them);
+* its *original* is the capture with content of that key fetched at or before the revisit's
+  time (or the ``refers_to_date`` it names), the last of them in the capture order
   (:func:`neardup.batch.versions.capture_key`); a revisit without a time takes the key's last
   capture (and that capture's time);
 * the revisit becomes a copy of its original's record with the revisit's own URL (as given) and
   fetch time; from there it is a capture like any other (:mod:`neardup.batch.versions`): it
   takes its URL's decision and the version ``unchanged`` (the same digest as the capture before
-  it), and when it is the URL's last capture, its content is the URL's current version;
+  it), and when it is the URL's last capture, its content is the URL's current version (a
+  revisit of another URL's payload is a capture of that content under its own URL: an exact
+  copy of the other, or a version of its own URL's earlier captures);
 * a revisit whose key has no capture with content at or before it (its original is not in the
   input) is not a page: ``neardup dedup --batch`` counts it as a skipped ``revisit``,
   :func:`~neardup.batch.dedup.dedup_batch` reports an error line.
@@ -48,6 +52,17 @@ def revisit_time(page: Page) -> float | None:
     return None if page.fetched_at is None else checked_time(page.fetched_at, "fetched_at")
 
 
+def original_key(page: Page) -> str:
+    """The URL key of the captures a revisit repeats: its own URL's, or the one it names."""
+    return url_group_key(page.refers_to or page.url)
+
+
+def original_bound(page: Page) -> float | None:
+    """The time a revisit's original was fetched at or before (module docs)."""
+    named = page.refers_to_date if page.refers_to else None
+    return checked_time(named, "refers_to_date") if named is not None else revisit_time(page)
+
+
 def original_of(captures: Sequence[BatchRecord], at: float | None) -> BatchRecord | None:
     """The capture a revisit at ``at`` refers to (module docs), among ``captures`` of its key."""
     before = [c for c in captures if at is None or c.first_seen <= at]
@@ -58,7 +73,7 @@ def resolve_revisits(rows: Sequence[BatchRecord], revisits: Sequence[Page]) -> t
                                                                                    list[Page]]:
     """Each revisit as a capture (module docs), in the order given (None where it has no
     original in ``rows``), and the revisits that have none."""
-    wanted = {url_group_key(p.url) for p in revisits}
+    wanted = {original_key(p) for p in revisits}
     captures: dict[str, list[BatchRecord]] = {}
     for r in rows:
         key = url_group_key(r.url)
@@ -68,7 +83,7 @@ def resolve_revisits(rows: Sequence[BatchRecord], revisits: Sequence[Page]) -> t
     missed: list[Page] = []
     for p in revisits:
         at = revisit_time(p)
-        original = original_of(captures.get(url_group_key(p.url), ()), at)
+        original = original_of(captures.get(original_key(p), ()), original_bound(p))
         if original is None:
             out.append(None)
             missed.append(p)
@@ -89,7 +104,7 @@ def revisit_table(tables: Sequence[Any], revisits: Sequence[Page]) -> tuple[Any,
     from neardup.batch.arrays import records_table
     from neardup.batch.versions import url_keys
 
-    keys = pa.array(sorted({url_group_key(p.url) for p in revisits}), pa.large_string())
+    keys = pa.array(sorted({original_key(p) for p in revisits}), pa.large_string())
     rows: list[BatchRecord] = []
     for table in tables:
         if table.num_rows == 0:

@@ -34,7 +34,7 @@ from neardup.crawl.urlrules import Rule
 from neardup.detector.clusters import Clusters, member_of
 from neardup.detector.decide import FETCH, Decision, decide
 from neardup.detector.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
-from neardup.detector.revisits import Revisiting, record_revisit
+from neardup.detector.revisits import Revisiting, foreign_revisit, record_revisit
 from neardup.detector.settings import DEFAULT_SETTINGS, DetectorSettings, resolve_config
 from neardup.detector.thresholds import read as read_thresholds
 from neardup.detector.versions import compare_versions, counters, kept_verdict, url_history, version_fields
@@ -305,7 +305,7 @@ class Detector:
                 url = validate_url(page.url)
                 when, priority = timestamp(page.fetched_at), priority_value(page.priority)
                 fp = None if page.revisit else self.fingerprint(page.content, url, page.headers)
-                prepared.append((url, fp, when, priority, None))
+                prepared.append((url, fp, when, priority, foreign_revisit(page)))
             except NeardupError as exc:
                 prepared.append((str(page.url), None, 0.0, None, str(exc)))
         out: list[Verdict] = []

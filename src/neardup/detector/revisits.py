@@ -32,7 +32,7 @@ from neardup.store.base import Store, VersionRow
 if TYPE_CHECKING:
     from neardup.crawl.signals import CrawlSignals
     from neardup.detector.mirror import IndexMirror
-    from neardup.model import Verdict
+    from neardup.model import Page, Verdict
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,12 @@ def record_revisit(to: Revisiting, url: str, now: float, fetched_url: str | None
                                 title=own.title, fetched_url=fetched_url, next_fetch=rec.next_fetch,
                                 **version_fields(revisit))
     return kept_verdict(to.store, rec, None, base)
+
+
+def foreign_revisit(page: Page) -> str | None:
+    """Why the online Detector refuses ``page``, a revisit of another URL's capture
+    (:attr:`Page.refers_to <neardup.model.Page.refers_to>`: the store keeps no other URL's
+    content for this one; the batch paths read it), else None."""
+    if page.revisit and page.refers_to:
+        return f"{page.url}: a revisit of {page.refers_to}'s capture (read on the batch paths: dedup --batch, Spark)"
+    return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,17 @@ def _record_time(record: Any) -> float | None:
         return None
 
 
+def _header_time(value: str | None) -> float | None:
+    """A WARC date header (``WARC-Refers-To-Date``) as POSIX seconds (None: none or unreadable)."""
+    if not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+        return checked_time(at if at.tzinfo else at.replace(tzinfo=UTC))  # WARC dates are UTC
+    except (ValueError, OverflowError, OSError, ConfigError):
+        return None
+
+
 #: the revisit profiles that say "this URL served the same bytes again" (WARC/1.0 and 1.1)
 REVISIT_PROFILES = ("/revisit/identical-payload-digest", "/revisit/server-not-modified")
 
@@ -255,12 +267,12 @@ def _revisit_item(record: Any, source: str, url: str) -> InputItem:
     """A ``revisit`` record as an input item, skipped (``revisit``) by the readers that take
     pages only; with :attr:`InputItem.revisit`, an unchanged fetch of its URL at its WARC-Date
     (:attr:`neardup.model.Page.revisit`), when its profile is identical-payload-digest or
-    server-not-modified and it refers to a capture of the same URL (no
-    ``WARC-Refers-To-Target-URI``, or that URI): not for another profile, or the payload of
-    another URL, which neardup cannot fingerprint without its bytes."""
+    server-not-modified: not for another profile. One that refers to a capture of another URL
+    (its ``WARC-Refers-To-Target-URI``, as a payload-digest deduplication across URLs writes it)
+    says so (``refers_to``, ``refers_to_date``)."""
     profile = str(record.headers.get("WARC-Profile") or "").strip().rstrip("/")
     target = warc_uri(record.headers.get("WARC-Refers-To-Target-URI"))
-    if not url or not profile.endswith(REVISIT_PROFILES) or (target and target != url):
+    if not url or not profile.endswith(REVISIT_PROFILES):
         return skipped(source, "revisit")
     try:
         record.parse_http()
@@ -270,8 +282,10 @@ def _revisit_item(record: Any, source: str, url: str) -> InputItem:
     if http is not None and http.status_code and (http.status_code not in (200, 304)
                                                   or not is_html_type(http.get("Content-Type"))):
         return skipped(source, "revisit")  # a revisit of a stylesheet, a script, an image, a redirect
-    return InputItem(source, skip="revisit", revisit=Page(url=url, content=b"", fetched_at=_record_time(record),
-                                                          revisit=True))
+    other = target if target and target != url else None
+    return InputItem(source, skip="revisit", revisit=Page(
+        url=url, content=b"", fetched_at=_record_time(record), revisit=True, refers_to=other,
+        refers_to_date=_header_time(record.headers.get("WARC-Refers-To-Date")) if other else None))
 
 
 def _resource_item(record: Any, source: str, url: str, max_bytes: int) -> InputItem:

@@ -65,7 +65,7 @@ from neardup.batch.blocks import PIGEON_K, WINDOW, bucket_cap, decide_pair
 from neardup.batch.files import check_fingerprint_frame
 from neardup.batch.graph import METHODS, choose_canonical, empty_node_id, node_id, pair_edges
 from neardup.batch.spark.blocks import candidate_groups, probe_pairs, u64
-from neardup.batch.spark.versions import REVISIT, split_versions
+from neardup.batch.spark.versions import revisit_marker, split_versions
 from neardup.canonical import policy_from_spec
 from neardup.errors import ConfigError, NeardupError
 from neardup.fingerprint.core import DEFAULT_CONFIG, FingerprintConfig, fingerprint
@@ -150,7 +150,7 @@ def _fingerprint_files(config: FingerprintConfig, batches: Iterator["pd.DataFram
                         rows.append(_fp_row(p.url, p.content, p.headers, p.fetched_at, p.priority, config))
                     elif item.revisit is not None:  # resolved against its URL's captures (spark.versions)
                         rows.append({"url": item.revisit.url, "first_seen": _num(item.revisit.fetched_at),
-                                     "error": REVISIT})
+                                     "error": revisit_marker(item.revisit)})
                     elif item.error is not None:
                         rows.append({"url": item.source, "error": item.error})
                     if len(rows) >= 256:

@@ -26,7 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from neardup.batch.graph import empty_node_id, node_id
 from neardup.batch.versions import url_keys
+from neardup.model import Page
+from neardup.urls import host_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,6 +40,17 @@ BROADCAST_URLS = 1_000_000
 #: the ``error`` of a fingerprint row that is a revisit record (a capture without content: its
 #: URL and fetch time only), resolved by :func:`resolve_revisits`
 REVISIT = "\x00revisit"
+#: the ``error``'s start for a revisit of another URL's capture (then that URL and the
+#: ``refers_to_date``, ``\x00``-separated), resolved by :func:`resolve_foreign`
+REVISIT_OF = "\x00revisit-of\x00"
+
+
+def revisit_marker(page: Page) -> str:
+    """The ``error`` of a revisit's fingerprint row (:data:`REVISIT`, :data:`REVISIT_OF`)."""
+    if not page.refers_to:
+        return REVISIT
+    named = "" if page.refers_to_date is None else repr(float(page.refers_to_date))
+    return f"{REVISIT_OF}{page.refers_to}\x00{named}"
 
 
 def _with_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -60,10 +74,69 @@ def capture_order(descending: bool = False) -> list[Column]:
 
 
 def is_revisit() -> Column:
-    """The fingerprint rows that are revisits (:data:`REVISIT` in ``error``)."""
+    """The fingerprint rows that are revisits (:data:`REVISIT` in ``error``, or :data:`REVISIT_OF`)."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.col("error") == F.lit(REVISIT), F.lit(False))
+    return F.coalesce((F.col("error") == F.lit(REVISIT)) | F.col("error").startswith(REVISIT_OF), F.lit(False))
+
+
+def is_foreign() -> Column:
+    """The revisits of another URL's capture (:data:`REVISIT_OF`)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("error").startswith(REVISIT_OF), F.lit(False))
+
+
+def _target_keys(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    import pyarrow as pa
+
+    for batch in batches:
+        batch = batch.copy()
+        batch["tkey"] = url_keys(pa.array(batch["target"], pa.large_string())).to_pandas()
+        yield batch
+
+
+def _rehome(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Copies under their revisit's URL: its host, node and URL key."""
+    import pyarrow as pa
+
+    for batch in batches:
+        batch = batch.copy()
+        hosts = [host_of(u) or None for u in batch["url"]]
+        batch["host"] = hosts
+        batch["node"] = [empty_node_id(u, d) if e else node_id(d, h, None if t is None or t != t else t)
+                         for u, d, e, h, t in zip(batch["url"], batch["digest"], batch["empty"], hosts, batch["title"])]
+        batch["ukey"] = url_keys(pa.array(batch["url"], pa.large_string())).to_pandas()
+        yield batch
+
+
+def resolve_foreign(keyed: DataFrame) -> DataFrame:
+    """:mod:`neardup.batch.revisits` for the revisits of another URL's capture (:data:`REVISIT_OF`):
+    each replaced by a copy of that URL's last capture fetched at or before its
+    ``refers_to_date`` (else its own time), under the revisit's URL and time (its host, node and
+    key); one without such a capture dropped."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cols = keyed.columns
+    parts = F.split(F.col("error").substr(len(REVISIT_OF) + 1, 1 << 30), "\x00")
+    foreign = keyed.where(is_foreign()).select(
+        F.col("url").alias("r_url"), F.col("first_seen").alias("r_at"), parts.getItem(0).alias("target"),
+        F.when(parts.getItem(1) != "", parts.getItem(1).cast("double")).alias("r_named"),
+        F.monotonically_increasing_id().alias("r_id"))
+    foreign = foreign.mapInPandas(_target_keys, "r_url string, r_at double, target string, r_named double, "
+                                                "r_id long, tkey string")
+    pages = keyed.where(F.col("error").isNull())
+    bound = F.coalesce(F.col("r_named"), F.col("r_at"), F.lit(math.inf))
+    joined = foreign.join(pages, foreign["tkey"] == pages["ukey"]).where(F.col("first_seen") <= bound)
+    latest = Window.partitionBy("r_id").orderBy(*capture_order(descending=True))
+    copies = (joined.withColumn("r_rn", F.row_number().over(latest)).where(F.col("r_rn") == 1)
+              .withColumn("url", F.col("r_url"))
+              .withColumn("first_seen", F.coalesce(F.col("r_at"), F.col("first_seen")))
+              .select(*[c for c in cols if c != "u64"]))
+    schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in copies.schema)
+    rehomed = copies.mapInPandas(_rehome, schema).withColumn("u64", F.xxhash64("ukey"))
+    return keyed.where(~is_foreign()).unionByName(rehomed.select(*cols))
 
 
 def resolve_revisits(many: DataFrame) -> DataFrame:
@@ -132,7 +205,13 @@ def split_versions(fps: DataFrame) -> tuple[DataFrame, Refetches]:
     keyed = (pages.mapInPandas(_with_keys, f"{', '.join(f'{f.name} {f.dataType.simpleString()}' for f in pages.schema)}"
                                            ", ukey string")
              .withColumn("u64", F.xxhash64("ukey")))
-    repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).select("u64").localCheckpoint()
+    counted = keyed.groupBy("u64").agg(F.count(F.lit(1)).alias("count"),
+                                       F.max(is_foreign().cast("int")).alias("foreign"))
+    repeated = counted.where((F.col("count") > 1) | (F.col("foreign") > 0)).localCheckpoint()
+    if repeated.where(F.col("foreign") > 0).limit(1).count():  # revisits of other URLs: copies first
+        keyed = resolve_foreign(keyed)
+        repeated = keyed.groupBy("u64").count().where(F.col("count") > 1).localCheckpoint()
+    repeated = repeated.select("u64")
     n = repeated.count()
     own = F.col("first_seen").alias("fetched_at")  # each capture's own fetch time, kept for the output
     if n == 0:  # (a revisit alone has no original: dropped)
