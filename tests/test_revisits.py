@@ -54,15 +54,32 @@ def test_a_revisit_of_a_url_not_stored_is_refused_and_writes_nothing():
     assert det.stats()["pages"] == 0
 
 
-def test_add_many_takes_revisits_in_order(sample_pages):
+@pytest.mark.parametrize("through", ["detector", "client"])
+def test_add_many_takes_revisits_in_order(sample_pages, through):
+    """The Detector's add_many and the Client's (a revisit between pages: POST /v1/revisits
+    in its place) give the same verdicts."""
+    from fastapi.testclient import TestClient
+
+    from neardup import Client
+    from neardup.service import create_app
+
     det = Detector()
-    out = det.add_many([Page(URL, html(sample_pages), fetched_at=0.0),
-                        Page(URL, b"", fetched_at=HOUR, revisit=True),
-                        Page("https://news.example/other", b"", fetched_at=HOUR, revisit=True)])
+    pages = [Page(URL, html(sample_pages), fetched_at=0.0),
+             Page(URL, b"", fetched_at=HOUR, revisit=True),
+             Page("https://news.example/other", b"", fetched_at=HOUR, revisit=True),
+             Page("https://news.example/copy", b"", fetched_at=HOUR, revisit=True, refers_to=URL),
+             Page(URL, html(sample_pages), fetched_at=2 * HOUR)]
+    if through == "detector":
+        out = det.add_many(pages)
+    else:
+        with TestClient(create_app(det)) as http:
+            out = Client("http://testserver", transport=http._transport).add_many(pages)
     assert [v.version for v in out[:2]] == [None, "unchanged"]
     assert out[2].status == "error" and "not stored" in (out[2].error or "")
+    assert out[3].status == "error" and "batch paths" in (out[3].error or "")  # another URL's capture
+    assert out[4].version == "unchanged"
     history = det.history(URL)
-    assert history is not None and history.fetches == 2
+    assert history is not None and history.fetches == 3
 
 
 def test_the_service_and_the_client_record_revisits(sample_pages):

@@ -32,7 +32,17 @@ except ImportError:  # the 'service' extra is not installed: say so in one line
 from neardup import errors as _errors
 from neardup.crawl.schedule import UrlHistory
 from neardup.crawl.urlrules import Rule
-from neardup.errors import InputError, NeardupError, SpecMismatchError, StoreError, StoreLockedError
+from neardup.detector.revisits import foreign_revisit
+from neardup.errors import (
+    ConfigError,
+    InputError,
+    NeardupError,
+    NotStoredError,
+    SpecMismatchError,
+    StoreError,
+    StoreLockedError,
+    URLError,
+)
 from neardup.fingerprint.core import Fingerprint, FingerprintConfig
 from neardup.fingerprint.core import fingerprint as neardup_fingerprint
 from neardup.model import (
@@ -203,14 +213,36 @@ class Client:
         return _verdict(self._call("POST", "/v1/revisits", {"url": url, **_when(fetched_at, None)}))
 
     def add_many(self, pages: Iterable[Page | tuple[str, bytes | str]]) -> list[Verdict]:
-        """:meth:`Detector.add_many` over HTTP: ``POST /v1/pages/batch``."""
+        """:meth:`Detector.add_many` over HTTP: ``POST /v1/pages/batch``, in order; a
+        :attr:`Page.revisit` between them is ``POST /v1/revisits`` (``error`` when not stored)."""
         def body(item: Page | tuple[str, bytes | str]) -> dict[str, Any]:
             p = item if isinstance(item, Page) else Page(*item)
             return _page_body(p.url, p.content, p.headers, p.fetched_at, p.priority)
 
         def send(bodies: list[dict[str, Any]]) -> list[Verdict]:
             return [_verdict(v) for v in self._call("POST", "/v1/pages/batch", {"pages": bodies})["verdicts"]]
-        return _batch(pages, body, send)
+
+        out: list[Verdict] = []
+        run: list[Page | tuple[str, bytes | str]] = []
+        for item in [*pages, None]:
+            if item is not None and not (isinstance(item, Page) and item.revisit):
+                run.append(item)
+                continue
+            out += _batch(run, body, send) if run else []
+            run = []
+            if item is not None:
+                out.append(self._revisit_verdict(item))
+        return out
+
+    def _revisit_verdict(self, page: Page) -> Verdict:
+        """One revisit of :meth:`add_many`, its refusal an ``error`` verdict as from the Detector."""
+        why = foreign_revisit(page)
+        try:
+            if why is not None:
+                raise NotStoredError(why)
+            return self.add_revisit(page.url, fetched_at=page.fetched_at)
+        except (NotStoredError, URLError, ConfigError, InputError) as exc:  # what the Detector answers so
+            return Verdict(status="error", url=str(page.url), error=str(exc))
 
     def check_fingerprint(self, url: str, fp: Fingerprint) -> Verdict:
         """:meth:`Detector.check_fingerprint` over HTTP (with the sketch and the title)."""
