@@ -124,3 +124,17 @@ def test_a_page_stored_before_its_ad_was_known_is_unchanged_at_its_next_fetch():
         det.add(f"https://docs.example/a{i}.html", article(i, i, ADS[i % 3]), fetched_at=1.7e9 + i)
     again = det.add("https://docs.example/a0.html", article(0, 50, ADS[1]), fetched_at=1.8e9)
     assert again.version == "unchanged"
+
+
+def test_line_templates_mask_dates_in_short_and_long_lines():
+    """The cached path (short lines) and the long-line path give the same templates; a line
+    without a digit is its own template."""
+    from neardup.crawl.noise import CACHED_LINE, line_template
+
+    pad = "x" * CACHED_LINE
+    for at in ("2026-12-02 10:00", "jan 9 1999", "3 days ago"):
+        assert line_template(f"updated {at}") == line_template("updated 1999-01-01")
+        long = line_template(f"{pad} updated {at}")
+        assert long == line_template(f"{pad} updated 12:30") != line_template(f"{pad} updated")
+    assert line_template("  plain words ") == line_template("plain words") != line_template("plain word")
+    assert line_template("price: $12.99") != line_template("price: $9.99")

@@ -47,6 +47,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 #: a line template on this many distinct URLs of a host is the host's noise
 NOISE_MIN_URLS = 3
@@ -61,6 +62,9 @@ NOISE_SETTLE_URLS = 64
 #: the store metadata key of a host's noise templates (+ the host)
 META_PREFIX = "noise:"
 
+#: lines up to this many characters keep their template in a cache (:func:`line_template`)
+CACHED_LINE = 4096
+_DIGIT = re.compile(r"\d")
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 #: dates and times as pages print them (normalised text is lower case)
 _TIMES = re.compile(
@@ -81,7 +85,18 @@ def line_template(line: str) -> int:
     >>> line_template("price: $12.99") == line_template("price: $9.99")
     False
     """
-    return zlib.crc32(_TIMES.sub("T", line.strip()).encode("utf-8", "surrogatepass"))
+    return _short_template(line) if len(line) <= CACHED_LINE else _template(line)
+
+
+def _template(line: str) -> int:
+    line = line.strip()
+    masked = _TIMES.sub("T", line) if _DIGIT.search(line) else line  # (every date and time has a digit)
+    return zlib.crc32(masked.encode("utf-8", "surrogatepass"))
+
+
+#: a page's lines are templated three or four times on the way to its stable digest and record,
+#: and a host's boilerplate lines on every page: the short ones are remembered
+_short_template = lru_cache(maxsize=1 << 11)(_template)  # (at most 2,048 lines of 4 KB)
 
 
 def _url_key(url: str) -> int:
