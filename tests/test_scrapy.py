@@ -489,11 +489,12 @@ def test_a_conditional_recrawl_records_304s_as_unchanged_fetches(static_site, tm
     stats1, _ = crawl(site, tmp_path)
     assert stats1["neardup/new"] >= len(ARTICLES) and "neardup/not_modified" not in stats1
     changed = ARTICLES[:2]
+    later = time.time() + 5  # newer than the first crawl's fetches (If-Modified-Since has whole seconds)
     for g in changed:
         path = root / "a" / f"{g}.html"
         path.write_bytes(serve_sample.changed_version(path.read_bytes()))
-    (root / "index.html").touch()  # newer: its links are read again
-    time.sleep(1.1)  # If-Modified-Since has whole seconds
+        os.utime(path, (later, later))
+    os.utime(root / "index.html", (later, later))  # newer: its links are read again
     stats2, items2 = crawl(site, tmp_path, "NEARDUP_MAX_AGE=0", "NEARDUP_CONDITIONAL=True")
     unchanged = [g for g in ARTICLES if g not in changed]
     assert stats2["downloader/response_status_count/304"] == stats2["neardup/not_modified"] == len(unchanged)
