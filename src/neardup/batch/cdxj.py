@@ -13,7 +13,7 @@ without a fetch time is stamped with the time of the run, as the online path sta
 from __future__ import annotations
 
 import time
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from neardup.batch.arrays import STATUSES, ArrayAnswer
 from neardup.batch.graph import VERSIONS
 from neardup.errors import ConfigError
 from neardup.report.cdxj import cdxj_line, timestamp14
+
+#: the statuses whose ``nd_match`` is the canonical (a duplicate of it)
+LINKED = ("exact", "near")
 
 
 def cdxj_lines(answer: ArrayAnswer, spec: str, now: float | None = None) -> list[str]:
@@ -34,18 +37,30 @@ def cdxj_lines(answer: ArrayAnswer, spec: str, now: float | None = None) -> list
     for i, (st, cl, c, d, ver, sim) in enumerate(zip(answer.status.tolist(), answer.cluster.tolist(),
                                                      answer.canonical.tolist(), answer.distance.tolist(), vers,
                                                      fa.simhash.tolist())):
-        linked = st in (1, 2)
-        fields = {"nd_status": STATUSES[st], "nd_version": None if ver < 0 else VERSIONS[ver],
-                  "nd_match": urls[c] if linked else None,
-                  "nd_match_timestamp": timestamp14(at[c]) if linked else None,
-                  "nd_distance": d if linked else None, "nd_cluster": cl, "nd_canonical": urls[c],
-                  "nd_simhash": f"{sim:016x}", "nd_spec": spec}
-        try:
-            lines.append(cdxj_line(urls[i], at[i], fields))
-        except ValueError as exc:  # a URL surt cannot read: no key, no line
-            raise ConfigError(f"{urls[i]}: no SURT key for the CDXJ sidecar ({exc})") from None
+        fields = batch_fields(STATUSES[st], None if ver < 0 else VERSIONS[ver], urls[c], at[c], d, cl,
+                              f"{sim:016x}", spec)
+        lines.append(batch_line(urls[i], at[i], fields))
     lines.sort(key=lambda line: line.encode("utf-8"))
     return lines
+
+
+def batch_fields(status: str, version: str | None, canonical: str, canonical_at: float, distance: int | None,
+                 cluster: int, simhash_hex: str, spec: str) -> dict[str, Any]:
+    """A batch row's ``nd_`` fields (module docs), on one machine and on Spark
+    (:mod:`neardup.batch.spark.cdxj`)."""
+    linked = status in LINKED
+    return {"nd_status": status, "nd_version": version, "nd_match": canonical if linked else None,
+            "nd_match_timestamp": timestamp14(canonical_at) if linked else None,
+            "nd_distance": distance if linked else None, "nd_cluster": cluster, "nd_canonical": canonical,
+            "nd_simhash": simhash_hex, "nd_spec": spec}
+
+
+def batch_line(url: str, at: float, fields: dict[str, Any]) -> str:
+    """:func:`neardup.report.cdxj.cdxj_line`, a URL without a SURT key a :class:`ConfigError`."""
+    try:
+        return cdxj_line(url, at, fields)
+    except ValueError as exc:  # a URL surt cannot read: no key, no line
+        raise ConfigError(f"{url}: no SURT key for the CDXJ sidecar ({exc})") from None
 
 
 def write_cdxj(answer: ArrayAnswer, out: IO[str], spec: str) -> int:

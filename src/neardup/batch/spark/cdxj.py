@@ -18,16 +18,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from neardup.batch.cdxj import LINKED, batch_fields, batch_line
 from neardup.errors import ConfigError
-from neardup.report.cdxj import cdxj_line, timestamp14
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
-
-#: the statuses whose ``nd_match`` is the canonical (a duplicate of it)
-LINKED = ("exact", "near")
-
 
 def _lines(spec: str, now: float, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     import pandas as pd
@@ -38,15 +34,9 @@ def _lines(spec: str, now: float, batches: Iterator[pd.DataFrame]) -> Iterator[p
                 batch["url"], batch["status"], batch["version"], batch["cluster"], batch["canonical"],
                 batch["distance"], batch["simhash"], batch["fetched_at"], batch["canonical_at"]):
             linked = st in LINKED
-            fields = {"nd_status": st, "nd_version": ver if isinstance(ver, str) else None,
-                      "nd_match": canon if linked else None,
-                      "nd_match_timestamp": timestamp14(_at(canon_at, now)) if linked else None,
-                      "nd_distance": int(dist) if linked else None, "nd_cluster": int(cl), "nd_canonical": canon,
-                      "nd_simhash": sim, "nd_spec": spec}
-            try:
-                out.append(cdxj_line(url, _at(at, now), fields))
-            except ValueError as exc:  # a URL surt cannot read: no key, no line
-                raise ConfigError(f"{url}: no SURT key for the CDXJ sidecar ({exc})") from None
+            fields = batch_fields(st, ver if isinstance(ver, str) else None, canon, _at(canon_at, now),
+                                  int(dist) if linked else None, int(cl), sim, spec)
+            out.append(batch_line(url, _at(at, now), fields))
         yield pd.DataFrame({"value": out})
 
 
