@@ -332,3 +332,76 @@ def test_fast_paths_agree_with_the_library(url):
         return
     if not _path_has_empty_segment(url.partition("#")[0]):
         assert key == url_normalize(url.partition("#")[0])
+
+
+# -- the simple-URL way (urls._SIMPLE_URL) keys a URL as the general way (urls._slow_key) does --
+SIMPLE_EDGES = [
+    "https://a.example", "https://a.example?x=1", "https://a.example/?", "https://a.example/a/./b", "https://a.example/a/..",
+    "http://a.example/%7e?utm_source=x&q=%c3%a9", "https://a.example/x?a=1&&b=2&amp;utm_medium=z", "https://a--b.example/[x]@!",
+    "https://" + "a" * 63 + ".example/", "https://" + "a" * 64 + ".example/", "https://a..example/", "https://a.example./",
+    "https://127.0.0.1/x", "https://-.example/", "https://a.example/" + "x" * 8200, "https://a.example/?" + "%" * 3000,
+    "https://a.example/x?q=a\"b", "https://a.example/x?q=ä", "https://a.example/x#f", "https://A.example/", "https://a.example:443/",
+]
+
+
+def _both_ways(url: str, config: UrlConfig) -> tuple[tuple[str, str], tuple[str, str]]:
+    from neardup import urls as U
+
+    def run(f: Any) -> tuple[str, str]:
+        try:
+            return "ok", f(url, config)
+        except URLError as exc:
+            return "error", str(exc)
+
+    U._normalized.cache_clear()
+    return run(U._slow_key), run(U._normalized)
+
+
+@pytest.mark.parametrize("url", SIMPLE_EDGES)
+@pytest.mark.parametrize("config", [DEFAULT_URL_CONFIG, UrlConfig(drop_params=["sid"], sort_query=True)])
+def test_simple_urls_are_keyed_as_any_url(url: str, config: UrlConfig) -> None:
+    general, fast = _both_ways(url, config)
+    assert fast == general
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(urls(), st.sampled_from([DEFAULT_URL_CONFIG, UrlConfig(sort_query=True), UrlConfig(tracking_params=())]))
+def test_simple_urls_are_keyed_as_any_url_generated(url: str, config: UrlConfig) -> None:
+    general, fast = _both_ways(url, config)
+    assert fast == general
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(urls())
+def test_host_of_simple_urls_as_urlsplit_reads_them(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        expected = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        expected = ""
+    assert host_of(url) == expected
+    for edge in SIMPLE_EDGES:
+        assert host_of(edge) == (urlsplit(edge).hostname or "").lower()
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(urls())
+def test_origin_of_simple_urls_as_urlsplit_reads_them(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    from neardup.urls import origin_of
+
+    def by_urlsplit(u: str) -> str:
+        try:
+            parts = urlsplit(u)
+            host, port = (parts.hostname or "").lower(), parts.port
+        except ValueError:
+            return ""
+        if not host or port is None or port == {"http": 80, "https": 443, "ftp": 21}.get(parts.scheme.lower()):
+            return host
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    assert origin_of(url) == by_urlsplit(url)
+    for edge in SIMPLE_EDGES:
+        assert origin_of(edge) == by_urlsplit(edge)

@@ -243,10 +243,36 @@ def normalize_url(url: str, config: UrlConfig | None = None) -> str:
     return _normalized(url, DEFAULT_URL_CONFIG if config is None else config)
 
 
+#: A URL that is already its own key but for its query: ``http(s)://`` a lower-case LDH host
+#: (:data:`LDH_HOST`), no port, user or fragment, a path of characters url-normalize leaves as
+#: they are without dot segments (:data:`CLEAN_PATH`), and a printable ASCII query. Most URLs
+#: a crawler meets are; :func:`_normalized` keys them without ``urlsplit`` (the same key:
+#: tests/test_urls.py compares the two ways).
+_SIMPLE_URL = re.compile(r"(https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*)(/[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=]*)?"
+                         r"(?:\?([!-\"$-~]*))?")
+
+
 @lru_cache(maxsize=1 << 14)
 def _normalized(url: str, cfg: UrlConfig) -> str:
     """:func:`normalize_url`, remembered: one page's URL is normalised several times on its way
     through the Detector (its key, its canonical rank), and a crawl repeats URLs."""
+    simple = _SIMPLE_URL.fullmatch(url) if len(url) <= MAX_URL_LENGTH else None
+    if simple is not None and "/." not in url:
+        return _simple_key(simple.group(1), simple.group(2) or "/", simple.group(3), cfg)
+    return _slow_key(url, cfg)
+
+
+def _simple_key(origin: str, path: str, query: str | None, cfg: UrlConfig) -> str:
+    """The key of a URL :data:`_SIMPLE_URL` matched: its query normalised, as the general way does."""
+    query = _query(query, cfg) if query else ""
+    key = origin + path + ("?" + query if query else "")
+    if len(key) > MAX_URL_LENGTH:  # escaping lengthens: a key is always a valid URL
+        raise URLError(f"URL is {len(key)} characters long once normalised, over the {MAX_URL_LENGTH} limit")
+    return key
+
+
+def _slow_key(url: str, cfg: UrlConfig) -> str:
+    """The key of any URL (:func:`normalize_url`), by ``urlsplit``."""
     url, parts = _checked(url)
     scheme = parts.scheme.lower()
     userinfo, at, hostport = parts.netloc.rpartition("@")
@@ -310,12 +336,24 @@ def _normalize_path(path: str) -> str:
     return path if path.startswith("/") else "/" + path
 
 
+def _simple_host(url: str) -> str | None:
+    """The host of a URL :data:`_SIMPLE_URL` matches (a fragment may follow; most URLs, every
+    simple key), read without ``urlsplit``; None for any other URL."""
+    simple = _SIMPLE_URL.match(url)
+    if simple is not None and url[simple.end():simple.end() + 1] in ("", "#"):
+        return simple.group(1).partition("://")[2]
+    return None
+
+
 def host_of(url: str) -> str:
     """Lower-case host name of a URL ('' for file: URLs).
 
     >>> host_of("https://WWW.Example.com:8080/x")
     'www.example.com'
     """
+    simple = _simple_host(url)
+    if simple is not None:
+        return simple
     try:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
@@ -334,6 +372,9 @@ def origin_of(url: str) -> str:
     >>> origin_of("http://[::1]:8701/"), origin_of("https://[::1]/")
     ('[::1]:8701', '::1')
     """
+    simple = _simple_host(url)  # no port
+    if simple is not None:
+        return simple
     try:
         parts = urlsplit(url)
         host, port = (parts.hostname or "").lower(), parts.port

@@ -613,18 +613,18 @@ class Detector:
         text_fields_encodable(fp)
 
     def _decide(self, url: str, fp: Fingerprint, same: Any = FETCH, exclude: PageRecord | None = None) -> Decision:
-        """The decision for ``fp`` at ``url`` against the other stored pages
-        (:func:`neardup.detector.decide.decide`)."""
+        """The decision for ``fp`` at ``url`` against the other stored pages (:func:`.decide.decide`)."""
         return decide(self, url, fp, same, exclude)
 
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
-        own = self.store.page_by_url(url)
+        found = self.store.lookup(url, None if fp.empty else fp.digest)  # the URL's page and its digest's: one read
+        own = found.own
         comparable = self.signals.comparable_digest(url, fp.text, own.stable if own else None)
         revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, comparable) \
             if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
-        decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, exclude=own)
+        decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, found.same, own)
         status, match, distance = decision.status, decision.match, decision.distance
         old_cluster = own.cluster_id if own else None
         fresh = False  # a cluster made now for this page: empty, nothing to read back

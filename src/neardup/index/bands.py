@@ -85,9 +85,10 @@ def banded_rows(sketches: np.ndarray, has: np.ndarray) -> np.ndarray:
     return has & (sketches[:, :HEADER] != 0).any(axis=1)
 
 
+@functools.lru_cache(maxsize=256)
 def need(verify: float, bins: int = BINS) -> int:
     """The fewest equal bins for which :func:`neardup.sketch.similarity` estimates a Jaccard
-    of at least ``verify`` (19 of 60 at 0.3).
+    of at least ``verify`` (19 of 60 at 0.3); remembered (every query asks it).
 
     >>> need(0.3), need(0.0), need(1.0)
     (19, 0, 60)

@@ -137,6 +137,14 @@ class SQLiteStore(SQLStore):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path} is damaged ({exc})") from None
 
+    def _insert(self, sql: str, params: Sequence[Any], key: str = "id") -> int:
+        """Run an INSERT into a table whose ``key`` is its INTEGER PRIMARY KEY (the rowid) and
+        return it: ``lastrowid``, a third cheaper than ``RETURNING`` in Python's sqlite3."""
+        rowid = self._exec(sql, params).lastrowid
+        if rowid is None:
+            raise StoreError(f"store {self.path}: an INSERT gave no {key}")
+        return int(rowid)
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction; nested calls join the outer one."""
