@@ -70,7 +70,8 @@ class Clusters:
                 "joins_per_hour": recent * math.log(2) * 3600.0 / GROWTH_HALF_LIFE}
 
     def change(self, cluster_id: int, leave: Member | None, join: Member | None,
-                        now: float | None, *, write: bool, fresh: bool = False) -> Member | None:
+               now: float | None, *, write: bool, fresh: bool = False,
+               known: Member | None = None) -> Member | None:
         """The canonical of ``cluster_id`` once ``leave`` has left it and ``join`` joined it
         (either may be None; both: one member replaced by its new version), stored with the
         size, link counts and growth when ``write`` (then the pages table already holds the
@@ -82,7 +83,8 @@ class Clusters:
         first time in this cluster (a few reads, whatever the cluster's size). The members
         are read (:meth:`recompute`) only when the canonical itself leaves or changes, or
         loses the last link naming it. ``fresh``: the cluster was just created, empty (nothing
-        to read: no row values, no links)."""
+        to read: no row values, no links). ``known``: a member the caller has read in this
+        transaction (the matched page), not read again when it is the canonical."""
         row = None if fresh else self.store.cluster_row(cluster_id)
         if row is None:
             row = ClusterRow(cluster_id, None, 0, now if now is not None else time.time())
@@ -90,9 +92,14 @@ class Clusters:
         deltas: dict[str, int] = {}
         counts: dict[str, int] = {}
 
+        def prefetch(keys: list[str | None]) -> None:  # the stored counts of several keys in one read
+            todo = [k for k in dict.fromkeys(keys) if k is not None and k not in counts]
+            if todo:
+                found = {} if fresh else self.store.link_counts(cluster_id, todo)
+                counts.update({k: found.get(k, 0) for k in todo})
+
         def count(key: str) -> int:  # members naming ``key`` after this change
-            if key not in counts:
-                counts[key] = 0 if fresh else self.store.link_counts(cluster_id, [key]).get(key, 0)
+            prefetch([key])
             return counts[key] + deltas.get(key, 0)
 
         size, dirty, best = row.size, False, None
@@ -104,9 +111,17 @@ class Clusters:
                 deltas[lk] = deltas.get(lk, 0) - 1
             dirty = leave.id == row.canonical_id
         if not dirty and row.canonical_id is not None:
-            found = self.store.member(row.canonical_id)
-            best = Member(*found) if found is not None else None
+            if known is not None and known.id == row.canonical_id:
+                best = known
+            else:
+                found = self.store.member(row.canonical_id)
+                best = Member(*found) if found is not None else None
             dirty = best is None
+            if policy.uses_links:  # every count this change may ask for, read at once
+                prefetch([comparable_link(leave.canonical_link) if leave is not None else None,
+                          comparable_link(join.canonical_link) if join is not None else None,
+                          comparable_url(best.url) if best is not None else None,
+                          comparable_url(join.url) if join is not None else None])
             if (best is not None and leave is not None and not unchanged and policy.uses_links
                     and comparable_link(leave.canonical_link) == comparable_url(best.url)
                     and count(comparable_url(best.url)) <= 0):

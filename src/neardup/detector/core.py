@@ -372,9 +372,8 @@ class Detector:
         assert match.cluster_id is not None
         candidate = Member(page_id if page_id is not None else -1, url, own.first_seen if own else now,
                            fp.canonical_url, own.priority if own else None)
-        # the canonical as if the page joined (replacing its stored version): no member read
         leave = member_of(own) if own is not None and own.cluster_id == match.cluster_id else None
-        chosen = self.clusters.change(match.cluster_id, leave, candidate, None, write=False)
+        chosen = self.clusters.change(match.cluster_id, leave, candidate, None, write=False, known=member_of(match))
         assert chosen is not None
         return Verdict(status=status, match_id=match.id, match_url=match.url, distance=distance,
                        cluster_id=match.cluster_id, canonical_id=chosen.id if chosen.id >= 0 else None,
@@ -685,7 +684,8 @@ class Detector:
             if old_cluster is not None:
                 self.clusters.change(old_cluster, leaving, None, now, write=True)
             if cluster_id is not None:
-                chosen = self.clusters.change(cluster_id, None, joining, now, write=True, fresh=fresh)
+                chosen = self.clusters.change(cluster_id, None, joining, now, write=True, fresh=fresh,
+                                              known=member_of(match) if match is not None else None)
         self.signals.observe(url, cluster_id if status != "empty" else None, fp.simhash, first=own is None)
         base: dict[str, Any] = dict(url=url, page_id=rec.id, digest=fp.digest, simhash=fp.simhash_hex,
                                     title=fp.title, fetched_url=fetched_url, next_fetch=rec.next_fetch, flag=flag,
