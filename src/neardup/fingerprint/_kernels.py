@@ -125,7 +125,7 @@ def _cttz(typingctx, x):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fmix64(h):
     h ^= h >> U64(33)
     h *= M1
@@ -135,7 +135,7 @@ def fmix64(h):
     return h
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def combine(h, t):
     """Order-dependent combination of two 64-bit hashes (n-gram building block)."""
     r = (h << U64(27)) | (h >> U64(37))
@@ -157,7 +157,7 @@ def _ascii_char_hashes() -> np.ndarray:
 _ASCII_CHAR_HASH = _ascii_char_hashes()
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _decode_at(buf, i, n):
     """Decode one UTF-8 code point at ``buf[i]``; returns (code point, byte length).
 
@@ -179,14 +179,14 @@ def _decode_at(buf, i, n):
     return 0xFFFD, 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _char_class(cp, table):
     if cp < table.shape[0]:
         return table[cp]
     return np.uint8(1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is_space_cp(cp):
     # every str.isspace() code point that survives NFKC + casefold, except line breaks
     return (cp == 9 or cp == 11 or cp == 12 or cp == 32 or (28 <= cp <= 31) or cp == 0x85
@@ -303,7 +303,7 @@ def _store8(typingctx, arr, idx, val):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _masks64(buf, i):
     """Classify ``buf[i:i + 64]``: bit q of each mask is byte ``i + q``.
 
@@ -329,7 +329,7 @@ def _masks64(buf, i):
     return wm, bm, sm
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _emit_sep(out, o, sep):
     """Write the separator pending before the next text (1: a space, 2: a newline) at
     ``out[o]``; returns the new output position."""
@@ -342,7 +342,7 @@ def _emit_sep(out, o, sep):
     return o
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _end_word(i, t, nw, line, wend, widx, lines, joined, line_counts):
     """Close the word being read at byte ``i``: it becomes token ``t``."""
     wend[nw] = i
@@ -670,7 +670,7 @@ def _opaque(typingctx, x):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _table_new(m, track_max):
     """An empty table for at most ``m`` distinct features: (keys, counts, weight sums,
     weight maxima (if ``track_max``, for binary tf), order, mask, track_max).
@@ -689,7 +689,7 @@ def _table_new(m, track_max):
     return keys, cnt, wsum, wmax, order, U64(size - 1), track_max
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _table_add(keys, cnt, wsum, wmax, order, mask, track_max, u, f, w):
     """Add one occurrence of feature ``f`` with weight ``w``; returns the new distinct count.
 
@@ -895,7 +895,7 @@ def _sketch(hashes, t, ngram, bins):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _features_tokens(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens,
                      tf_mode, track_max, ientries, idir, idefault, sketch_bins, sketch_ngram):
     """Fused tokenise -> emit -> aggregate (-> IDF) for the token schemes (words, word
@@ -950,7 +950,7 @@ def _features_tokens(buf, table, scheme, ngram, w_heading, w_list, w_short, shor
     return out, o, uf, uw, ntok, sketch
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _features_chars(buf, table, scheme, ngram, w_heading, w_list, w_short, short_tokens,
                     tf_mode, track_max, ientries, idir, idefault, sketch_bins, sketch_ngram):
     """:func:`_features_tokens` for the character n-gram scheme."""
@@ -1078,7 +1078,7 @@ def compile_notice(dispatcher) -> None:  # type: ignore[no-untyped-def]
     _noticed = True
     if os.environ.get("NEARDUP_QUIET") or multiprocessing.parent_process() is not None:
         return
-    print("neardup: compiling the fingerprint kernels, once (cached for later runs): about 50 s of CPU",
+    print("neardup: compiling the fingerprint kernels, once (cached for later runs): about 25 s of CPU",
           file=sys.stderr, flush=True)
 
 

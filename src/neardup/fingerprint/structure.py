@@ -25,10 +25,10 @@ How it is computed
     From a parsed tree (Resiliparse/Lexbor :class:`~resiliparse.parse.html.HTMLTree`, the
     parse the extractor already made): Lexbor serialises the tree (C, well-formed output:
     every element closed, attributes double-quoted and escaped), and one compiled pass
-    (numba) reads that str in place (CPython's own buffer of 1, 2 or 4 bytes a code point: no
-    copy, no encoding; labels hash the UTF-8 bytes of their names) as a stream of open and
+    (numba) reads that str's code points (one UTF-32 copy, :func:`_code_points`: one kernel
+    for every str; labels hash the UTF-8 bytes of their names) as a stream of open and
     close tags, hashing labels and features as it goes (FNV-1a 64 with the MurmurHash3
-    ``fmix64`` finish). The same call counts the features as a set (open addressing) and
+    ``fmix64`` finish). A second compiled call counts the features as a set (open addressing) and
     votes in exact fixed point (:func:`_vote`). The definition of the vote is float32 numpy
     (:func:`_simhash_numpy`, the spec's values since it was written): where a bit's vote is
     within float32 rounding of a tie, that path decides, so the value is the same bit for
@@ -47,9 +47,7 @@ True
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 from resiliparse.parse.html import HTMLTree
 
 from neardup.fingerprint._kernels import FNV_OFFSET, FNV_PRIME
@@ -90,25 +88,25 @@ _RAW_HASHES = np.array(sorted(_fnv_py(t) for t in _RAW), dtype=np.uint64)
 _VOID_HASHES = np.array(sorted(_fnv_py(t) for t in _VOID), dtype=np.uint64)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is_space(c):  # type: ignore[no-untyped-def]
     return c == 32 or c == 9 or c == 10 or c == 12 or c == 13
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lower(c):  # type: ignore[no-untyped-def]
     if 65 <= c <= 90:
         return c + 32
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _at(s, i):  # type: ignore[no-untyped-def]
-    """The code point at ``i`` of the str's code units (1, 2 or 4 bytes each)."""
+    """The code point at ``i`` (an int64)."""
     return np.int64(s[i])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hash_cp(h, c):  # type: ignore[no-untyped-def]
     """FNV-1a steps over the UTF-8 bytes of code point ``c`` (ASCII letters lower-cased):
     the hash of the page's UTF-8 serialisation, read from the str."""
@@ -126,7 +124,7 @@ def _hash_cp(h, c):  # type: ignore[no-untyped-def]
     return (h ^ _U64(0x80 | (c & 63))) * _FNV_PRIME
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _member(sorted_hashes, h):  # type: ignore[no-untyped-def]
     j = np.searchsorted(sorted_hashes, h)
     return j < sorted_hashes.shape[0] and sorted_hashes[j] == h
@@ -228,8 +226,8 @@ def _attributes(s, j, n):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _structure_features(s, path_depth, raw_hashes, void_hashes):  # type: ignore[no-untyped-def]
-    """The feature hashes of a serialised HTML document (its code points: a uint8, uint16
-    or uint32 array), in document order.
+    """The feature hashes of a serialised HTML document (its code points, a uint32 array:
+    :func:`_code_points`), in document order.
 
     Returns (features, elements): the feature array and the number of elements read."""
     n = s.shape[0]
@@ -332,34 +330,17 @@ def _structure_features(s, path_depth, raw_hashes, void_hashes):  # type: ignore
     return feats[:nf], elements
 
 
-def _code_unit_pointer(unit):  # type: ignore[no-untyped-def]
-    """A numba intrinsic: the pointer to a str's code units (CPython's own buffer, 1, 2 or 4
-    bytes a code point: the str's "kind"), typed as ``unit``."""
-
-    @intrinsic
-    def pointer(typingctx, s):  # type: ignore[no-untyped-def]
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            string = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
-            return builder.bitcast(string.data, context.get_value_type(types.CPointer(unit)))
-
-        return types.CPointer(unit)(s), codegen
-
-    return pointer
+def _code_points(s: str) -> np.ndarray:
+    """A str's code points as a uint32 array (one copy, UTF-32; lone surrogates kept as they
+    are). One array type for every str: :func:`_structure_features` is compiled once, not once
+    per CPython code unit width (1, 2 or 4 bytes), which cost a first run about 7 s of CPU."""
+    return np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-_UNITS_1, _UNITS_2, _UNITS_4 = (_code_unit_pointer(t) for t in (types.uint8, types.uint16, types.uint32))
-
-
-@njit(cache=True)
-def _str_features(s, path_depth, raw_hashes, void_hashes):  # type: ignore[no-untyped-def]
-    """:func:`_structure_features` of a str, read in place (no copy, no encoding): a kernel
-    compiled for each code unit width."""
-    n = len(s)
-    if s._kind == 1:
-        return _structure_features(carray(_UNITS_1(s), (n,)), path_depth, raw_hashes, void_hashes)
-    if s._kind == 2:
-        return _structure_features(carray(_UNITS_2(s), (n,)), path_depth, raw_hashes, void_hashes)
-    return _structure_features(carray(_UNITS_4(s), (n,)), path_depth, raw_hashes, void_hashes)
+def _str_features(s: str, path_depth: int, raw_hashes: np.ndarray, void_hashes: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`_structure_features` of a str."""
+    feats, elements = _structure_features(_code_points(s), path_depth, raw_hashes, void_hashes)
+    return feats, int(elements)
 
 
 # the weight of a feature seen c times, 1 + log2(c), as the float32 numpy computes (index c),
@@ -438,9 +419,9 @@ def _vote(features, weights):  # type: ignore[no-untyped-def]
     return out, True
 
 
-@njit(cache=True)
-def _str_simhash(s, path_depth, raw_hashes, void_hashes, weights):  # type: ignore[no-untyped-def]
-    """:func:`_str_features` and :func:`_vote` in one call: (value, decided, features)."""
+def _str_simhash(s: str, path_depth: int, raw_hashes: np.ndarray, void_hashes: np.ndarray,
+                 weights: np.ndarray) -> tuple[int, bool, np.ndarray]:
+    """:func:`_str_features` and :func:`_vote`: (value, decided, features)."""
     feats, _ = _str_features(s, path_depth, raw_hashes, void_hashes)
     value, decided = _vote(feats, weights)
     return value, decided, feats
@@ -475,8 +456,7 @@ def structure_features(tree: HTMLTree, path_depth: int = PATH_DEPTH) -> tuple[np
     >>> elements, len(feats)  # html, head, body, p, p: 1 + 2 + 2 + 3 + 3 paths, 5 sibling steps
     (5, 16)
     """
-    feats, elements = _str_features(_serialised(tree), path_depth, _RAW_HASHES, _VOID_HASHES)
-    return feats, int(elements)
+    return _str_features(_serialised(tree), path_depth, _RAW_HASHES, _VOID_HASHES)
 
 
 def structure_simhash(tree: HTMLTree) -> int:
