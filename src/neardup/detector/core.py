@@ -32,7 +32,7 @@ from neardup.crawl.schedule import MAX_REVISIT, MIN_REVISIT, UrlHistory
 from neardup.crawl.signals import CrawlSignals
 from neardup.crawl.urlrules import Rule
 from neardup.detector.clusters import Clusters, member_of
-from neardup.detector.decide import FETCH, Decision, decide
+from neardup.detector.decide import Decision, decide
 from neardup.detector.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
 from neardup.detector.revisits import Revisiting, foreign_revisit, record_revisit
 from neardup.detector.settings import DEFAULT_SETTINGS, DetectorSettings, resolve_config
@@ -356,9 +356,10 @@ class Detector:
             chosen = None
             if own.cluster_id is not None:  # the canonical as if the new version replaced the stored one
                 candidate = Member(int(own.id or 0), url, own.first_seen, fp.canonical_url, own.priority)
-                chosen = self.clusters.change(own.cluster_id, member_of(own), candidate, None, write=False)
+                chosen = self.clusters.change(own.cluster_id, member_of(own), candidate, None, write=False,
+                                              known=member_of(own))
             return kept_verdict(self.store, own, chosen, base)
-        decision = self._decide(url, fp, same, exclude=own)
+        decision = decide(self, url, fp, same, exclude=own)
         status, match, distance = decision.status, decision.match, decision.distance
         page_id = own.id if own else None
         base.update(method=decision.method, score=decision.score)
@@ -611,10 +612,6 @@ class Detector:
             raise SpecMismatchError(f"fingerprint spec {fp.spec!r} differs from this detector's {self.config.spec!r}")
         text_fields_encodable(fp)
 
-    def _decide(self, url: str, fp: Fingerprint, same: Any = FETCH, exclude: PageRecord | None = None) -> Decision:
-        """The decision for ``fp`` at ``url`` against the other stored pages (:func:`.decide.decide`)."""
-        return decide(self, url, fp, same, exclude)
-
     def _record(self, url: str, fp: Fingerprint, now: float, priority: float | None,
                 fetched_url: str | None = None) -> Verdict:
         found = self.store.lookup(url, None if fp.empty else fp.digest)  # the URL's page and its digest's: one read
@@ -623,7 +620,7 @@ class Detector:
         revisit = compare_versions(url, fp, own, now, *self.thresholds(url), self.settings.bands, comparable) \
             if own is not None else None
         kept = own is not None and revisit is not None and revisit.keep
-        decision = Decision(own.status) if kept and own is not None else self._decide(url, fp, found.same, own)
+        decision = Decision(own.status) if kept and own is not None else decide(self, url, fp, found.same, own)
         status, match, distance = decision.status, decision.match, decision.distance
         old_cluster = own.cluster_id if own else None
         fresh = False  # a cluster made now for this page: empty, nothing to read back
@@ -679,7 +676,7 @@ class Detector:
         leaving = member_of(own) if own is not None and old_cluster is not None else None
         chosen: Member | None = None
         if old_cluster is not None and old_cluster == cluster_id:
-            chosen = self.clusters.change(cluster_id, leaving, joining, now, write=True)
+            chosen = self.clusters.change(cluster_id, leaving, joining, now, write=True, known=joining)
         else:
             if old_cluster is not None:
                 self.clusters.change(old_cluster, leaving, None, now, write=True)

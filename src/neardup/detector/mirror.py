@@ -310,7 +310,13 @@ class IndexMirror:
         non-empty page with it: two lookups and at most two changes per value, however many
         copies are stored. ``old``: pages' versions before the write; ``new``: a page as just
         written; ``refresh``: re-add that page even when it is already held (its signature
-        changed). Every removal comes before any addition (a page may move between values)."""
+        changed). Every removal comes before any addition (a page may move between values).
+        A page written again with its SimHash value, live before and after (a recrawl), leaves
+        every value's live pages as they were: nothing to read or change."""
+        was = old.get(new.id) if new is not None and new.id is not None and len(old) == 1 else None
+        if (refresh is None and new is not None and was is not None and was.simhash == new.simhash
+                and was.status != "empty" and new.status != "empty"):
+            return
         plan = []
         for value in sorted(set(values)):
             held = [pid for pid, _ in self.index.search(value, 0)]
