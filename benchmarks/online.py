@@ -9,8 +9,8 @@ What is measured, each call alone in this thread's CPU time (``time.thread_time_
   flipped: a ``near`` verdict) and of a **known** URL fetched again unchanged (``unchanged``);
   ``check_fingerprints`` in batches of 1,000 (CPU per item);
 * ``add_fingerprint`` one at a time (its own transaction: the commit included) and
-  ``add_fingerprints`` in batches of 1,000 (CPU per page), of new URLs; SQL statements per add
-  (SQLite's trace callback);
+  ``add_fingerprints`` in batches of 1,000 (CPU per page), of new URLs, and of stored URLs
+  fetched again unchanged (the second crawl); SQL statements per add (SQLite's trace callback);
 * **where a check's CPU goes**, by stage: the same stage functions the check calls, timed alone
   on the same queries (URL key, the store's one read, the SimHash tables, the sketch bands, the
   decision with its candidates and the verdict as the rest).
@@ -174,6 +174,20 @@ class StatementCounter:
         self.db.set_trace_callback(None)
 
 
+def reference_us() -> float:
+    """CPU µs of a fixed pure-Python workload (sorting 2,000 numbers, best of 20): how fast this
+    machine was at the time, since the per-call figures of two runs minutes apart here differ by
+    up to 1.6x with no change in the code."""
+    data = [(i * 7919) % 2003 for i in range(2000)]
+    best = float("inf")
+    for _ in range(20):
+        c0 = time.thread_time_ns()
+        for _ in range(20):
+            sorted(data)
+        best = min(best, (time.thread_time_ns() - c0) / 1e3)
+    return best
+
+
 # -- one store ----------------------------------------------------------------------------------
 def queries(synth: Synth, stored: Stored, n: int, tag: str) -> dict[str, list[tuple[str, Fingerprint]]]:
     """New, near and known (url, fingerprint) queries; ``tag`` keeps URLs of two runs apart."""
@@ -239,7 +253,8 @@ def run_store(kind: str, n: int, n_queries: int, folder: Path) -> dict[str, Any]
     gc.collect()
     log(f"{kind} {n:,}: filled in {fill_s:.0f} s, detector open (index rebuilt) {open_s:.1f} s")
     q = queries(synth, stored, n_queries, "a")
-    out: dict[str, Any] = {"store": kind, "stored": n, "fill_s": fill_s, "open_s": open_s, "open_cpu_s": open_cpu}
+    out: dict[str, Any] = {"store": kind, "stored": n, "fill_s": fill_s, "open_s": open_s, "open_cpu_s": open_cpu,
+                           "reference before": reference_us()}
     statuses = {}
     for name, items in q.items():  # the first 200 are checked once untimed (compiled kernels warm), then all timed
         statuses[name] = sorted({f"{v.status} ({v.version})" if v.version else v.status
@@ -259,6 +274,11 @@ def run_store(kind: str, n: int, n_queries: int, folder: Path) -> dict[str, Any]
     with StatementCounter(store._db if kind == "memory" else det.store._db) as counter:  # type: ignore[attr-defined]
         out["add batched (per page)"] = {"mean_us": batch_cpu(det.add_fingerprints, later),
                                          "statements": counter.n / max(1, len(later))}
+    recrawl = queries(synth, stored, n_queries, "c")["known"]  # the second crawl: stored URLs, unchanged
+    with StatementCounter(store._db if kind == "memory" else det.store._db) as counter:  # type: ignore[attr-defined]
+        out["recrawl add batched (per page)"] = {"mean_us": batch_cpu(det.add_fingerprints, recrawl),
+                                                 "statements": counter.n / max(1, len(recrawl))}
+    out["reference after"] = reference_us()
     gc.collect()
     out["rss_per_page"] = (rss_bytes() - rss0) / n if kind == "memory" else None
     det.close()
@@ -297,7 +317,7 @@ def report(runs: list[dict[str, Any]], peer_runs: dict[int, list[dict[str, Any]]
         for name in ("check new", "check near", "check known", "add single"):
             rows.append([f"{r['store']}, {r['stored']:,}", name, f(r[name]["p50_us"]), f(r[name]["p99_us"]),
                          f"{r[name].get('statements', ''):.1f}" if "statements" in r[name] else ""])
-        for name in ("check batched (per item)", "add batched (per page)"):
+        for name in ("check batched (per item)", "add batched (per page)", "recrawl add batched (per page)"):
             rows.append([f"{r['store']}, {r['stored']:,}", name, f(r[name]["mean_us"]) + " (mean)", "",
                          f"{r[name]['statements']:.1f}" if "statements" in r[name] else ""])
     lines += table(["store, pages", "operation", "CPU p50 µs", "CPU p99 µs", "SQL statements"], rows, (0, 1))
@@ -311,10 +331,14 @@ def report(runs: list[dict[str, Any]], peer_runs: dict[int, list[dict[str, Any]]
             srows.append([f"{r['store']}, {r['stored']:,}", stage, f(v["p50_us"]),
                           f(v["p99_us"]) if "p99_us" in v else ""])
     lines += table(["store, pages", "stage", "CPU p50 µs", "CPU p99 µs"], srows, (0, 1))
-    lines += ["", "### Opening a store (index rebuilt from the pages) and memory", ""]
-    lines += table(["store, pages", "fill s (executemany)", "open s (wall)", "open CPU s", "RSS bytes/page"],
+    lines += ["", "### Opening a store (index rebuilt from the pages), memory, the machine's speed", "",
+              "The reference is a fixed pure-Python workload (`reference_us`) timed before and after each "
+              "store's queries: compare runs by it.", ""]
+    lines += table(["store, pages", "fill s (executemany)", "open s (wall)", "open CPU s", "RSS bytes/page",
+                    "reference µs before / after"],
                    [[f"{r['store']}, {r['stored']:,}", f"{r['fill_s']:.0f}", f"{r['open_s']:.1f}",
-                     f"{r['open_cpu_s']:.1f}", f(r["rss_per_page"]) if r["rss_per_page"] else "-"] for r in runs])
+                     f"{r['open_cpu_s']:.1f}", f(r["rss_per_page"]) if r["rss_per_page"] else "-",
+                     f"{r['reference before']:.0f} / {r['reference after']:.0f}"] for r in runs])
     if peer_runs:
         lines += ["", "### The peers at the same size (unverified LSH candidates of MinHash signatures)", ""]
         prow = []

@@ -117,7 +117,7 @@ class Clusters:
                 found = self.store.member(row.canonical_id)
                 best = Member(*found) if found is not None else None
             dirty = best is None
-            if policy.uses_links:  # every count this change may ask for, read at once
+            if policy.uses_links and not unchanged:  # every count this change may ask for, read at once
                 prefetch([comparable_link(leave.canonical_link) if leave is not None else None,
                           comparable_link(join.canonical_link) if join is not None else None,
                           comparable_url(best.url) if best is not None else None,
@@ -158,8 +158,10 @@ class Clusters:
                     recent *= 0.5 ** (max(0.0, now - joined_at) / GROWTH_HALF_LIFE)
                 recent += 1.0
                 joined_at = now if joined_at is None else max(joined_at, now)
-            self.store.set_cluster(cluster_id, best.id if best is not None else None, size,
-                                   (joins, joined_at, recent))
+            canonical_id = best.id if best is not None else None
+            if (canonical_id, size, joins, joined_at, recent) != (row.canonical_id, row.size, row.joins,
+                                                                   row.joined_at, row.recent) or fresh or size <= 0:
+                self.store.set_cluster(cluster_id, canonical_id, size, (joins, joined_at, recent))
         return best
 
     def lost(self, cluster_id: int, ids: set[int], links: Mapping[str, int]) -> None:

@@ -661,7 +661,8 @@ class Detector:
         self.store.add_version(rec.id, VersionRow(now, fp.digest, fp.simhash,
                                                   None if revisit is None else revisit.version == "changed",
                                                   None if revisit is None else revisit.distance,
-                                                  None if revisit is None else revisit.score), self.config.bits)
+                                                  None if revisit is None else revisit.score), self.config.bits,
+                               fetches=rec.fetches)
         values = set()
         if own is not None and own.status != "empty":
             values.add(own.simhash)

@@ -59,7 +59,7 @@ def record_revisit(to: Revisiting, url: str, now: float, fetched_url: str | None
     rec = replace(own, fetched_at=now, fetched_url=fetched_url if fetched_url is not None else own.fetched_url,
                   **history)
     to.store.update_page(rec, to.bits)
-    to.store.add_version(own.id, VersionRow(now, own.digest, own.simhash, False, 0, 1.0), to.bits)
+    to.store.add_version(own.id, VersionRow(now, own.digest, own.simhash, False, 0, 1.0), to.bits, fetches=rec.fetches)
     to.mirror.reconcile({own.simhash} if own.status != "empty" else set(), {own.id: own}, rec)
     to.signals.observe(url, own.cluster_id if own.status != "empty" else None, own.simhash, first=False)
     base: dict[str, Any] = dict(url=url, page_id=own.id, digest=own.digest, simhash=f"{own.simhash:0{to.bits // 4}x}",

@@ -273,8 +273,11 @@ class Store(ABC):
         """Delete pages and their histories."""
 
     @abstractmethod
-    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT) -> None:
-        """Append one fetch to a page's history, keeping its last ``keep`` fetches."""
+    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT,
+                    fetches: int | None = None) -> None:
+        """Append one fetch to a page's history, keeping its last ``keep`` fetches;
+        ``fetches``: the page's fetch count with this one, when the caller knows it (a history
+        holds at most one row a fetch, so none is dropped while that is at most ``keep``)."""
 
     @abstractmethod
     def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:

@@ -235,15 +235,18 @@ class SQLStore(SQLAggregates, Store):
         self._exec(f"DELETE FROM page_versions WHERE page_id IN ({marks})", list(ids))
         self._exec(f"DELETE FROM pages WHERE id IN ({marks})", list(ids))
 
-    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT) -> None:
+    def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT,
+                    fetches: int | None = None) -> None:
         """Append one fetch to a page's history; past ``keep`` fetches the oldest go (one
-        indexed statement; none for a page's first fetch, ``version.changed`` None)."""
+        indexed statement; none for a page's first fetch, ``version.changed`` None, nor while
+        ``fetches`` is at most ``keep``)."""
         changed = None if version.changed is None else int(version.changed)
         self._exec("INSERT INTO page_versions(page_id, fetched_at, digest, simhash, changed, distance, score) "
                    "VALUES(?, ?, ?, ?, ?, ?, ?)",
                    (page_id, version.fetched_at, version.digest, _blob(version.simhash, bits), changed,
                     version.distance, version.score))
-        if version.changed is not None or keep < 1:  # a re-fetch: the history may now be too long
+        if (version.changed is not None and (fetches is None or fetches > keep)) or keep < 1:
+            # a re-fetch: the history may now be too long
             self._exec("DELETE FROM page_versions WHERE page_id=? AND id <= (SELECT id FROM page_versions "
                        "WHERE page_id=? ORDER BY id DESC LIMIT 1 OFFSET ?)", (page_id, page_id, int(keep)))
 
