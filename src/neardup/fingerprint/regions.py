@@ -66,8 +66,12 @@ def _is_prose(node: ElementNode) -> bool:
     words = len((node.text or "").split())
     if words < PROSE_LIST_MIN_WORDS:
         return False
-    links = sum(len((a.text or "").split()) for a in node.query_selector_all("a"))
-    return links < PROSE_LIST_MAX_LINK_SHARE * words
+    budget, links = PROSE_LIST_MAX_LINK_SHARE * words, 0
+    for a in node.query_selector_all("a"):  # a list of links is known as one long before its last link
+        links += len((a.text or "").split())
+        if links >= budget:
+            return False
+    return True
 
 
 def protect_prose_lists(tree: HTMLTree) -> int:
