@@ -141,7 +141,7 @@ class Clusters:
                         if m.url != join.url:
                             cands[m.id] = m
                 cands[join.id] = join
-                best = min(cands.values(), key=lambda m: policy.key(
+                best = join if len(cands) == 1 else min(cands.values(), key=lambda m: policy.key(
                     m, policy.uses_links and count(comparable_url(m.url)) > 0))
         if dirty and size > 0:
             best, size = self.recompute(cluster_id, deltas, join)

@@ -157,7 +157,10 @@ class PermutedIndex:
     # -- writes -------------------------------------------------------------------------
     def add(self, id: int, simhash: int) -> None:
         """Insert ``simhash`` under ``id`` (remove an id's old value first to replace it)."""
-        self.add_many([id], [simhash])
+        if isinstance(simhash, int) and 0 <= simhash < 1 << 64 and isinstance(id, int):  # an online add: no list
+            self.add_many(np.array([id], dtype=np.int64), np.array([simhash], dtype=np.uint64))
+        else:
+            self.add_many([id], [simhash])
 
     def add_many(self, ids: Sequence[int] | np.ndarray, simhashes: Iterable[int] | np.ndarray) -> None:
         values = _words(simhashes)
