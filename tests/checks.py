@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -27,6 +28,35 @@ def sql_store(store: Store) -> SQLStore:
     """``store`` as the SQL store it is, for tests that read its tables through ``_exec``."""
     assert isinstance(store, SQLStore), store
     return store
+
+
+def damage_simhash(store: Store, page_id: int, blob: bytes) -> None:
+    """Overwrite a stored page's SimHash with ``blob`` behind the store's back (in SQL, or in
+    the page's JSON on Redis), as damage would."""
+    if isinstance(store, SQLStore):
+        with store.transaction():
+            store._exec("UPDATE pages SET simhash=? WHERE id=?", (blob, page_id))
+        return
+    import json
+
+    from neardup.store.base import PAGE_COLUMNS
+    from neardup.store.redis import RedisStore
+
+    assert isinstance(store, RedisStore), store
+    key = store.prefix + f"page:{page_id}"
+    values = json.loads(store._r.get(key))
+    values[PAGE_COLUMNS.index("simhash")] = blob.hex()
+    store._r.set(key, json.dumps(values))
+
+
+def stored_versions(store: Store) -> int:
+    """Rows of every page's history as the store holds them (not through ``versions``)."""
+    if isinstance(store, SQLStore):
+        return int(store._exec("SELECT count(*) FROM page_versions").fetchone()[0])
+    from neardup.store.redis import RedisStore
+
+    assert isinstance(store, RedisStore), store
+    return sum(int(store._r.llen(k)) for k in store._r.scan_iter(match=store.prefix + "versions:*"))
 
 
 def sqlite_store(store: Store) -> SQLiteStore:
@@ -51,3 +81,15 @@ def require_spark() -> None:
         if os.environ.get("NEARDUP_REQUIRE_SPARK"):
             pytest.fail(why)
         pytest.skip(why)
+
+
+#: every kind of store the tests run on, and the fixture that gives a fresh one ("sqlite": a file)
+STORE_KINDS = ["sqlite", "postgres", "redis", "redis-cluster"]
+_STORE_FIXTURES = {"postgres": "pg_dsn", "redis": "redis_url", "redis-cluster": "redis_cluster_url"}
+
+
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store of the kind ``request.param`` (one of :data:`STORE_KINDS`)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return str(request.getfixturevalue(_STORE_FIXTURES[request.param]))

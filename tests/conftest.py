@@ -123,3 +123,47 @@ def pg_server():
 def pg_dsn(pg_server):
     """DSN of a new, empty database on the session's server."""
     return pgserver.new_database(pg_server)
+
+
+# -- Redis: one standalone server and one 3-master Redis Cluster per test session ------------
+import redisserver  # noqa: E402
+
+
+def _redis_required(what: str) -> None:
+    if not redisserver.installed():
+        message = f"{what}: redis-server not installed (apt-get install redis-server; .ci/run does it)"
+        if os.environ.get("NEARDUP_REQUIRE_REDIS"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """URL of a standalone Redis started for this session (or $NEARDUP_TEST_REDIS). Without
+    redis-server the Redis tests skip, except under ``NEARDUP_REQUIRE_REDIS=1`` (.ci/run)."""
+    if not os.environ.get("NEARDUP_TEST_REDIS"):
+        _redis_required("standalone Redis")
+    with redisserver.standalone() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_server():
+    """URL of a 3-master Redis Cluster started for this session (or $NEARDUP_TEST_REDIS_CLUSTER)."""
+    if not os.environ.get("NEARDUP_TEST_REDIS_CLUSTER"):
+        _redis_required("Redis Cluster")
+    with redisserver.cluster() as url:
+        yield url
+
+
+@pytest.fixture()
+def redis_url(redis_server):
+    """A store target on the session's standalone Redis, with a key prefix of its own."""
+    return redisserver.with_prefix(redis_server)
+
+
+@pytest.fixture()
+def redis_cluster_url(redis_cluster_server):
+    """A store target on the session's Redis Cluster, with a key prefix of its own."""
+    return redisserver.with_prefix(redis_cluster_server)
+

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from checks import STORE_KINDS, store_target
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
@@ -37,12 +38,9 @@ def crawl_site_and_mirror(det: Detector, mirrored: int = 10, pages: int = 12) ->
         assert det.add(f"{MIRROR}/doc/{i}.html", doc(i), fetched_at=1.8e9 + i).status == "exact"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORE_KINDS)
 def target(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return str(request.getfixturevalue("pg_dsn"))
-
+    return store_target(request, tmp_path)
 
 def test_a_mirror_on_another_port_is_its_own_origin(target):
     with Detector.open(target) as det:
@@ -126,6 +124,7 @@ def _set_schema_7(target: str) -> None:
         lite.close()
 
 
+@pytest.mark.parametrize("target", ["sqlite", "postgres"], indirect=True)  # SQL schemas only
 def test_a_store_of_schema_7_is_migrated_to_origins(target):
     with Detector.open(target) as det:
         crawl_site_and_mirror(det)

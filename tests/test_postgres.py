@@ -7,7 +7,7 @@ import multiprocessing as mp
 from pathlib import Path
 
 import pytest
-from checks import present
+from checks import STORE_KINDS, present, store_target
 
 import neardup
 from neardup import Detector, StoreError
@@ -21,23 +21,20 @@ def _pages() -> list[tuple[str, bytes]]:
     return [(r[1], gzip.open(SAMPLE / r[0]).read()) for r in rows]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_target(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return request.getfixturevalue("pg_dsn")
+@pytest.fixture(params=STORE_KINDS)
+def target_store(request, tmp_path) -> str:
+    return store_target(request, tmp_path)
 
-
-def test_sample_gives_the_same_verdicts_on_both_backends(store_target, tmp_path):
+def test_sample_gives_the_same_verdicts_on_every_backend(target_store, tmp_path):
     reference = Detector.open(tmp_path / "ref.db")
     ref = [reference.add(url, html) for url, html in _pages()]
     reference.close()
-    with Detector.open(store_target) as det:
+    with Detector.open(target_store) as det:
         got = [det.add(url, html) for url, html in _pages()]
         stats = det.stats()
     assert [(v.status, v.match_url, v.distance, v.canonical_url) for v in got] == \
            [(v.status, v.match_url, v.distance, v.canonical_url) for v in ref]
-    with Detector.open(store_target) as det:  # reopen: everything restored
+    with Detector.open(target_store) as det:  # reopen: everything restored
         assert det.stats() == stats
         url, html = _pages()[-1]  # the last capture of a URL is the stored one
         assert det.check("https://elsewhere.example/x", html).status == "exact"

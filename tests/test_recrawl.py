@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from checks import present, sql_store
+from checks import STORE_KINDS, present, store_target, stored_versions
 from click.testing import CliRunner
 
 from neardup import Detector
@@ -35,12 +35,9 @@ def words(tag: str, n: int = 400) -> str:
     return " ".join(f"{tag}w{i}" for i in range(n))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORE_KINDS)
 def target(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return request.getfixturevalue("pg_dsn")
-
+    return store_target(request, tmp_path)
 
 # -- the estimator ----------------------------------------------------------------------------
 
@@ -100,7 +97,7 @@ def test_history_is_bounded_and_drives_the_schedule(target):
         assert h.change_rate is not None and 0 < h.change_rate * 3600 < 1.0
         assert h.next_fetch == pytest.approx(t + 1 / h.change_rate)
         assert det.history("https://a.example/other") is None
-        rows = sql_store(det.store)._exec("SELECT count(*) FROM page_versions").fetchone()[0]
+        rows = stored_versions(det.store)
         assert rows == HISTORY_LIMIT  # pruned as it grows
 
 

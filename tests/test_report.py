@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from checks import present
+from checks import STORE_KINDS, present, store_target
 from click.testing import CliRunner
 from report_store import build_report_store
 
@@ -151,13 +151,10 @@ def test_size_bins_are_logarithmic():
     assert [b[1] for b in bins] == [7, 3, 0, 1, 0, 1] and bins[1][2] == 10
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORE_KINDS)
 def target(request, tmp_path) -> str:
     """Where a store lives: an SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return request.getfixturevalue("pg_dsn")
-
+    return store_target(request, tmp_path)
 
 def test_report_aggregates_agree_with_the_detector(target):
     """The store's report aggregates (SQL, both dialects) against Detector.hosts() and the

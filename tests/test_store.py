@@ -14,12 +14,13 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from checks import present, sql_store
+from checks import STORE_KINDS, damage_simhash, present, store_target
 from faults import Boom, explode_on_cluster_update
 
 import neardup
 from neardup import Detector, Page, SQLiteStore, Store, StoreError, StoreLockedError
 from neardup.detector.settings import DetectorSettings
+from neardup.store import backends
 from neardup.store import sqlite as store_mod
 from neardup.store.base import Lookup
 from neardup.store.sql import SQLStore
@@ -27,20 +28,15 @@ from neardup.store.sql import SQLStore
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORE_KINDS)
 def target(request, tmp_path) -> str:
-    """Where a store lives: an SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return request.getfixturevalue("pg_dsn")
+    """Where a store lives: an SQLite file, a fresh PostgreSQL database, a key prefix of its
+    own on a standalone Redis or on a 3-master Redis Cluster."""
+    return store_target(request, tmp_path)
 
 
 def open_store(target: str, **kwargs) -> Store:
-    if target.startswith("postgresql://"):
-        from neardup.store.postgres import PostgresStore
-
-        return PostgresStore(target, **kwargs)
-    return SQLiteStore(target, **kwargs)
+    return backends.open_store(target, **kwargs)
 
 
 @cache
@@ -520,8 +516,7 @@ def test_the_contract_declares_everything_the_library_calls():
 def test_a_stored_simhash_of_the_wrong_width_is_a_store_error(target, blob):
     with Detector.open(target) as det:
         v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)))
-        with det.store.transaction():
-            sql_store(det.store)._exec("UPDATE pages SET simhash=? WHERE id=?", (blob, v.page_id))
+        damage_simhash(det.store, present(v.page_id), blob)
         for read in (lambda: det.page(present(v.page_id)), lambda: det.store.simhashes(),
                      lambda: det.check("https://a.example/1", "other words " * 50),
                      lambda: list(det.store.iter_pages())):

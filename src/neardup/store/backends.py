@@ -1,9 +1,11 @@
 """ONE factory from a store target (``--db``, ``Detector.open``, ``NEARDUP_DB``) to a store:
 a path names an SQLite file, a ``postgresql://`` (or ``postgres://``) URL a PostgreSQL
-database. Every command, the service and the report decide what a target names here.
+database, a ``redis://HOST:PORT/DB`` URL a Redis (or Valkey, Kvrocks) server and a
+``redis+cluster://HOST:PORT`` URL a Redis Cluster (:mod:`neardup.store.redis`). Every
+command, the service and the report decide what a target names here.
 
->>> is_url("postgresql://u@db/crawl"), is_url("crawl.db")
-(True, False)
+>>> is_url("postgresql://u@db/crawl"), is_url("redis+cluster://10.0.0.5:7000"), is_url("crawl.db")
+(True, True, False)
 >>> store = open_store(":memory:", create=True)
 >>> type(store).__name__, store.page_count()
 ('SQLiteStore', 0)
@@ -20,10 +22,13 @@ from neardup.store.base import Store
 #: the URL schemes that name a PostgreSQL database
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
+#: the URL schemes that name a Redis store (one server, or a Redis Cluster)
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
+
 
 def is_url(target: str | Path) -> bool:
-    """A ``postgresql://`` URL rather than an SQLite file."""
-    return str(target).startswith(POSTGRES_SCHEMES)
+    """A server's URL (PostgreSQL or Redis) rather than an SQLite file."""
+    return str(target).startswith(POSTGRES_SCHEMES + REDIS_SCHEMES)
 
 
 def require_existing(target: str | Path) -> None:
@@ -52,6 +57,10 @@ def store_paths(target: str | Path) -> list[Path]:
 
 def display_name(target: str | Path) -> str:
     """The target as it may be printed: a URL without its password."""
+    if str(target).startswith(REDIS_SCHEMES):
+        from neardup.store.redis import redact as redact_redis
+
+        return redact_redis(str(target))
     if is_url(target):
         from neardup.store.postgres import redact
 
@@ -61,7 +70,12 @@ def display_name(target: str | Path) -> str:
 
 def open_store(target: str | Path, *, create: bool = False, timeout: float = 10.0) -> Store:
     """The store at ``target``: an SQLite file (created when missing only with ``create``)
-    or the PostgreSQL database of a URL (``pip install 'neardup[postgres]'``)."""
+    or the PostgreSQL database of a URL (``pip install 'neardup[postgres]'``), or a Redis store
+    (``pip install 'neardup[redis]'``)."""
+    if str(target).startswith(REDIS_SCHEMES):
+        from neardup.store.redis import RedisStore
+
+        return RedisStore(str(target), timeout=timeout, create=create)
     if is_url(target):
         from neardup.store.postgres import PostgresStore
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -223,6 +223,23 @@ class SQLStore(SQLAggregates, Store):
             f"INSERT INTO pages({', '.join(columns)}) VALUES({', '.join('?' * len(columns))})",
             self._row_values(rec, bits),
         )
+
+    def load_pages(self, records: Iterable[PageRecord], bits: int) -> None:
+        """Store copies of pages of another store, their ids kept (a copy for the aggregate
+        queries: :mod:`neardup.store.materialise`)."""
+        columns = ["id", *PAGE_COLUMNS[1:], "url_key", "link_key"]
+        sql = f"INSERT INTO pages({', '.join(columns)}) VALUES({', '.join('?' * len(columns))})"
+        with self.transaction():
+            for rec in records:
+                self._exec(sql, [rec.id, *self._row_values(rec, bits)])
+
+    def load_clusters(self, rows: Iterable[ClusterRow]) -> None:
+        """Store copies of clusters of another store, their ids kept."""
+        with self.transaction():
+            for c in rows:
+                self._exec("INSERT INTO clusters(id, canonical_id, size, created_at, joins, joined_at, recent) "
+                           "VALUES(?, ?, ?, ?, ?, ?, ?)",
+                           (c.id, c.canonical_id, c.size, c.created_at, c.joins, c.joined_at, c.recent))
 
     def update_page(self, rec: PageRecord, bits: int) -> None:
         columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]

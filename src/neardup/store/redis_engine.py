@@ -1,0 +1,294 @@
+"""The plumbing of the Redis store (:mod:`neardup.store.redis`): the connection to one server
+or a Redis Cluster, the key prefix with its hash tag, the writers' lease, transactions staged
+in the client (:mod:`neardup.store.staging`) and committed by one Lua script, and the reads
+that see the open transaction's writes.
+
+A transaction takes the writers' lease (``SET lock NX PX``, renewed while the transaction
+runs, so a writer killed with kill -9 holds nobody up for more than :data:`LEASE` seconds),
+stages its writes, and commits them with one script that first checks it still holds the
+lease: all of a transaction or none of it, never half.
+
+>>> redact("redis://user:secret@db.example:6379/0")
+'redis://user:***@db.example:6379/0'
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from neardup.errors import ConfigError, StoreError, StoreLockedError
+from neardup.store.staging import Staging
+
+__all__ = ["LEASE", "REDIS_SCHEMA", "RedisEngine", "as_text", "redact"]
+
+#: seconds a writer's lease lasts without renewal (a killed writer blocks others this long at most)
+LEASE = 10.0
+
+#: the layout of the keys (meta ``redis_schema``); a store of a newer layout is refused
+REDIS_SCHEMA = 1
+
+_COMMIT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('NEARDUP lease lost')
+end
+local i = 2
+while i <= #ARGV do
+  local cmd, key, n = ARGV[i], KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
+  redis.call(cmd, key, unpack(ARGV, i + 3, i + 2 + n))
+  i = i + 3 + n
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def redact(url: str) -> str:
+    """The URL without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def as_text(value: Any) -> str:
+    """A reply of the engine as text."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+class _Tx(threading.local):
+    staging: Staging | None = None
+    token: str | None = None
+    renewed: float = 0.0
+
+
+class RedisEngine:
+    """A connection to a Redis store's keys, its transactions and its staged reads (see the module)."""
+    """A neardup store in Redis or a Redis Cluster (see the module)."""
+
+    def __init__(self, url: str, *, timeout: float = 10.0, create: bool = True) -> None:
+        try:
+            import redis
+            import redis.cluster
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise StoreError(f"Redis needs the 'redis' extra: pip install 'neardup[redis]' ({exc})") from None
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
+        self.path = redact(url)
+        self.timeout = float(timeout)
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        name = (query.pop("prefix", ["neardup"]) or ["neardup"])[-1]
+        if not name or any(c in name for c in "{}: "):
+            raise ConfigError(f"store {self.path}: prefix must be a name without braces, colons or spaces")
+        self.cluster = parts.scheme.endswith("+cluster")
+        plain = parts._replace(scheme=parts.scheme.replace("+cluster", ""), query="").geturl()
+        try:
+            if self.cluster:
+                self._r: Any = redis.cluster.RedisCluster.from_url(plain, socket_timeout=timeout,
+                                                                   socket_connect_timeout=timeout)
+            else:
+                self._r = redis.Redis.from_url(plain, socket_timeout=timeout, socket_connect_timeout=timeout)
+            self._r.ping()
+        except (redis.RedisError, ValueError, IndexError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            raise StoreError(f"cannot connect to Redis at {self.path}: {why}") from None
+        self.prefix = f"nd{{{name}}}:"
+        self._tx = _Tx()
+        self._commit = self._script(_COMMIT)
+        self._renew = self._script(_RENEW)
+        self._release = self._script(_RELEASE)
+        self._check_layout()
+
+    def _script(self, source: str) -> Any:
+        return self._r.register_script(source)
+
+    def _k(self, *parts: object) -> str:
+        return self.prefix + ":".join(str(p) for p in parts)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self._errors as exc:
+            raise StoreError(f"store {self.path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                             ) from None
+
+    def _check_layout(self) -> None:
+        stored = self._call(self._r.hget, self._k("meta"), "redis_schema")
+        if stored is None:
+            self._call(self._r.hsetnx, self._k("meta"), "redis_schema", json.dumps(REDIS_SCHEMA))
+            return
+        try:
+            version = int(json.loads(stored))
+        except (ValueError, TypeError):
+            raise StoreError(f"store {self.path} is damaged: redis_schema is {as_text(stored)!r}") from None
+        if version > REDIS_SCHEMA:
+            raise StoreError(f"store {self.path} has key layout {version}, newer than this neardup supports "
+                             f"({REDIS_SCHEMA}); upgrade neardup")
+
+    # -- plumbing ---------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if self._tx.staging is not None:
+            yield
+            return
+        token = uuid.uuid4().hex
+        lock = self._k("lock")
+        deadline = time.monotonic() + self.timeout
+        pause = 0.001
+        while not self._call(self._r.set, lock, token, None, int(LEASE * 1000), True):
+            if time.monotonic() > deadline:
+                raise StoreLockedError(f"store {self.path}: another writer held the lock for over {self.timeout} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        self._tx.staging, self._tx.token, self._tx.renewed = Staging(), token, time.monotonic()
+        try:
+            yield
+            self._flush(token)
+        except BaseException:
+            self._tx.staging = None
+            self._call(self._release, [lock], [token])
+            raise
+        finally:
+            self._tx.staging = self._tx.token = None
+
+    def _flush(self, token: str) -> None:
+        staging = self._tx.staging
+        assert staging is not None
+        lock = self._k("lock")
+        keys = [lock]
+        index: dict[str, int] = {lock: 1}
+        args: list[str] = [token]
+        for cmd, key, cargs in staging.commands():
+            if key not in index:
+                keys.append(key)
+                index[key] = len(keys)
+            args += [cmd, str(index[key]), str(len(cargs)), *cargs]
+        self._tx.staging = None
+        if len(args) == 1:
+            self._call(self._release, [lock], [token])
+            return
+        self._call(self._commit, keys, args)
+
+    def _stage(self) -> Staging:
+        """The open transaction's staging (renewing the lease now and then)."""
+        staging = self._tx.staging
+        assert staging is not None, "a write outside a transaction"
+        now = time.monotonic()
+        if now - self._tx.renewed > LEASE / 3:
+            if not self._call(self._renew, [self._k("lock")], [self._tx.token, int(LEASE * 1000)]):
+                raise StoreError(f"store {self.path}: the writers' lease ran out during a transaction")
+            self._tx.renewed = now
+        return staging
+
+    def snapshot(self) -> Any:
+        return nullcontext()
+
+    def reading(self) -> Any:
+        return nullcontext()
+
+    def close(self) -> None:
+        try:
+            self._r.close()
+        except self._errors:  # pragma: no cover - closing a dead connection
+            pass
+
+    def drop(self) -> int:
+        """Delete every key of this store (its prefix); returns how many."""
+        n = 0
+        for key in self._r.scan_iter(match=self.prefix + "*", count=1000):
+            n += int(self._r.delete(key))
+        return n
+
+    # -- reads through the staging ------------------------------------------------------
+    def _get_many(self, keys: Sequence[str]) -> list[str | None]:
+        staged = self._tx.staging.strings if self._tx.staging is not None else {}
+        todo = [k for k in keys if k not in staged]
+        got = dict(zip(todo, self._call(self._r.mget, todo))) if todo else {}
+        return [staged[k] if k in staged else (None if got[k] is None else as_text(got[k])) for k in keys]
+
+    def _hget(self, key: str, field: str) -> str | None:
+        s = self._tx.staging
+        if s is not None:
+            if field in s.fields.get(key, {}):
+                return s.fields[key][field]
+            if key in s.dropped:
+                return None
+        value = self._call(self._r.hget, key, field)
+        delta = s.increments.get(key, {}).get(field, 0) if s is not None else 0
+        if delta:
+            return str(int(value or 0) + delta)
+        return None if value is None else as_text(value)
+
+    def _hgetall(self, key: str) -> dict[str, str]:
+        s = self._tx.staging
+        out = {} if s is not None and key in s.dropped else \
+            {as_text(f): as_text(v) for f, v in self._call(self._r.hgetall, key).items()}
+        if s is not None:
+            for f, d in s.increments.get(key, {}).items():
+                out[f] = str(int(out.get(f, 0)) + d)
+            for f, v in s.fields.get(key, {}).items():
+                if v is None:
+                    out.pop(f, None)
+                else:
+                    out[f] = v
+        return out
+
+    def _zrange(self, key: str, lo: float = float("-inf"), hi: float = float("inf"), limit: int | None = None,
+                after: str | None = None) -> list[tuple[str, float]]:
+        """Members of a sorted set with scores in [lo, hi] (by score, then member; for a set of
+        equal scores, ``after``: members after this one by name), at most ``limit``."""
+        s = self._tx.staging
+        pending = s.members.get(key, {}) if s is not None else {}
+        dropped = s is not None and key in s.dropped
+        extra = sum(1 for v in pending.values() if v is None)
+        got: list[tuple[str, float]] = []
+        if not dropped:
+            if after is not None:
+                raw = self._call(self._r.zrangebylex, key, f"({after}" if after else "-", "+", 0,
+                                 -1 if limit is None else limit + extra)
+                got = [(as_text(m), 0.0) for m in raw]
+            else:
+                raw = self._call(self._r.zrangebyscore, key, lo, hi, None if limit is None else 0,
+                                 None if limit is None else limit + extra, True)
+                got = [(as_text(m), float(sc)) for m, sc in raw]
+        if not pending:
+            return got if limit is None else got[:limit]
+        merged = dict(got)
+        for m, sc in pending.items():
+            if sc is None:
+                merged.pop(m, None)
+            elif (after is not None and m > after) or (after is None and lo <= sc <= hi):
+                merged[m] = sc
+        out = sorted(merged.items(), key=lambda kv: (kv[1], kv[0]))
+        return out if limit is None else out[:limit]
+
+    def _zcard(self, key: str) -> int:
+        s = self._tx.staging
+        pending = s.members.get(key, {}) if s is not None else {}
+        if s is not None and key in s.dropped:
+            return sum(1 for v in pending.values() if v is not None)
+        n = int(self._call(self._r.zcard, key))
+        if pending:
+            members = list(pending)
+            there = self._call(self._r.zmscore, key, members)
+            for m, sc in zip(members, there):
+                n += (pending[m] is not None) - (sc is not None)
+        return n
+

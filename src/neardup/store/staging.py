@@ -1,0 +1,101 @@
+"""A write transaction against a key-value engine, staged in the client: the writes one
+transaction makes, kept in memory until it commits (then sent as one atomic script), and read
+back by the same transaction (read-your-writes) while the engine still holds the values from
+before it. :class:`~neardup.store.redis.RedisStore` builds on it.
+
+Four kinds of value are staged: strings (``None``: deleted), hash fields (``None``: deleted),
+sorted-set members (score, or ``None``: removed) and whole lists; a key deleted whole starts
+from nothing. :meth:`Staging.commands` turns the lot into engine commands, in an order where
+a whole-key delete comes before the writes to the key.
+
+>>> s = Staging()
+>>> s.set("a", "1"); s.zadd("z", "7", 7.0); s.hset("h", "f", "x"); s.hincr("h", "n", 2)
+>>> s.zrem("z", "8"); [c[0] for c in s.commands()]
+['SET', 'HSET', 'HINCRBY', 'ZADD', 'ZREM']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+class Staging:
+    """The pending writes of one transaction (see the module)."""
+
+    def __init__(self) -> None:
+        self.strings: dict[str, str | None] = {}
+        self.fields: dict[str, dict[str, str | None]] = {}
+        self.increments: dict[str, dict[str, int]] = {}
+        self.members: dict[str, dict[str, float | None]] = {}
+        self.lists: dict[str, list[str]] = {}
+        self.dropped: set[str] = set()
+        """hashes and sorted sets deleted whole (their server values no longer count)"""
+
+    def __bool__(self) -> bool:
+        return bool(self.strings or self.fields or self.increments or self.members or self.lists or self.dropped)
+
+    # -- writes ---------------------------------------------------------------------------
+    def set(self, key: str, value: str | None) -> None:
+        self.strings[key] = value
+
+    def hset(self, key: str, field: str, value: str | None) -> None:
+        self.fields.setdefault(key, {})[field] = value
+        self.increments.get(key, {}).pop(field, None)
+
+    def hincr(self, key: str, field: str, delta: int) -> None:
+        staged = self.fields.get(key, {})
+        if field in staged:
+            staged[field] = str(int(staged[field] or 0) + delta)
+            return
+        bucket = self.increments.setdefault(key, {})
+        bucket[field] = bucket.get(field, 0) + delta
+
+    def zadd(self, key: str, member: str, score: float) -> None:
+        self.members.setdefault(key, {})[member] = float(score)
+
+    def zrem(self, key: str, member: str) -> None:
+        self.members.setdefault(key, {})[member] = None
+
+    def drop(self, key: str) -> None:
+        """Delete a whole hash or sorted set."""
+        self.dropped.add(key)
+        self.fields.pop(key, None)
+        self.increments.pop(key, None)
+        self.members.pop(key, None)
+
+    def set_list(self, key: str, items: list[str]) -> None:
+        self.lists[key] = list(items)
+
+    # -- what the engine is sent ----------------------------------------------------------
+    def commands(self, chunk: int = 500) -> Iterator[tuple[str, str, list[str]]]:
+        """(command, key, arguments) in an order that applies the transaction; a command
+        carries at most ``chunk`` members or fields."""
+        for key in sorted(self.dropped):
+            yield "DEL", key, []
+        for key, value in self.strings.items():
+            if value is None:
+                yield "DEL", key, []
+            else:
+                yield "SET", key, [value]
+        for key, fields in self.fields.items():
+            live = [(f, v) for f, v in fields.items() if v is not None]
+            gone = [f for f, v in fields.items() if v is None]
+            for lo in range(0, len(live), chunk):
+                yield "HSET", key, [x for f, v in live[lo:lo + chunk] for x in (f, str(v))]
+            for lo in range(0, len(gone), chunk):
+                yield "HDEL", key, gone[lo:lo + chunk]
+        for key, deltas in self.increments.items():
+            for field, delta in deltas.items():
+                if delta:
+                    yield "HINCRBY", key, [field, str(delta)]
+        for key, members in self.members.items():
+            live_m = [(m, s) for m, s in members.items() if s is not None]
+            gone_m = [m for m, s in members.items() if s is None]
+            for lo in range(0, len(live_m), chunk):
+                yield "ZADD", key, [x for m, s in live_m[lo:lo + chunk] for x in (repr(s), m)]
+            for lo in range(0, len(gone_m), chunk):
+                yield "ZREM", key, gone_m[lo:lo + chunk]
+        for key, items in self.lists.items():
+            yield "DEL", key, []
+            for lo in range(0, len(items), chunk):
+                yield "RPUSH", key, items[lo:lo + chunk]
