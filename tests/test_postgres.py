@@ -91,6 +91,12 @@ def test_unreachable_server_and_foreign_database(pg_dsn):
         PostgresStore(pg_dsn)
 
 
+@pytest.fixture(params=STORE_KINDS[1:])
+def shared_target(request, tmp_path) -> str:
+    """A store many processes share: PostgreSQL, Redis, a Redis Cluster."""
+    return store_target(request, tmp_path)
+
+
 def _worker(dsn: str, urls_html: list[tuple[str, str]], barrier, out) -> None:
     det = Detector.open(dsn)
     barrier.wait()
@@ -99,14 +105,15 @@ def _worker(dsn: str, urls_html: list[tuple[str, str]], barrier, out) -> None:
     det.close()
 
 
-def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
+def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(shared_target):
     base = " ".join(f"word{i}" for i in range(400))
     ctx = mp.get_context("spawn")
     for round_ in range(3):
         variants = [base.replace(f"word{7 + round_} ", "changed "), base.replace(f"word{30 + round_} ", "other ")]
         barrier, out = ctx.Barrier(2), ctx.Queue()
         procs = [ctx.Process(target=_worker,
-                             args=(pg_dsn, [(f"https://w{w}.example/{round_}", variants[w])], barrier, out))
+                             args=(shared_target, [(f"https://w{w}.example/{round_}", variants[w])], barrier,
+                                   out))
                  for w in range(2)]
         for p in procs:
             p.start()
@@ -115,7 +122,7 @@ def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
             p.join(60)
         flat = [r for res in results for r in res]
         assert len({cluster for _, _, cluster in flat}) == 1, flat
-    with Detector.open(pg_dsn) as det:
+    with Detector.open(shared_target) as det:
         # every worker's committed page is visible; all variants in one cluster, one canonical
         assert det.stats()["pages"] == 6
         v = det.check("https://third.example/x", base)
@@ -124,8 +131,8 @@ def test_two_workers_adding_near_duplicates_at_once_share_one_cluster(pg_dsn):
         assert det.store.cluster_canonical(present(v.cluster_id)) in {m.id for m in members}
 
 
-def test_a_check_sees_what_another_worker_committed(pg_dsn):
-    a, b = Detector.open(pg_dsn), Detector.open(pg_dsn)
+def test_a_check_sees_what_another_worker_committed(shared_target):
+    a, b = Detector.open(shared_target), Detector.open(shared_target)
     text = " ".join(f"t{i}" for i in range(300))
     assert b.check("https://b.example/", text).status == "new"
     a.add("https://a.example/", text)

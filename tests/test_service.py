@@ -211,11 +211,12 @@ def _start_server(db: Path | str, port: int) -> subprocess.Popen:
     raise RuntimeError("server did not start")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 def test_client_against_a_real_server_and_kill_9(tmp_path, request, backend):
     """Every add the server acknowledged before a SIGKILL is stored and indexed after a
-    restart, on the embedded store and on the shared PostgreSQL one."""
-    db = tmp_path / "svc.db" if backend == "sqlite" else request.getfixturevalue("pg_dsn")
+    restart, on the embedded store and on the shared PostgreSQL and Redis ones."""
+    db = tmp_path / "svc.db" if backend == "sqlite" else request.getfixturevalue(
+        "pg_dsn" if backend == "postgres" else "redis_url")
     port = _free_port()
     proc = _start_server(db, port)
     acknowledged: list[str] = []

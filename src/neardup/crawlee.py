@@ -173,7 +173,7 @@ class NeardupCrawlee:
              settings: DetectorSettings | Mapping[str, Any] | None = None, **options: Any) -> "NeardupCrawlee":
         """An integration that owns its detector: a :class:`neardup.Client` for an
         ``http(s)://`` ``target`` (``neardup serve``; ``token``: its bearer token), else
-        :meth:`Detector.open` of a SQLite file or a ``postgresql://`` URL (``settings``: a
+        :meth:`Detector.open` of a SQLite file, a ``postgresql://`` or a ``redis://`` URL (``settings``: a
         :class:`DetectorSettings` or a mapping of its fields). ``options``: the constructor's."""
         if target.startswith(("http://", "https://")):
             from neardup.client import Client

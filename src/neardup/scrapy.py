@@ -4,14 +4,15 @@ Enable it in a project's ``settings.py`` (``pip install 'neardup[scrapy]'``)::
 
     DOWNLOADER_MIDDLEWARES = {"neardup.scrapy.NeardupDownloaderMiddleware": 950}
     SPIDER_MIDDLEWARES = {"neardup.scrapy.NeardupSpiderMiddleware": 50}   # for NEARDUP_FOLLOW_DUPLICATES
-    NEARDUP_DB = "crawl.db"              # or "postgresql://..."; or NEARDUP_URL + NEARDUP_TOKEN (the service)
+    NEARDUP_DB = "crawl.db"              # or "postgresql://..." or "redis://..."; or NEARDUP_URL (the service)
     NEARDUP_ON_DUPLICATE = "drop"        # or "tag": response.meta["neardup"] holds the verdict
 
 Settings:
 
 - ``NEARDUP_ENABLED`` (default True): False raises ``NotConfigured`` (the middleware is off);
   so does a configuration with neither ``NEARDUP_DB`` nor ``NEARDUP_URL``.
-- ``NEARDUP_DB``: a SQLite store file or a ``postgresql://`` URL (:meth:`Detector.open`);
+- ``NEARDUP_DB``: a SQLite store file, a ``postgresql://`` or a ``redis://`` (``redis+cluster://``) URL
+  (:meth:`Detector.open`);
   ``NEARDUP_URL`` / ``NEARDUP_TOKEN``: a ``neardup serve`` service (:class:`neardup.Client`).
 - the detector's settings, every field of :class:`neardup.detector.settings.DetectorSettings` as
   ``NEARDUP_<FIELD>``: ``NEARDUP_K``, ``NEARDUP_VERIFY``, ``NEARDUP_METHOD`` (``simhash`` |
@@ -310,7 +311,7 @@ class NeardupDownloaderMiddleware:
         if not s.getbool("NEARDUP_ENABLED", True):
             raise NotConfigured("NEARDUP_ENABLED is off")
         if not s.get("NEARDUP_DB") and not s.get("NEARDUP_URL"):
-            raise NotConfigured("set NEARDUP_DB (a store file or postgresql:// URL) or NEARDUP_URL (the service)")
+            raise NotConfigured("set NEARDUP_DB (a store file or server URL) or NEARDUP_URL (the service)")
         in_process = not s.get("NEARDUP_URL") and s.getbool("NEARDUP_PROCESS", True)
         detector, owns = (None, True) if in_process else open_detector(s)
         rate = s.get("NEARDUP_HOST_MAX_DUPLICATE_RATE")

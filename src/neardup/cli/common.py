@@ -49,14 +49,15 @@ STORE_TIMEOUT = 10.0
 
 def open_detector(db: str, *, create: bool = True, **kwargs: Any) -> Detector:
     """The one way commands open a store: an SQLite file (created when missing with
-    ``create``, else :class:`StoreError` when it does not exist) or a ``postgresql://`` URL
-    (always connected to: an unreachable server is a store error, never an empty store)."""
+    ``create``, else :class:`StoreError` when it does not exist) or a server's URL
+    (``postgresql://``, ``redis://``, ``redis+cluster://``: always connected to, an unreachable
+    server is a store error, never an empty store)."""
     if not create:
         require_existing(db)
     return Detector.open(db, create=create, timeout=STORE_TIMEOUT, **kwargs)
 
 
-DB_HELP = "Store: SQLite file or postgresql:// URL"
+DB_HELP = "Store: SQLite file, postgresql:// URL, redis://HOST:PORT/DB or redis+cluster://HOST:PORT"
 
 
 db_option = click.option("--db", required=True, type=click.Path(dir_okay=False),

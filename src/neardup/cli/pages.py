@@ -118,7 +118,7 @@ def _single(add: bool, db: str, url: str, file: str, header: tuple[str, ...], op
     config = build_config(settings, **opts)
     content = read_content(file, (config or DEFAULT_CONFIG).max_bytes)
     # check never writes, and needs the store it checks against (a missing file is exit 3, not
-    # "new" for everything); a postgresql:// URL is always connected to (a server that is down is exit 3)
+    # "new" for everything); a server's URL is always connected to (a server that is down is exit 3)
     with open_detector(db, create=add, config=config, settings=settings) as det:
         headers = parse_headers(header)
         verdict = det.add(url, content, headers) if add else det.check(url, content, headers)

@@ -50,8 +50,8 @@ from neardup.errors import ConfigError
 def serve_cmd(db: str, host: str, port: int, token: str | None, private: bool, max_body: int, body_timeout: float,
               max_inflight: int, max_inflight_bytes: int, workers: int, page_timeout: float, page_workers: int | None,
               **opts: Any) -> None:
-    """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file or a
-    postgresql:// URL)."""
+    """Serve the HTTP API (see neardup.service) over the store --db (a SQLite file, a
+    postgresql:// URL, or a redis:// or redis+cluster:// URL)."""
     try:
         import uvicorn  # noqa: F401 (checked here: the extra is installed)
 

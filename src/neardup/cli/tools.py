@@ -84,7 +84,7 @@ def tune_cmd(pairs: str, db: str | None, do_apply: bool, method: str, min_precis
 
 
 @click.command("report")
-@click.option("--db", required=True, help="Store file (or postgresql:// URL) to report on.")
+@click.option("--db", required=True, help="Store file (or postgresql://, redis://, redis+cluster:// URL) to report.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="HTML file to write.")
 @click.option("--title", default=None, help="Page title.")
 @click.option("--top-clusters", type=click.IntRange(0), default=20, show_default=True, help="Clusters listed.")

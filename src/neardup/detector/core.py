@@ -254,8 +254,9 @@ class Detector:
         settings: DetectorSettings | None = None,
     ) -> "Detector":
         """A detector over the SQLite store at ``path`` (created when missing unless
-        ``create=False``), or over the PostgreSQL database of a ``postgresql://`` URL
-        (shared by many workers, see :mod:`neardup.store.postgres`). Reopening restores every
+        ``create=False``), over the PostgreSQL database of a ``postgresql://`` URL (shared by
+        many workers, see :mod:`neardup.store.postgres`), or over a Redis store of a
+        ``redis://`` or ``redis+cluster://`` URL (:mod:`neardup.store.redis`). Reopening restores every
         page, cluster and the index."""
         store = open_store(path, create=create, timeout=timeout)
         try:

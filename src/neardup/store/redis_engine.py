@@ -70,7 +70,7 @@ def redact(url: str) -> str:
 
 def as_text(value: Any) -> str:
     """A reply of the engine as text."""
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class _Tx(threading.local):
@@ -97,6 +97,12 @@ class RedisEngine:
         name = (query.pop("prefix", ["neardup"]) or ["neardup"])[-1]
         if not name or any(c in name for c in "{}: "):
             raise ConfigError(f"store {self.path}: prefix must be a name without braces, colons or spaces")
+        try:
+            self.lease = float(query.pop("lease", [str(LEASE)])[-1])
+        except ValueError:
+            self.lease = -1.0
+        if not 0 < self.lease <= 3600:
+            raise ConfigError(f"store {self.path}: lease must be a number of seconds in (0, 3600]")
         self.cluster = parts.scheme.endswith("+cluster")
         plain = parts._replace(scheme=parts.scheme.replace("+cluster", ""), query="").geturl()
         try:
@@ -152,7 +158,7 @@ class RedisEngine:
         lock = self._k("lock")
         deadline = time.monotonic() + self.timeout
         pause = 0.001
-        while not self._call(self._r.set, lock, token, None, int(LEASE * 1000), True):
+        while not self._call(self._r.set, lock, token, None, int(self.lease * 1000), True):
             if time.monotonic() > deadline:
                 raise StoreLockedError(f"store {self.path}: another writer held the lock for over {self.timeout} s")
             time.sleep(pause)
@@ -191,8 +197,8 @@ class RedisEngine:
         staging = self._tx.staging
         assert staging is not None, "a write outside a transaction"
         now = time.monotonic()
-        if now - self._tx.renewed > LEASE / 3:
-            if not self._call(self._renew, [self._k("lock")], [self._tx.token, int(LEASE * 1000)]):
+        if now - self._tx.renewed > self.lease / 3:
+            if not self._call(self._renew, [self._k("lock")], [self._tx.token, int(self.lease * 1000)]):
                 raise StoreError(f"store {self.path}: the writers' lease ran out during a transaction")
             self._tx.renewed = now
         return staging

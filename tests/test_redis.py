@@ -1,0 +1,199 @@
+"""What only the Redis store has (the contract itself runs on Redis and on a 3-master Redis
+Cluster in tests/test_store.py, and on every backend in the other store tests): the same
+verdicts and export as SQLite on real pages in sequential order, an acknowledged add that
+survives a kill -9 of the server (AOF ``always``), a writer killed inside its transaction
+that leaves nothing half-written and blocks nobody past its lease, the spec kept in the
+engine, and bad targets and damaged keys named in one line."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redisserver
+from checks import present
+from click.testing import CliRunner
+
+import neardup
+from neardup import ConfigError, Detector, SpecMismatchError, StoreError
+from neardup.cli import main
+from neardup.store.redis import RedisStore
+
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample"
+
+
+def _sample() -> list[tuple[str, bytes]]:
+    with open(SAMPLE / "urls.tsv", encoding="utf-8") as fh:
+        return [(row["url"], gzip.decompress((SAMPLE / row["file"]).read_bytes()))
+                for row in csv.DictReader(fh, delimiter="\t")]
+
+
+def _corpus_pages(corpus: Path, limit: int) -> list[tuple[str, bytes]]:
+    root = corpus / "scrapinghub-aeb"
+    with open(root / "manifest.tsv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))[:limit]
+    return [(r["url"], gzip.decompress((root / r["file"]).read_bytes())) for r in rows]
+
+
+def _verdicts(target: str, pages: list[tuple[str, bytes]]) -> list[tuple]:
+    with Detector.open(target) as det:
+        got = [det.add(url, html, fetched_at=1.7e9 + i) for i, (url, html) in enumerate(pages)]
+        return [(v.url, v.status, v.match_url, v.distance, v.page_id, v.cluster_id, v.canonical_url) for v in got]
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_target(request) -> str:
+    return str(request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url"))
+
+
+def test_corpus_in_sequential_order_gives_sqlites_verdicts_and_export(redis_target, corpus, tmp_path):
+    pages = _corpus_pages(corpus, 120) + _sample()
+    pages += [(f"https://mirror.example/{i}", html) for i, (_, html) in enumerate(pages[:40])]  # exact copies
+    assert _verdicts(redis_target, pages) == _verdicts(str(tmp_path / "ref.db"), pages)
+    runner = CliRunner()
+    for target, out in ((redis_target, tmp_path / "r.jsonl"), (str(tmp_path / "ref.db"), tmp_path / "s.jsonl")):
+        done = runner.invoke(main, ["export", "--db", target, "--out", str(out)])
+        assert done.exit_code == 0, done.output
+    assert (tmp_path / "r.jsonl").read_text() == (tmp_path / "s.jsonl").read_text()
+    statuses = {json.loads(line)["status"] for line in (tmp_path / "r.jsonl").read_text().splitlines()}
+    assert {"new", "exact"} <= statuses
+
+
+def test_an_acknowledged_add_survives_a_kill_9_of_the_server(tmp_path):
+    """AOF with ``appendfsync always``: whatever add() returned is on disk when the server dies."""
+    if not redisserver.installed():
+        pytest.skip("redis-server not installed")
+    base = tempfile.mkdtemp(prefix="neardup-redis-kill-")
+    (port,) = redisserver._free_ports(1)
+    proc = redisserver.start_node(base, port)
+    url = f"redis://127.0.0.1:{port}/0"
+    acknowledged = []
+    try:
+        with Detector.open(url) as det:
+            for i, (u, html) in enumerate(_sample()):
+                acknowledged.append(det.add(f"{u}?copy={i}", html).url)
+        proc.kill()  # SIGKILL: no shutdown, no final fsync
+        proc.wait(30)
+        proc = redisserver.start_node(base, port)
+        with Detector.open(url) as det:
+            assert det.stats()["pages"] == len(acknowledged)
+            for u in acknowledged:
+                assert det.history(u) is not None
+            url0, html0 = _sample()[0]
+            assert det.check("https://elsewhere.example/", html0).status == "exact"
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def _die_inside_a_transaction(target: str, ready) -> None:
+    det = Detector.open(target)
+    with det.store.transaction():
+        det.add("https://dead.example/1", " ".join(f"dead{i}" for i in range(300)))
+        ready.set()
+        time.sleep(0.5)
+        os._exit(9)  # as a kill -9 would: no rollback, no lease release
+
+
+def test_a_writer_killed_in_its_transaction_leaves_nothing_and_blocks_nobody_past_its_lease(redis_url):
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_die_inside_a_transaction, args=(redis_url, ready))
+    proc.start()
+    assert ready.wait(120)
+    proc.join(60)
+    assert proc.exitcode == 9
+    started = time.monotonic()
+    with Detector.open(f"{redis_url}&lease=2") as det:  # ours is 2 s; the dead writer's was 10 s
+        v = det.add("https://alive.example/1", " ".join(f"alive{i}" for i in range(300)))
+        waited = time.monotonic() - started
+        assert v.status == "new" and det.history("https://dead.example/1") is None
+        assert det.stats()["pages"] == 1
+    assert waited < 30
+
+
+def test_the_spec_lives_in_the_engine(redis_url):
+    url, html = _sample()[0]
+    shingles = neardup.FingerprintConfig(features=neardup.FeatureConfig(scheme="shingles", ngram=3))
+    with Detector.open(redis_url, config=shingles) as det:
+        det.add(url, html)
+    with pytest.raises(SpecMismatchError, match="spec"):
+        Detector.open(redis_url, config=neardup.DEFAULT_CONFIG)
+    with Detector.open(redis_url) as det:  # config=None: the engine's own
+        assert det.config == shingles and det.check("https://x.example/", html).status == "exact"
+
+
+def test_bad_targets_are_one_line_errors(redis_server):
+    with pytest.raises(StoreError, match="cannot connect to Redis") as exc:
+        RedisStore("redis://nobody:secret@127.0.0.1:1/0", timeout=2)
+    assert "\n" not in str(exc.value) and "secret" not in str(exc.value)
+    with pytest.raises(ConfigError, match="prefix"):
+        RedisStore(f"{redis_server}?prefix=a{{b}}")
+    with pytest.raises(ConfigError, match="lease"):
+        RedisStore(f"{redis_server}?lease=-1")
+    done = CliRunner().invoke(main, ["stats", "--db", "redis://127.0.0.1:1/0"])
+    assert done.exit_code != 0 and "Traceback" not in done.output and "cannot connect to Redis" in done.output
+
+
+def test_damaged_keys_and_a_newer_layout_are_store_errors(redis_url):
+    with Detector.open(redis_url) as det:
+        v = det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)))
+        store = det.store
+        assert isinstance(store, RedisStore)
+        store._r.set(store.prefix + f"page:{present(v.page_id)}", b"\xff not json")
+        with pytest.raises(StoreError, match="damaged.*page"):
+            det.page(present(v.page_id))
+        store._r.hset(store.prefix + "meta", "redis_schema", "99")
+    with pytest.raises(StoreError, match="newer"):
+        RedisStore(redis_url)
+
+
+def test_stores_on_one_engine_are_kept_apart_by_their_prefix(redis_server):
+    a, b = redisserver.with_prefix(redis_server), redisserver.with_prefix(redis_server)
+    text = " ".join(f"t{i}" for i in range(300))
+    with Detector.open(a) as det:
+        det.add("https://a.example/", text)
+    with Detector.open(b) as det:
+        assert det.check("https://b.example/", text).status == "new" and det.stats()["pages"] == 0
+    store = RedisStore(a)
+    assert store.drop() > 0 and store.page_count() == 0
+    store.close()
+
+
+def test_the_cli_runs_dedup_twice_on_a_redis_cluster(redis_cluster_url, tmp_path):
+    runner = CliRunner()
+    first = runner.invoke(main, ["dedup", str(SAMPLE), "--db", redis_cluster_url])
+    second = runner.invoke(main, ["dedup", str(SAMPLE), "--db", redis_cluster_url])
+    reference = runner.invoke(main, ["dedup", str(SAMPLE), "--db", str(tmp_path / "s.db")])
+    reference_again = runner.invoke(main, ["dedup", str(SAMPLE), "--db", str(tmp_path / "s.db")])
+    assert first.exit_code == second.exit_code == reference.exit_code == reference_again.exit_code == 0, first.output
+
+    def summary(output: str) -> dict:
+        data = json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
+        return {k: v for k, v in data.items() if k not in ("db", "jobs")}
+
+    assert summary(first.output) == summary(reference.output)
+    assert summary(second.output) == summary(reference_again.output)
+    assert summary(second.output)["unchanged"] > summary(first.output)["unchanged"]
+
+
+def test_redis_cli_sees_one_hash_tag_a_store(redis_cluster_url):
+    """Every key of a store maps to one slot, so one node commits a transaction atomically."""
+    with Detector.open(redis_cluster_url) as det:
+        det.add("https://a.example/1", " ".join(f"w{i}" for i in range(300)))
+        store = det.store
+        assert isinstance(store, RedisStore)
+        keys = [k.decode() for k in store._r.scan_iter(match=store.prefix + "*")]
+        slots = {int(store._r.keyslot(k)) for k in keys}
+        assert len(keys) > 5 and len(slots) == 1
+    port = redis_cluster_url.split(":")[2].split("?")[0]
+    info = subprocess.run(["redis-cli", "-p", port, "CLUSTER", "INFO"], capture_output=True, text=True).stdout
+    assert "cluster_known_nodes:3" in info
