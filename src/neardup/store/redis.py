@@ -188,27 +188,20 @@ class RedisStore(RedisEngine, Store):
         return self._first(self._k("simhash", f"{int(simhash):0{bits // 4}x}"), exclude)
 
     def lookup(self, url: str, digest: str | None) -> Lookup:
-        if self._tx.staging is not None:
+        """One round trip (a Lua script: one consistent view) while this thread has no staged
+        writes; through the staging otherwise."""
+        if self._tx.staging:
             first, last = self.change_bounds()
             own = self.page_by_url(url)
             same = self.page_by_digest(digest, url) if digest is not None else None
             return Lookup(first, last, own, same)
-        changes = self._k("changes")
-        pipe = self._r.pipeline(transaction=False)
-        pipe.zrange(changes, 0, 0, withscores=True)
-        pipe.zrange(changes, -1, -1, withscores=True)
-        pipe.hget(self._k("urls"), url)
-        pipe.zrange(self._k("digest", digest or ""), 0, 0)
-        lo, hi, own_id, same_ids = self._call(pipe.execute)
-        ids = [int(own_id)] if own_id is not None else []
-        if digest is not None and same_ids:
-            ids.append(int(same_ids[0]))
-        pages = self._pages(ids)
-        own = pages.get(int(own_id)) if own_id is not None else None
-        same = pages.get(int(same_ids[0])) if digest is not None and same_ids else None
+        keys = [self._k("changes"), self._k("urls"), self._k("digest", digest or "")]
+        lo, hi, own_text, same_text = self._call(self._lookup, keys, [url, self.prefix, int(digest is not None)])
+        own = None if own_text is None else self._decode(as_text(own_text), f"the page at {url}")
+        same = None if same_text is None else self._decode(as_text(same_text), f"a page of digest {digest}")
         if own is not None and digest is not None and own.digest == digest and own.status != "empty":
             same = own
-        return Lookup(int(lo[0][1]) if lo else 0, int(hi[0][1]) if hi else 0, own, same)
+        return Lookup(int(float(lo)) if lo is not None else 0, int(float(hi)) if hi is not None else 0, own, same)
 
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
         ids = [int(m) for m, _ in self._zrange(self._k("members", cluster_id))]
@@ -245,7 +238,7 @@ class RedisStore(RedisEngine, Store):
                     fetches: int | None = None) -> None:
         with self.transaction():
             key = self._k("versions", page_id)
-            rows = self._versions_raw(key)
+            rows = [] if fetches == 1 else self._versions_raw(key)  # a first fetch: no history yet
             rows.append(json.dumps([version.fetched_at, version.digest, f"{int(version.simhash):0{bits // 4}x}",
                                     version.changed, version.distance, version.score]))
             self._stage().set_list(key, rows[-keep:] if keep >= 1 else [])
@@ -486,12 +479,8 @@ class RedisStore(RedisEngine, Store):
             last = float(ids[-1])
 
     def link_counts(self, cluster_id: int, keys: Sequence[str]) -> dict[str, int]:
-        out = {}
-        for key in keys:
-            n = self._hget(self._k("links", cluster_id), key)
-            if n is not None and int(n) != 0:
-                out[key] = int(n)
-        return out
+        counts = self._hmget(self._k("links", cluster_id), list(keys))
+        return {key: int(n) for key, n in zip(keys, counts) if n is not None and int(n) != 0}
 
     def named_links(self, cluster_id: int) -> set[str]:
         return {k for k, n in self._hgetall(self._k("links", cluster_id)).items() if int(n) > 0}
@@ -512,8 +501,10 @@ class RedisStore(RedisEngine, Store):
 
     def change_bounds(self) -> tuple[int, int]:
         key = self._k("changes")
-        lo = self._call(self._r.zrange, key, 0, 0, False, True)
-        hi = self._call(self._r.zrange, key, -1, -1, False, True)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.zrange(key, 0, 0, withscores=True)
+        pipe.zrange(key, -1, -1, withscores=True)
+        lo, hi = self._call(pipe.execute)
         bounds = (int(lo[0][1]) if lo else 0, int(hi[0][1]) if hi else 0)
         s = self._tx.staging
         pending = s.members.get(key, {}) if s is not None else {}

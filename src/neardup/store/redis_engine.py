@@ -48,6 +48,25 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
+#: what a check reads (Store.lookup), in one round trip: the change log's bounds, the page at
+#: the URL and the oldest live page of the digest (KEYS: changes, urls, digest:D; ARGV: url,
+#: prefix, whether there is a digest); the page keys share the store's hash tag
+_LOOKUP = """
+local lo = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local hi = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local own_id = redis.call('HGET', KEYS[2], ARGV[1])
+local own = false
+if own_id then own = redis.call('GET', ARGV[2] .. 'page:' .. own_id) end
+local same = false
+if ARGV[3] == '1' then
+  local ids = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if ids[1] then
+    if ids[1] == own_id then same = own else same = redis.call('GET', ARGV[2] .. 'page:' .. ids[1]) end
+  end
+end
+return {lo[2] or false, hi[2] or false, own, same}
+"""
+
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
@@ -120,6 +139,7 @@ class RedisEngine:
         self._commit = self._script(_COMMIT)
         self._renew = self._script(_RENEW)
         self._release = self._script(_RELEASE)
+        self._lookup = self._script(_LOOKUP)
         self._check_layout()
 
     def _script(self, source: str) -> Any:
@@ -241,6 +261,14 @@ class RedisEngine:
         if delta:
             return str(int(value or 0) + delta)
         return None if value is None else as_text(value)
+
+    def _hmget(self, key: str, fields: list[str]) -> list[str | None]:
+        if not fields:
+            return []
+        s = self._tx.staging
+        if s is not None and (key in s.dropped or key in s.fields or key in s.increments):
+            return [self._hget(key, f) for f in fields]
+        return [None if v is None else as_text(v) for v in self._call(self._r.hmget, key, fields)]
 
     def _hgetall(self, key: str) -> dict[str, str]:
         s = self._tx.staging
