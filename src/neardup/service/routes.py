@@ -40,8 +40,7 @@ async def _page_fingerprint(svc: Service, page: PageIn) -> Fingerprint:
 async def _add(svc: Service, page: PageIn) -> Verdict:
     """Fingerprint a page in a worker, then decide and record it."""
     fp = await _page_fingerprint(svc, page)  # outside the lock: the slow part
-    verdict = await svc.locked(svc.detector.add_fingerprint, page.url, fp, fetched_at=page.fetched_at,
-                               priority=page.priority)
+    verdict = await svc.commits.add(page.url, fp, fetched_at=page.fetched_at, priority=page.priority)
     svc.metrics.verdict("add", verdict.status)
     return verdict
 
@@ -132,8 +131,7 @@ async def add_revisit(body: RevisitIn, svc: ServiceDep) -> Response:
 async def add_fp(body: FingerprintIn, svc: ServiceDep) -> Response:
     """Add a page by its fingerprint (with its sketch when the spec has one)."""
     fp = body.fingerprint(svc.detector)
-    verdict = await svc.locked(svc.detector.add_fingerprint, body.url, fp, fetched_at=body.fetched_at,
-                               priority=body.priority)
+    verdict = await svc.commits.add(body.url, fp, fetched_at=body.fetched_at, priority=body.priority)
     svc.metrics.verdict("add", verdict.status)
     return json_response(verdict.to_dict())
 

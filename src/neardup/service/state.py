@@ -1,5 +1,5 @@
-"""What every route shares: the Detector, the decision lock, the page workers and the
-metrics (:class:`Service`, one per app), reached through FastAPI's ``Depends``."""
+"""What every route shares: the Detector, the decision lock, the group commits of single
+adds, the page workers and the metrics (:class:`Service`, one per app), reached through FastAPI's ``Depends``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from neardup.detector.core import Detector
+from neardup.service.group_commit import GroupCommit
 from neardup.service.metrics import Metrics, StoreSnapshot
 from neardup.service.pages import PagePool
 
@@ -28,6 +29,8 @@ class Service:
         self.pool = pool
         self.metrics = metrics
         self.snapshot = StoreSnapshot(metrics, detector, self.lock, stats_interval)
+        self.commits = GroupCommit(detector, self.locked)
+        """single adds, coalesced into group commits"""
 
     async def locked(self, fn: Callable[..., T], *args: Any, inline: bool = True, **kwargs: Any) -> T:
         """Run ``fn`` under the decision lock: inline on the event loop when the lock is free
