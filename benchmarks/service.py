@@ -329,7 +329,8 @@ def serve(db: str, workers: int) -> Iterator[Server]:
     cmd = [sys.executable, "-m", "neardup.cli", *args]
     env = dict(os.environ)
     shown = "python -m neardup.cli " + " ".join(args)
-    shown = shown.replace(db, "<postgresql://...>" if db.startswith("postgresql") else "<store.db>")
+    shown = shown.replace(db, "<postgresql://...>" if db.startswith("postgresql") else
+                          "<redis://...>" if db.startswith("redis") else "<store.db>")
     shown = shown.replace(f"--port {port}", "--port <free>")
     logf = tempfile.TemporaryFile()  # noqa: SIM115 - closed when the server stops
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logf, start_new_session=True, env=env)

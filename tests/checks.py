@@ -59,6 +59,30 @@ def stored_versions(store: Store) -> int:
     return sum(int(store._r.llen(k)) for k in store._r.scan_iter(match=store.prefix + "versions:*"))
 
 
+def stored_links(store: Store, cluster_id: int) -> dict[str, int]:
+    """A cluster's link counts as the store holds them (rows or hash fields, zeros included)."""
+    if isinstance(store, SQLStore):
+        rows = store._exec("SELECT link, n FROM cluster_links WHERE cluster_id=?", (cluster_id,)).fetchall()
+        return {str(k): int(n) for k, n in rows}
+    from neardup.store.redis import RedisStore
+
+    assert isinstance(store, RedisStore), store
+    return {k.decode(): int(n) for k, n in store._r.hgetall(store.prefix + f"links:{cluster_id}").items()}
+
+
+def orphan_links(store: Store) -> int:
+    """Link counts kept for clusters that no longer exist."""
+    if isinstance(store, SQLStore):
+        return int(store._exec("SELECT count(*) FROM cluster_links WHERE cluster_id NOT IN "
+                               "(SELECT id FROM clusters)").fetchone()[0])
+    from neardup.store.redis import RedisStore
+
+    assert isinstance(store, RedisStore), store
+    live = set(store.cluster_ids())
+    keys = [k.decode() for k in store._r.scan_iter(match=store.prefix + "links:*")]
+    return sum(1 for k in keys if int(k.rsplit(":", 1)[1]) not in live)
+
+
 def sqlite_store(store: Store) -> SQLiteStore:
     """``store`` as the SQLite store it is, for tests that read its connection."""
     assert isinstance(store, SQLiteStore), store

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 import pytest
-from checks import present, sql_store
+from checks import orphan_links, present, sql_store, stored_links
 
 from neardup import Detector
 from neardup.canonical import RANKS, policy_from_spec
@@ -70,13 +70,10 @@ def _expected(det: Detector) -> None:
         chosen = policy.choose([dataclasses.replace(_as_member(m)) for m in members])
         assert (row.canonical_id, row.size) == (chosen.id, len(members)), (cid, policy.spec)
         links = Counter(k for k in (comparable_link(m.canonical_link) for m in members) if k is not None)
-        stored = dict(sql_store(det.store)._exec("SELECT link, n FROM cluster_links WHERE cluster_id=?",
-                                                 (cid,)).fetchall())
-        assert {str(k): int(n) for k, n in stored.items()} == dict(links)
+        assert stored_links(det.store, cid) == dict(links)
         info = present(det.cluster_info(cid))
         assert info["size"] == len(members) and info["canonical_id"] == chosen.id
-    assert sql_store(det.store)._exec("SELECT count(*) FROM cluster_links WHERE cluster_id NOT IN "
-                           "(SELECT id FROM clusters)").fetchone()[0] == 0
+    assert orphan_links(det.store) == 0
     # a URL is never its own duplicate: no stored page names itself as its match
     assert all(p.matched_id != p.id for p in pages)
     reps: dict[int, int] = {}
@@ -163,6 +160,12 @@ PG_CHAINS = ["rel-canonical,first-seen", "https,rel-canonical", "priority,rel-ca
 def test_incremental_canonical_equals_recomputation_postgres(chain, contents, pg_dsn):
     with Detector.open(pg_dsn, canonical=chain) as det:
         _run(det, contents, seed=300 + PG_CHAINS.index(chain), steps=40)
+
+
+@pytest.mark.parametrize("chain", PG_CHAINS[:3])
+def test_incremental_canonical_equals_recomputation_redis(chain, contents, redis_url):
+    with Detector.open(redis_url, canonical=chain) as det:
+        _run(det, contents, seed=400 + PG_CHAINS.index(chain), steps=40)
 
 
 def test_a_big_cluster_is_a_signal(contents):

@@ -70,8 +70,18 @@ class RedisStore(RedisEngine, Store):
     """A neardup store in Redis or a Redis Cluster (see the module): ``RedisStore(url)``."""
 
     # -- records ----------------------------------------------------------------------
+    def _store_spec(self) -> str | None:
+        """The store's spec (meta ``spec``), read once it is set: a page of that spec keeps
+        null in its place (a third of a page's bytes)."""
+        if self._spec is None:
+            stored = self.get_meta("spec")
+            self._spec = stored if isinstance(stored, str) else None
+        return self._spec
+
     def _encode(self, rec: PageRecord, bits: int) -> str:
         values = [getattr(rec, c) for c in PAGE_COLUMNS]
+        if rec.spec == self._store_spec():
+            values[PAGE_COLUMNS.index("spec")] = None
         values[PAGE_COLUMNS.index("simhash")] = f"{int(rec.simhash):0{bits // 4}x}"
         for blob in ("signature", "sketch"):
             values[PAGE_COLUMNS.index(blob)] = _b64(getattr(rec, blob))
@@ -86,6 +96,10 @@ class RedisStore(RedisEngine, Store):
                 raise StoreError(f"store {self.path} is damaged: {what} has a SimHash of {len(hexed) * 4} bits, "
                                  f"expected {' or '.join(str(w * 4) for w in widths)}")
             data["simhash"] = int(hexed, 16)
+            if data["spec"] is None:
+                data["spec"] = self._store_spec()
+                if data["spec"] is None:
+                    raise StoreError(f"store {self.path} is damaged: {what} has no spec and the store none")
             data["signature"] = _unb64(data["signature"])
             data["sketch"] = _unb64(data["sketch"])
             return PageRecord(**data)
@@ -102,9 +116,11 @@ class RedisStore(RedisEngine, Store):
         """The sorted-set entries (key, member, score) that index a stored page."""
         pid = int(rec.id or 0)
         m = str(pid)
-        out = {(self._k("all"), m, float(pid)), (self._k("fetched"), m, float(rec.fetched_at)),
-               (self._k("host", rec.host), m, float(pid)), (self._k("urlkey", comparable_url(rec.url)), m, float(pid)),
+        out = {(self._k("fetched"), m, float(rec.fetched_at)), (self._k("host", rec.host), m, float(pid)),
                (self._k("urlset"), rec.url, 0.0)}
+        key = comparable_url(rec.url)
+        if key != rec.url:  # a URL that is its own comparable form is found through ``urls``
+            out.add((self._k("urlkey", key), m, float(pid)))
         if rec.status != "empty":
             out.add((self._k("digest", rec.digest), m, float(pid)))
             out.add((self._k("simhash", f"{int(rec.simhash):0{bits // 4}x}"), m, float(pid)))
@@ -140,6 +156,8 @@ class RedisStore(RedisEngine, Store):
             raise StoreError(f"store {self.path} is damaged: meta value {key!r} is not JSON") from None
 
     def set_meta(self, key: str, value: Any) -> None:
+        if key == "spec":
+            self._spec = None  # read again once committed
         with self.transaction():
             self._stage().hset(self._k("meta"), key, json.dumps(value, sort_keys=True))
 
@@ -158,7 +176,7 @@ class RedisStore(RedisEngine, Store):
 
     # -- pages ------------------------------------------------------------------------
     def page_count(self) -> int:
-        return self._zcard(self._k("all"))
+        return sum(self.status_counts().values())
 
     def page_by_id(self, page_id: int) -> PageRecord | None:
         return self._pages([page_id]).get(int(page_id))
@@ -309,16 +327,15 @@ class RedisStore(RedisEngine, Store):
         return out
 
     def iter_pages(self, batch: int = 1000) -> Iterator[PageRecord]:
-        last = 0.0
-        while True:
-            ids = [int(m) for m, _ in self._zrange(self._k("all"), lo=last + 1, limit=batch)]
-            if not ids:
-                return
+        """Every page in id order: ids 1 to the last one given, ``batch`` keys a read (the gaps
+        deleted pages leave are skipped)."""
+        top = int(self._hget_plain(self._k("next", "page")) or 0)
+        for lo in range(1, top + 1, batch):
+            ids = list(range(lo, min(lo + batch, top + 1)))
             pages = self._pages(ids)
             for i in ids:
                 if i in pages:
                     yield pages[i]
-            last = float(ids[-1])
 
     def status_counts(self) -> dict[str, int]:
         return {s: int(n) for s, n in self._hgetall(self._k("statuses")).items() if int(n) > 0}
@@ -466,7 +483,12 @@ class RedisStore(RedisEngine, Store):
 
     def members_with_url_key(self, cluster_id: int, key: str) -> list[MemberRow]:
         ids = [int(m) for m, _ in self._zrange(self._k("urlkey", key))]
-        return [self._member_row(r) for r in self._pages(ids).values() if r.cluster_id == cluster_id]
+        own = self._hget(self._k("urls"), key)
+        if own is not None:
+            ids.append(int(own))
+        pages = self._pages(sorted(set(ids)))
+        return [self._member_row(r) for r in pages.values()
+                if r.cluster_id == cluster_id and comparable_url(r.url) == key]
 
     def member_batches(self, cluster_id: int, batch: int = 5000) -> Iterator[list[MemberRow]]:
         last = -1.0

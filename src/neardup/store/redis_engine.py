@@ -140,6 +140,7 @@ class RedisEngine:
         self._renew = self._script(_RENEW)
         self._release = self._script(_RELEASE)
         self._lookup = self._script(_LOOKUP)
+        self._spec: str | None = None
         self._check_layout()
 
     def _script(self, source: str) -> Any:
@@ -260,6 +261,11 @@ class RedisEngine:
         delta = s.increments.get(key, {}).get(field, 0) if s is not None else 0
         if delta:
             return str(int(value or 0) + delta)
+        return None if value is None else as_text(value)
+
+    def _hget_plain(self, key: str) -> str | None:
+        """A string key as the engine holds it (counters: not staged)."""
+        value = self._call(self._r.get, key)
         return None if value is None else as_text(value)
 
     def _hmget(self, key: str, fields: list[str]) -> list[str | None]:
