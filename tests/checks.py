@@ -56,7 +56,9 @@ def stored_versions(store: Store) -> int:
     from neardup.store.redis import RedisStore
 
     assert isinstance(store, RedisStore), store
-    return sum(int(store._r.llen(k)) for k in store._r.scan_iter(match=store.prefix + "versions:*"))
+    import json
+
+    return sum(len(json.loads(v)) for v in store._r.hvals(store.prefix + "versions"))
 
 
 def stored_links(store: Store, cluster_id: int) -> dict[str, int]:

@@ -20,7 +20,7 @@ Keys (``P`` = ``nd{NAME}:``): ``P meta`` (hash: key -> JSON); ``P page:ID`` (a p
 time), ``P digest:D`` and ``P simhash:HEX`` (non-empty pages), ``P host:H``, ``P urlkey:K``,
 ``P members:C``; ``P urlset`` (URLs, by name); ``P statuses`` (hash: status -> pages);
 ``P cluster:C`` (JSON), ``P clusters`` (ids), ``P links:C`` (hash: link -> members);
-``P changes`` (the change log: seq -> ``seq:page:op:hex``); ``P versions:ID`` (a list);
+``P changes`` (the change log: seq -> ``seq:page:op:hex``); ``P versions`` (hash: page id -> its history, JSON);
 ``P payloads`` (hash); counters ``P next:page``, ``P next:cluster``, ``P next:change``.
 
 The aggregates (host figures, the report, the export) are read off a copy of the pages in an
@@ -250,29 +250,35 @@ class RedisStore(RedisEngine, Store):
                 s.hset(self._k("urls"), rec.url, None)
                 s.hincr(self._k("statuses"), rec.status, -1)
                 s.set(self._k("page", pid), None)
-                s.set_list(self._k("versions", pid), [])
+                s.hset(self._k("versions"), str(pid), None)
 
     def add_version(self, page_id: int, version: VersionRow, bits: int, keep: int = HISTORY_LIMIT,
                     fetches: int | None = None) -> None:
         with self.transaction():
-            key = self._k("versions", page_id)
-            rows = [] if fetches == 1 else self._versions_raw(key)  # a first fetch: no history yet
-            rows.append(json.dumps([version.fetched_at, version.digest, f"{int(version.simhash):0{bits // 4}x}",
-                                    version.changed, version.distance, version.score]))
-            self._stage().set_list(key, rows[-keep:] if keep >= 1 else [])
+            rows = [] if fetches == 1 else self._version_rows(page_id)  # a first fetch: no history yet
+            rows.append([version.fetched_at, version.digest, f"{int(version.simhash):0{bits // 4}x}",
+                         version.changed, version.distance, version.score])
+            kept = rows[-keep:] if keep >= 1 else []
+            self._stage().hset(self._k("versions"), str(page_id),
+                               json.dumps(kept, separators=(",", ":")) if kept else None)
 
-    def _versions_raw(self, key: str) -> list[str]:
-        s = self._tx.staging
-        if s is not None and key in s.lists:
-            return list(s.lists[key])
-        return [as_text(v) for v in self._call(self._r.lrange, key, 0, -1)]
+    def _version_rows(self, page_id: int) -> list[list[Any]]:
+        """A page's history as stored: one field of the ``versions`` hash, a JSON list of rows."""
+        text = self._hget(self._k("versions"), str(page_id))
+        try:
+            rows = json.loads(text) if text is not None else []
+            if not isinstance(rows, list):
+                raise TypeError("not a list")
+            return rows
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"store {self.path} is damaged: the history of page {page_id} ({exc})") from None
 
     def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:
-        rows = self._versions_raw(self._k("versions", page_id))[-limit:] if limit > 0 else []
+        rows = self._version_rows(page_id)[-limit:] if limit > 0 else []
         out = []
-        for text in rows:
+        for row in rows:
             try:
-                at, digest, hexed, changed, distance, score = json.loads(text)
+                at, digest, hexed, changed, distance, score = row
                 out.append(VersionRow(float(at), str(digest), int(hexed, 16), changed, distance, score))
             except (ValueError, TypeError) as exc:
                 raise StoreError(f"store {self.path} is damaged: a version of page {page_id} ({exc})") from None

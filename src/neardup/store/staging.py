@@ -3,9 +3,9 @@ transaction makes, kept in memory until it commits (then sent as one atomic scri
 back by the same transaction (read-your-writes) while the engine still holds the values from
 before it. :class:`~neardup.store.redis.RedisStore` builds on it.
 
-Four kinds of value are staged: strings (``None``: deleted), hash fields (``None``: deleted),
-sorted-set members (score, or ``None``: removed) and whole lists; a key deleted whole starts
-from nothing. :meth:`Staging.commands` turns the lot into engine commands, in an order where
+Three kinds of value are staged: strings (``None``: deleted), hash fields (``None``: deleted;
+or increments) and sorted-set members (score, or ``None``: removed); a key deleted whole
+starts from nothing. :meth:`Staging.commands` turns the lot into engine commands, in an order where
 a whole-key delete comes before the writes to the key.
 
 >>> s = Staging()
@@ -27,12 +27,11 @@ class Staging:
         self.fields: dict[str, dict[str, str | None]] = {}
         self.increments: dict[str, dict[str, int]] = {}
         self.members: dict[str, dict[str, float | None]] = {}
-        self.lists: dict[str, list[str]] = {}
         self.dropped: set[str] = set()
         """hashes and sorted sets deleted whole (their server values no longer count)"""
 
     def __bool__(self) -> bool:
-        return bool(self.strings or self.fields or self.increments or self.members or self.lists or self.dropped)
+        return bool(self.strings or self.fields or self.increments or self.members or self.dropped)
 
     # -- writes ---------------------------------------------------------------------------
     def set(self, key: str, value: str | None) -> None:
@@ -63,9 +62,6 @@ class Staging:
         self.increments.pop(key, None)
         self.members.pop(key, None)
 
-    def set_list(self, key: str, items: list[str]) -> None:
-        self.lists[key] = list(items)
-
     # -- what the engine is sent ----------------------------------------------------------
     def commands(self, chunk: int = 500) -> Iterator[tuple[str, str, list[str]]]:
         """(command, key, arguments) in an order that applies the transaction; a command
@@ -95,7 +91,3 @@ class Staging:
                 yield "ZADD", key, [x for m, s in live_m[lo:lo + chunk] for x in (repr(s), m)]
             for lo in range(0, len(gone_m), chunk):
                 yield "ZREM", key, gone_m[lo:lo + chunk]
-        for key, items in self.lists.items():
-            yield "DEL", key, []
-            for lo in range(0, len(items), chunk):
-                yield "RPUSH", key, items[lo:lo + chunk]
