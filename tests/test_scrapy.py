@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -506,3 +507,36 @@ def test_a_conditional_recrawl_records_304s_as_unchanged_fetches(static_site, tm
             h = present(det.history(f"{site}a/{g}.html"))
             assert (h.fetches, h.change_count) == (2, 1 if g in changed else 0)
             assert h.versions[-1]["changed"] == (g in changed)
+
+
+def test_two_scrapy_redis_workers_share_one_queue_and_one_store(site, tmp_path, redis_server):
+    """A distributed crawl: two crawler processes at once, their request queue and dupefilter in
+    Redis (scrapy-redis) and one neardup store in Redis. Every request is fetched by one worker,
+    both workers fetch, and each distinct content is new exactly once, as in one process."""
+    pytest.importorskip("scrapy_redis")
+    run_id = uuid.uuid4().hex[:10]
+    store = f"{redis_server}?prefix=crawl{run_id}"
+    procs, outs = [], []
+    for w in range(2):
+        stats, items = tmp_path / f"stats{w}.json", tmp_path / f"items{w}.jsonl"
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "site_redis", "-s", f"SITE_URL={site}",
+               "-s", f"REDIS_URL={redis_server}", "-s", f"NEARDUP_DB={store}",
+               "-s", f"SCHEDULER_QUEUE_KEY={run_id}:requests", "-s", f"SCHEDULER_DUPEFILTER_KEY={run_id}:dupefilter",
+               "-s", f"REDIS_START_URLS_KEY={run_id}:start_urls",
+               "-s", f"STATS_OUT={stats}", "-O", str(items), "-s", "LOG_LEVEL=ERROR"]
+        procs.append(subprocess.Popen(cmd, cwd=EXAMPLE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        outs.append((stats, items))
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    stats = [json.loads(s.read_text()) for s, _ in outs]
+    items = [[json.loads(line) for line in i.read_text().splitlines()] for _, i in outs]
+    urls = [{i["url"] for i in part} for part in items]
+    assert urls[0] and urls[1] and not urls[0] & urls[1]  # both fetched; no URL fetched twice
+    main = {u for part in urls for u in part if urlsplit(u).netloc == urlsplit(site).netloc}
+    assert {f"{site}a/{g}/" for g in ARTICLES} <= main
+    alone, _ = crawl(site, tmp_path)  # the same crawl in one process, into SQLite
+    new = sum(s.get("neardup/new", 0) for s in stats)
+    assert new == alone["neardup/new"] == sum(i["status"] == "new" for part in items for i in part)
+    with Detector.open(store) as det:
+        assert det.stats()["pages"] >= new and det.store.status_counts()["new"] == new
