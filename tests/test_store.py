@@ -36,6 +36,8 @@ def target(request, tmp_path) -> str:
 
 
 def open_store(target: str, **kwargs) -> Store:
+    """The store at ``target`` through the one factory (created when missing, unless ``create=False``)."""
+    kwargs.setdefault("create", True)
     return backends.open_store(target, **kwargs)
 
 

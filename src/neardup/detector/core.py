@@ -470,6 +470,7 @@ class Detector:
                         if lk is not None:
                             links[lk] = links.get(lk, 0) + 1
                 total += len(recs)
+            self.store.cluster_rows(sorted(gone))  # read at once (a store with round trips keeps them)
             for cid in sorted(gone):
                 self.clusters.lost(cid, *gone[cid])
         return total

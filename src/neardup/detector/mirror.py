@@ -318,14 +318,19 @@ class IndexMirror:
                 and was.status != "empty" and new.status != "empty"):
             return
         plan = []
-        for value in sorted(set(values)):
-            held = [pid for pid, _ in self.index.search(value, 0)]
-            if not held and new is not None and new.id is not None and not old:
-                # no stored page held this value (the index holds the oldest non-empty page of
-                # every value, in step with the store inside the write): only the new page can
-                want: int | None = new.id if new.simhash == value and new.status != "empty" else None
+        holders = {value: [pid for pid, _ in self.index.search(value, 0)] for value in sorted(set(values))}
+        # no stored page held a value (the index holds the oldest non-empty page of every value,
+        # in step with the store inside the write): only the new page can hold it now
+        alone = {value for value, held in holders.items() if not held and new is not None and new.id is not None
+                 and not old}
+        lowest = self.store.lowest_lives([v for v in holders if v not in alone], self.bits)
+        for value, held in holders.items():
+            want: int | None
+            if value in alone:
+                assert new is not None
+                want = new.id if new.simhash == value and new.status != "empty" else None
             else:
-                want = self.store.lowest_live(value, self.bits)
+                want = lowest[value]
             plan.append((value, want, held))
         for value, want, held in plan:
             for pid in held:

@@ -254,6 +254,10 @@ class Store(ABC):
         ``exclude``: the oldest other than that page."""
 
     @abstractmethod
+    def lowest_lives(self, values: Sequence[int], bits: int) -> dict[int, int | None]:
+        """:meth:`lowest_live` of each of ``values`` (a backend with round trips reads them at once)."""
+
+    @abstractmethod
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """The change log's bounds, the page at ``url`` and :meth:`page_by_digest` of
         ``digest`` preferring ``url`` (None for no digest), from one consistent view."""
@@ -351,6 +355,11 @@ class Store(ABC):
 
     @abstractmethod
     def cluster_row(self, cluster_id: int) -> ClusterRow | None: ...
+
+    @abstractmethod
+    def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
+        """:meth:`cluster_row` of each of ``cluster_ids`` that exists (a backend with round trips
+        reads them at once, and keeps them for the rest of its transaction)."""
 
     @abstractmethod
     def cluster_ids(self) -> list[int]: ...

@@ -205,6 +205,17 @@ class RedisStore(RedisEngine, Store):
     def lowest_live(self, simhash: int, bits: int, exclude: int | None = None) -> int | None:
         return self._first(self._k("simhash", f"{int(simhash):0{bits // 4}x}"), exclude)
 
+    def lowest_lives(self, values: Sequence[int], bits: int) -> dict[int, int | None]:
+        """One pipelined round trip for all ``values``."""
+        keys = {int(v): self._k("simhash", f"{int(v):0{bits // 4}x}") for v in values}
+        firsts = self._zfirst_many(list(keys.values()), limit=1)
+        return {v: int(firsts[key][0][0]) if firsts[key] else None for v, key in keys.items()}
+
+    def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
+        """Several clusters in one read (and, in a transaction, kept for its later reads)."""
+        self._get_many([self._k("cluster", int(c)) for c in cluster_ids])
+        return {int(c): row for c in cluster_ids if (row := self.cluster_row(c)) is not None}
+
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """One round trip (a Lua script: one consistent view) while this thread has no staged
         writes; through the staging otherwise."""
@@ -228,7 +239,7 @@ class RedisStore(RedisEngine, Store):
 
     def insert_page(self, rec: PageRecord, bits: int) -> int:
         with self.transaction():
-            pid = int(self._call(self._r.incr, self._k("next", "page")))
+            pid = self._next_id("page")
             stored = PageRecord(**{**rec.__dict__, "id": pid})
             self._write_page(stored, None, bits)
             return pid
@@ -436,7 +447,7 @@ class RedisStore(RedisEngine, Store):
     # -- clusters ---------------------------------------------------------------------
     def new_cluster(self, now: float | None = None) -> int:
         with self.transaction():
-            cid = int(self._call(self._r.incr, self._k("next", "cluster")))
+            cid = self._next_id("cluster")
             s = self._stage()
             s.set(self._k("cluster", cid), json.dumps([None, 0, time.time() if now is None else now, 0, None, 0.0]))
             s.zadd(self._k("clusters"), str(cid), float(cid))
@@ -522,7 +533,7 @@ class RedisStore(RedisEngine, Store):
     # -- the change log ---------------------------------------------------------------
     def log_change(self, page_id: int, op: str, simhash: int, bits: int) -> int:
         with self.transaction():
-            seq = int(self._call(self._r.incr, self._k("next", "change")))
+            seq = self._next_id("change")
             self._stage().zadd(self._k("changes"), f"{seq}:{int(page_id)}:{op}:{int(simhash):0{bits // 4}x}",
                                float(seq))
             return seq

@@ -29,6 +29,8 @@ class Staging:
         self.members: dict[str, dict[str, float | None]] = {}
         self.dropped: set[str] = set()
         """hashes and sorted sets deleted whole (their server values no longer count)"""
+        self.read: dict[str, str | None] = {}
+        """string values read from the engine during the transaction (not writes)"""
 
     def __bool__(self) -> bool:
         return bool(self.strings or self.fields or self.increments or self.members or self.dropped)
