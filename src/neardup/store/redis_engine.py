@@ -333,16 +333,20 @@ class RedisEngine:
         asked = [k for k in keys if s is None or k not in s.dropped]
         extra = {k: sum(1 for v in (s.members.get(k, {}) if s is not None else {}).values() if v is None)
                  for k in asked}
+        def ask(client: Any, k: str) -> Any:
+            if after is not None:
+                return client.zrangebylex(k, f"({after}" if after else "-", "+", 0,
+                                          -1 if limit is None else limit + extra[k])
+            return client.zrangebyscore(k, lo, hi, None if limit is None else 0,
+                                        None if limit is None else limit + extra[k], True)
+
         raw: list[Any] = []
-        if asked:
+        if len(asked) == 1:  # one key: a plain command (a pipeline costs more in the client)
+            raw = [self._call(ask, self._r, asked[0])]
+        elif asked:
             pipe = self._r.pipeline(transaction=False)
             for k in asked:
-                if after is not None:
-                    pipe.zrangebylex(k, f"({after}" if after else "-", "+", 0,
-                                     -1 if limit is None else limit + extra[k])
-                else:
-                    pipe.zrangebyscore(k, lo, hi, None if limit is None else 0,
-                                       None if limit is None else limit + extra[k], True)
+                ask(pipe, k)
             raw = self._call(pipe.execute)
         served = dict(zip(asked, raw))
         out: dict[str, list[tuple[str, float]]] = {}
