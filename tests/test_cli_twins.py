@@ -138,7 +138,7 @@ def test_db_help_and_k_range():
     for command in ("add", "check", "dedup", "stats", "serve", "should-fetch", "rules", "hosts", "expire",
                     "cluster"):
         out = " ".join(run(command, "--help").stdout.split())
-        assert "SQLite file or postgresql:// URL" in out, command
+        assert "SQLite file, postgresql:// URL, redis://HOST:PORT/DB or redis+cluster://HOST:PORT" in out, command
     assert "0<=x<=128" in run("add", "--help").stdout or "0..128" in run("add", "--help").stdout
     assert run("check", "--db", "x.db", "-k", "129", "https://x.example/", "-").exit_code == 2
 
