@@ -58,6 +58,11 @@ def test_corpus_in_sequential_order_gives_sqlites_verdicts_and_export(redis_targ
     pages = _corpus_pages(corpus, 120) + _sample()
     pages += [(f"https://mirror.example/{i}", html) for i, (_, html) in enumerate(pages[:40])]  # exact copies
     assert _verdicts(redis_target, pages) == _verdicts(str(tmp_path / "ref.db"), pages)
+    refetch = pages[:30] + [(url, html + b"<p>changed since the last fetch, a whole new paragraph</p>")
+                            for url, html in pages[30:45]]
+    assert _verdicts(redis_target, refetch) == _verdicts(str(tmp_path / "ref.db"), refetch)  # the second crawl
+    with Detector.open(redis_target) as det, Detector.open(tmp_path / "ref.db") as ref:
+        assert det.stats() == ref.stats() and det.stats()["fetches"] == len(pages) + len(refetch)
     runner = CliRunner()
     for target, out in ((redis_target, tmp_path / "r.jsonl"), (str(tmp_path / "ref.db"), tmp_path / "s.jsonl")):
         done = runner.invoke(main, ["export", "--db", target, "--out", str(out)])

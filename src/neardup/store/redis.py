@@ -18,7 +18,8 @@ second of adds may go.
 Keys (``P`` = ``nd{NAME}:``): ``P meta`` (hash: key -> JSON); ``P page:ID`` (a page, JSON);
 ``P urls`` (hash: URL -> id); sorted sets of page ids ``P all``, ``P fetched`` (by fetch
 time), ``P digest:D`` and ``P simhash:HEX`` (non-empty pages), ``P host:H``, ``P urlkey:K``,
-``P members:C``; ``P urlset`` (URLs, by name); ``P statuses`` (hash: status -> pages);
+``P members:C``; ``P urlset`` (URLs, by name); ``P statuses`` (hash: status -> pages); ``P totals`` (hash:
+fetches, URLs whose content changed);
 ``P cluster:C`` (JSON), ``P clusters`` (ids), ``P links:C`` (hash: link -> members);
 ``P changes`` (the change log: seq -> ``seq:page:op:hex``); ``P versions`` (hash: page id -> its history, JSON);
 ``P payloads`` (hash); counters ``P next:page``, ``P next:cluster``, ``P next:change``.
@@ -138,12 +139,20 @@ class RedisStore(RedisEngine, Store):
                     s.zrem(key, member)
             if old.url != rec.url:
                 s.hset(self._k("urls"), old.url, None)
-            s.hincr(self._k("statuses"), old.status, -1)
+            self._count(old, -1)
         for key, member, score in new:
             s.zadd(key, member, score)
         s.set(self._k("page", rec.id), self._encode(rec, bits))
         s.hset(self._k("urls"), rec.url, str(rec.id))
-        s.hincr(self._k("statuses"), rec.status, 1)
+        self._count(rec, 1)
+
+    def _count(self, rec: PageRecord, sign: int) -> None:
+        """Count a page in (1) or out (-1) of the store's totals: pages by status
+        (``P statuses``), fetches and URLs whose content changed (``P totals``)."""
+        s = self._stage()
+        s.hincr(self._k("statuses"), rec.status, sign)
+        s.hincr(self._k("totals"), "fetches", sign * int(rec.fetches))
+        s.hincr(self._k("totals"), "changed", sign * int(rec.change_count > 0))
 
     # -- meta -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
@@ -259,7 +268,7 @@ class RedisStore(RedisEngine, Store):
                 for key, member, _ in self._entries(rec, self.bits or 64):
                     s.zrem(key, member)
                 s.hset(self._k("urls"), rec.url, None)
-                s.hincr(self._k("statuses"), rec.status, -1)
+                self._count(rec, -1)
                 s.set(self._k("page", pid), None)
                 s.hset(self._k("versions"), str(pid), None)
 
@@ -399,11 +408,8 @@ class RedisStore(RedisEngine, Store):
             yield from agg.store.export_batches(batch)
 
     def fetch_counts(self) -> tuple[int, int]:
-        fetches = changed = 0
-        for rec in self.iter_pages(5000):
-            fetches += rec.fetches
-            changed += rec.change_count > 0
-        return fetches, changed
+        fetches, changed = self._hmget(self._k("totals"), ["fetches", "changed"])
+        return int(fetches or 0), int(changed or 0)
 
     def report_figures(self) -> dict[str, Any]:
         with self._aggregated(clusters=True) as agg:
