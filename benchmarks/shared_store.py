@@ -34,6 +34,7 @@ docs/benchmarks.md; the JSON summary is the last stdout line.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -106,7 +107,7 @@ def fill(target: str, n: int, synth: S.Synth) -> dict[str, Any]:
 
 def _fresh(rng: np.random.Generator, spec: Any, i: int, tag: str) -> tuple[str, Fingerprint]:
     value = int(rng.integers(0, 2**63, dtype=np.int64))
-    digest = f"{tag}-{i}-{value:x}".encode().hex()[:64].ljust(64, "0")
+    digest = hashlib.sha256(f"{tag}-{i}-{value:x}".encode()).hexdigest()
     sketch = S.SKETCH_HEADER + rng.bytes(60)
     return (f"https://w{i % 397}.example/{tag}/{i}",
             Fingerprint(simhash=value, digest=digest, spec=spec, bits=64, tokens=120, length=900, features=110,
@@ -282,10 +283,10 @@ def cost_model(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def report(rows: list[dict[str, Any]], kills: list[dict[str, Any]], command: str) -> str:
+def report(rows: list[dict[str, Any]], kills: list[dict[str, Any]], command: str, load: str | None) -> str:
     out = ["<!-- shared_store:start -->",
            "### Many workers, one memory: shared stores side by side (`benchmarks/shared_store.py`)", "",
-           f"`{command}`; {machine_line()}; load {loadavg()}.", ""]
+           f"`{command}`; {machine_line()}; load {load or 'not recorded'} (at the end of the run).", ""]
     body = []
     for r in rows:
         for w in r["in_process"]:
@@ -333,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text().strip().splitlines()[-1])
         replace_section(DOC, "<!-- shared_store:start -->", "<!-- shared_store:end -->",
-                        report(saved["rows"], saved["kills"], saved.get("command") or args.command or "?"))
+                        report(saved["rows"], saved["kills"], saved.get("command") or args.command or "?",
+                               saved.get("load")))
         return 0
     stores = [s for s in args.stores.split(",") if s]
     for s in stores:
@@ -367,11 +369,13 @@ def main(argv: list[str] | None = None) -> int:
                 kills.append(kill_test(kind, folder, args.seconds))
                 log(f"  kill -9: {kills[-1]}")
     command = "python benchmarks/shared_store.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = report(rows, kills, command.strip())
+    load = loadavg()
+    text = report(rows, kills, command.strip(), load)
     if not args.no_doc:
         replace_section(DOC, "<!-- shared_store:start -->", "<!-- shared_store:end -->", text)
     print(text, file=sys.stderr)
-    print(json.dumps({"benchmark": "shared_store", "command": command.strip(), "rows": rows, "kills": kills}))
+    print(json.dumps({"benchmark": "shared_store", "command": command.strip(), "load": load, "rows": rows,
+                      "kills": kills}))
     return 0
 
 

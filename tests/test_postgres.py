@@ -11,7 +11,8 @@ from checks import STORE_KINDS, present, store_target
 
 import neardup
 from neardup import Detector, StoreError
-from neardup.store.postgres import PostgresStore, redact
+from neardup.store.base import redact
+from neardup.store.postgres import PostgresStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample"
 

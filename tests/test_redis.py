@@ -63,6 +63,9 @@ def test_corpus_in_sequential_order_gives_sqlites_verdicts_and_export(redis_targ
     assert _verdicts(redis_target, refetch) == _verdicts(str(tmp_path / "ref.db"), refetch)  # the second crawl
     with Detector.open(redis_target) as det, Detector.open(tmp_path / "ref.db") as ref:
         assert det.stats() == ref.stats() and det.stats()["fetches"] == len(pages) + len(refetch)
+        due = ref.due(2e9, limit=100_000)
+        assert det.due(2e9, limit=100_000) == due and len(due) > 50  # the URLs a recrawl seeds, in URL order
+        assert det.due(2e9, limit=7, after=due[10]) == due[11:18]
     runner = CliRunner()
     for target, out in ((redis_target, tmp_path / "r.jsonl"), (str(tmp_path / "ref.db"), tmp_path / "s.jsonl")):
         done = runner.invoke(main, ["export", "--db", target, "--out", str(out)])
@@ -140,6 +143,9 @@ def test_bad_targets_are_one_line_errors(redis_server):
     with pytest.raises(StoreError, match="cannot connect to Redis") as exc:
         RedisStore("redis://nobody:secret@127.0.0.1:1/0", timeout=2)
     assert "\n" not in str(exc.value) and "secret" not in str(exc.value)
+    with pytest.raises(StoreError) as exc:  # Redis's usual form: a password without a user name
+        RedisStore("redis://:secret@127.0.0.1:1/0", timeout=2)
+    assert "secret" not in str(exc.value)
     with pytest.raises(ConfigError, match="prefix"):
         RedisStore(f"{redis_server}?prefix=a{{b}}")
     with pytest.raises(ConfigError, match="lease"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neardup.errors import StoreError
-from neardup.store.base import Store
+from neardup.store.base import Store, redact
 
 #: the URL schemes that name a PostgreSQL database
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -57,15 +57,7 @@ def store_paths(target: str | Path) -> list[Path]:
 
 def display_name(target: str | Path) -> str:
     """The target as it may be printed: a URL without its password."""
-    if str(target).startswith(REDIS_SCHEMES):
-        from neardup.store.redis import redact as redact_redis
-
-        return redact_redis(str(target))
-    if is_url(target):
-        from neardup.store.postgres import redact
-
-        return redact(str(target))
-    return str(target)
+    return redact(str(target)) if is_url(target) else str(target)
 
 
 def open_store(target: str | Path, *, create: bool = False, timeout: float = 10.0) -> Store:

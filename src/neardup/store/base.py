@@ -13,6 +13,7 @@ and reads raise :class:`~neardup.errors.StoreError`.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -34,6 +35,15 @@ EXPORT_COLUMNS = (
     "first_seen", "fetched_at", "fetches", "change_count", "last_changed_at", "change_rate", "next_fetch",
     "title", "digest", "simhash", "page_id",
 )
+
+def redact(target: str) -> str:
+    """A store target (a DSN or a server's URL) without its password, for messages.
+
+    >>> redact("postgresql://nobody:secret@db/crawl"), redact("redis://:secret@cache:6379/0")
+    ('postgresql://nobody:***@db/crawl', 'redis://:***@cache:6379/0')
+    """
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", re.sub(r"password=\S+", "password=***", target))
+
 
 #: fetches of one URL kept in its history (``page_versions``): enough for its change rate
 HISTORY_LIMIT = 32

@@ -23,13 +23,13 @@ that opened it.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from neardup.errors import ConfigError, StoreError, StoreLockedError
+from neardup.store.base import redact
 from neardup.store.schema import SCHEMA_VERSION, migrations
 from neardup.store.sql import SQLStore
 
@@ -39,11 +39,6 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 
 #: The PostgreSQL rendering of the schema (:mod:`neardup.store.schema`).
 MIGRATIONS = migrations("postgres")
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", re.sub(r"password=\S+", "password=***", dsn))
 
 
 class _Rows:

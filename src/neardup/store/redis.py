@@ -53,10 +53,10 @@ from neardup.store.base import (
     VersionRow,
 )
 from neardup.store.materialise import Aggregated
-from neardup.store.redis_engine import RedisEngine, as_text, redact
+from neardup.store.redis_engine import RedisEngine, as_text
 from neardup.urls import comparable_url
 
-__all__ = ["RedisStore", "redact"]
+__all__ = ["RedisStore"]
 
 
 def _b64(value: bytes | None) -> str | None:
@@ -222,8 +222,19 @@ class RedisStore(RedisEngine, Store):
 
     def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
         """Several clusters in one read (and, in a transaction, kept for its later reads)."""
-        self._get_many([self._k("cluster", int(c)) for c in cluster_ids])
-        return {int(c): row for c in cluster_ids if (row := self.cluster_row(c)) is not None}
+        ids = [int(c) for c in cluster_ids]
+        out = {}
+        for cid, text in zip(ids, self._get_many([self._k("cluster", c) for c in ids])):
+            if text is None:
+                continue
+            try:
+                canonical, size, created, joins, joined_at, recent = json.loads(text)
+            except (ValueError, TypeError):
+                raise StoreError(f"store {self.path} is damaged: cluster {cid} is unreadable") from None
+            out[cid] = ClusterRow(cid, None if canonical is None else int(canonical), int(size), float(created),
+                                  int(joins or 0), None if joined_at is None else float(joined_at),
+                                  float(recent or 0.0))
+        return out
 
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """One round trip (a Lua script: one consistent view) while this thread has no staged
@@ -338,10 +349,10 @@ class RedisStore(RedisEngine, Store):
             if not urls:
                 break
             cursor = urls[-1]
-            ids = [self._hget(self._k("urls"), u) for u in urls]
+            ids = self._hmget(self._k("urls"), urls)  # three reads a batch of 500 URLs
             pages = self._pages([int(i) for i in ids if i is not None])
-            cids = sorted({p.cluster_id for p in pages.values() if p.cluster_id is not None})
-            canon = {c: self.cluster_canonical(c) for c in cids}
+            rows = self.cluster_rows(sorted({p.cluster_id for p in pages.values() if p.cluster_id is not None}))
+            canon = {c: row.canonical_id for c, row in rows.items()}
             for rec in sorted(pages.values(), key=lambda r: r.url):
                 due = rec.next_fetch is None or rec.next_fetch <= at
                 kept = rec.status in ("new", "partial") or (rec.cluster_id is not None
@@ -460,15 +471,7 @@ class RedisStore(RedisEngine, Store):
             return cid
 
     def cluster_row(self, cluster_id: int) -> ClusterRow | None:
-        (text,) = self._get_many([self._k("cluster", int(cluster_id))])
-        if text is None:
-            return None
-        try:
-            canonical, size, created, joins, joined_at, recent = json.loads(text)
-        except (ValueError, TypeError):
-            raise StoreError(f"store {self.path} is damaged: cluster {cluster_id} is unreadable") from None
-        return ClusterRow(int(cluster_id), None if canonical is None else int(canonical), int(size), float(created),
-                          int(joins or 0), None if joined_at is None else float(joined_at), float(recent or 0.0))
+        return self.cluster_rows([cluster_id]).get(int(cluster_id))
 
     def cluster_canonical(self, cluster_id: int) -> int | None:
         row = self.cluster_row(cluster_id)

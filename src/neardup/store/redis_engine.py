@@ -8,8 +8,8 @@ runs, so a writer killed with kill -9 holds nobody up for more than :data:`LEASE
 stages its writes, and commits them with one script that first checks it still holds the
 lease: all of a transaction or none of it, never half.
 
->>> redact("redis://user:secret@db.example:6379/0")
-'redis://user:***@db.example:6379/0'
+>>> LEASE
+10.0
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from neardup.errors import ConfigError, StoreError, StoreLockedError
+from neardup.store.base import redact
 from neardup.store.staging import Staging
 
-__all__ = ["LEASE", "REDIS_SCHEMA", "RedisEngine", "as_text", "redact"]
+__all__ = ["LEASE", "REDIS_SCHEMA", "RedisEngine", "as_text"]
 
 #: seconds a writer's lease lasts without renewal (a killed writer blocks others this long at most)
 LEASE = 10.0
@@ -76,15 +77,6 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def redact(url: str) -> str:
-    """The URL without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
 
 
 def as_text(value: Any) -> str:
