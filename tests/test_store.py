@@ -511,7 +511,8 @@ def test_the_contract_declares_everything_the_library_calls():
     declared = {n for n in dir(Store) if not n.startswith("_")}
     assert called and called <= declared, called - declared
     assert Store.__abstractmethods__ >= called - {"reading"}
-    assert SQLStore.__abstractmethods__ == {"_exec", "transaction", "snapshot", "close"}
+    assert SQLStore.__abstractmethods__ == {"_statement", "_statements", "_buffer", "_set_buffer", "_last_ids",
+                                            "transaction", "snapshot", "close"}
 
 
 @pytest.mark.parametrize("blob", [b"\x01\x02\x03", b"", bytes(9), bytes(16)], ids=["3", "0", "9", "16"])

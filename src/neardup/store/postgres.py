@@ -24,14 +24,15 @@ that opened it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from neardup.errors import ConfigError, StoreError, StoreLockedError
 from neardup.store.base import redact
 from neardup.store.schema import SCHEMA_VERSION, migrations
-from neardup.store.sql import SQLStore
+from neardup.store.sql import ID_KEYS, SQLStore
+from neardup.store.write_behind import WriteBehind
 
 LOCK_KEY = 0x6E65617264757021  # "neardup!": the writers' advisory lock
 #: seconds any one statement may run before PostgreSQL cancels it (StoreError); None: no limit
@@ -101,6 +102,7 @@ class PostgresStore(SQLStore):
         if self.statement_timeout is not None:  # every statement of every pooled session
             kwargs["options"] = f"-c statement_timeout={max(1, round(self.statement_timeout * 1000))}"
         self._local = threading.local()
+        self._seq_names: list[str] | None = None
         self._probe(dsn, kwargs)
         try:
             self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True, timeout=timeout,
@@ -141,14 +143,57 @@ class PostgresStore(SQLStore):
         rows = cur.fetchall() if cur.description else []
         return _Rows(rows, cur.rowcount)
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+    def _statement(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        return self._call(self._run, sql, params)
+
+    def _statements(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if len(rows) == 1:  # one row: a plain statement costs less than the driver's pipeline
+            self._statement(sql, rows[0])
+            return
+
+        def many(conn: Any, query: str, params: Sequence[Sequence[Any]]) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(query.replace("?", "%s"), params)
+        self._call(many, sql, rows)
+
+    def _buffer(self) -> WriteBehind | None:
+        return getattr(self._local, "staged", None)  # type: ignore[no-any-return]
+
+    def _set_buffer(self, buffer: WriteBehind | None) -> None:
+        self._local.staged = buffer
+
+    def _sequences(self) -> list[str]:
+        """The sequences behind the keys of :data:`ID_KEYS` (read once)."""
+        if self._seq_names is None:
+            row = self._statement("SELECT " + ", ".join(f"pg_get_serial_sequence('{t}', '{k}')"
+                                                         for t, k in ID_KEYS)).fetchone()
+            if row is None or any(name is None for name in row):
+                raise StoreError(f"store {self.path} is damaged: a key of pages, clusters or changes has no sequence")
+            self._seq_names = [str(name) for name in row]
+        return self._seq_names
+
+    def _last_ids(self) -> dict[str, int]:
+        """The last id each sequence gave, or the table's largest if larger (under the writers' lock)."""
+        parts = ", ".join(f"(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM {seq}), "
+                          f"coalesce((SELECT max({k}) FROM {t}), 0)" for seq, (t, k) in zip(self._sequences(), ID_KEYS))
+        row = self._statement(f"SELECT {parts}").fetchone()
+        assert row is not None
+        return {t: max(int(row[2 * i]), int(row[2 * i + 1])) for i, (t, _) in enumerate(ID_KEYS)}
+
+    def _ids_given(self, last: Mapping[str, int]) -> None:
+        """Move the sequences past the ids the buffer gave (their own default then follows them)."""
+        names = dict(zip((t for t, _ in ID_KEYS), self._sequences()))
+        self._statement("SELECT " + ", ".join("setval(?::regclass, ?)" for _ in last),
+                        [v for t, n in last.items() for v in (names[t], n)])
+
+    def _call(self, run: Any, sql: str, params: Any) -> Any:
         psycopg = self._psycopg
         try:
             conn = getattr(self._local, "conn", None)
             if conn is not None:
-                return self._run(conn, sql, params)
+                return run(conn, sql, params)
             with self._pool.connection(timeout=self.timeout) as conn:
-                return self._run(conn, sql, params)
+                return run(conn, sql, params)
         except psycopg.errors.LockNotAvailable as exc:
             raise StoreLockedError(f"store {self.path} is busy ({str(exc).splitlines()[0]})") from None
         except psycopg.Error as exc:
@@ -194,9 +239,13 @@ class PostgresStore(SQLStore):
                         conn.execute(f"SET LOCAL lock_timeout = '{int(self.timeout * 1000)}ms'")
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                     self._local.conn, self._local.in_tx = conn, True
+                    if lock:
+                        self._begin_writes()
                     try:
                         yield
+                        self._flush()
                     finally:
+                        self._end_writes()
                         self._local.conn, self._local.in_tx = pinned, False
         except psycopg.errors.LockNotAvailable as exc:
             raise StoreLockedError(

@@ -30,6 +30,7 @@ Tables
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from abc import abstractmethod
@@ -42,12 +43,19 @@ import numpy as np
 from neardup.errors import StoreError
 from neardup.store.aggregates import SQLAggregates
 from neardup.store.base import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store, VersionRow
+from neardup.store.write_behind import FLUSH_PAGES, WriteBehind
 from neardup.urls import comparable_link, comparable_url
 
-__all__ = ["GROWTH_HALF_LIFE", "MEMBER_COLUMNS", "SQLStore"]
+__all__ = ["GROWTH_HALF_LIFE", "ID_KEYS", "MEMBER_COLUMNS", "WRITE_COLUMNS", "SQLStore"]
 
 #: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
 GROWTH_HALF_LIFE = 3600.0
+
+#: the columns a page row is written with, after its id
+WRITE_COLUMNS = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+
+#: the tables whose ids a write transaction gives itself, with their key columns
+ID_KEYS = (("pages", "id"), ("clusters", "id"), ("changes", "seq"))
 
 #: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
 MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
@@ -65,14 +73,70 @@ class SQLStore(SQLAggregates, Store):
 
     The ``changes`` table logs every index change (add / remove of a page's SimHash) in
     the writer's transaction; other processes replay it to keep their in-memory index
-    current (:meth:`changes_since`)."""
+    current (:meth:`changes_since`).
+
+    Inside a write transaction the writes of the add path are staged in a
+    :class:`~neardup.store.write_behind.WriteBehind` (ids given here, rows written by one
+    ``executemany`` a table at commit or before a statement the buffer cannot answer); a
+    dialect opens it with :meth:`_begin_writes`, writes it with :meth:`_flush` and drops it
+    on rollback with :meth:`_end_writes`."""
 
     path: str
+    write_behind: bool = True
+    """stage a write transaction's writes (False: each runs when it is made)"""
 
     @abstractmethod
+    def _statement(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement as it is; a cursor-like object (``fetchone``, ``fetchall``,
+        iteration, ``rowcount``). Database errors become :class:`StoreError`."""
+
+    @abstractmethod
+    def _statements(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each of ``rows`` (``executemany``)."""
+
+    @abstractmethod
+    def _buffer(self) -> WriteBehind | None:
+        """The current write transaction's staged writes (None outside one)."""
+
+    @abstractmethod
+    def _set_buffer(self, buffer: WriteBehind | None) -> None: ...
+
+    @abstractmethod
+    def _last_ids(self) -> dict[str, int]:
+        """The last id given in ``pages``, ``clusters`` and ``changes`` (under the writers' lock)."""
+
+    def _ids_given(self, last: Mapping[str, int]) -> None:
+        """The buffer gave ids up to ``last`` (a table each): PostgreSQL moves its sequences."""
+
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; a cursor-like object (``fetchone``, ``fetchall``, iteration,
-        ``rowcount``). Database errors become :class:`StoreError`."""
+        """Run one statement after the staged writes (if any): what it reads or writes sees them."""
+        buffer = self._buffer()
+        if buffer is not None and (not buffer.empty() or buffer.reserved):
+            self._flush()
+        return self._statement(sql, params)
+
+    def _begin_writes(self) -> None:
+        if self.write_behind:
+            self._set_buffer(WriteBehind())
+
+    def _end_writes(self) -> None:
+        self._set_buffer(None)
+
+    def _flush(self) -> None:
+        """Write what is staged (one ``executemany`` a table), keeping the ids given."""
+        buffer = self._buffer()
+        if buffer is None:
+            return
+        self._set_buffer(WriteBehind(last_ids=buffer.last_ids))  # a failure below leaves nothing half-staged
+        for sql, rows in buffer.statements(WRITE_COLUMNS):
+            self._statements(sql, rows)
+        if buffer.reserved and buffer.last_ids is not None:
+            self._ids_given({t: buffer.last_ids[t] for t in sorted(buffer.reserved)})
+
+    def _next_id(self, buffer: WriteBehind, table: str) -> int:
+        if buffer.last_ids is None:
+            buffer.last_ids = self._last_ids()
+        return buffer.next_id(table)
 
     def _insert(self, sql: str, params: Sequence[Any], key: str = "id") -> int:
         """Run an INSERT ... RETURNING ``key`` and return it."""
@@ -143,12 +207,32 @@ class SQLStore(SQLAggregates, Store):
         return int(self._exec("SELECT count(*) FROM pages").fetchone()[0])
 
     def page_by_id(self, page_id: int) -> PageRecord | None:
-        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id=?", (page_id,)).fetchone()
+        buffer = self._buffer()
+        if buffer is not None and page_id in buffer.pages:
+            return buffer.page(page_id)
+        row = self._statement(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id=?", (page_id,)).fetchone()
         return self._record(row) if row else None
 
     def page_by_url(self, url: str) -> PageRecord | None:
-        row = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE url=?", (url,)).fetchone()
+        buffer = self._buffer()
+        staged = buffer.page_id_at(url) if buffer is not None else None
+        if buffer is not None and staged is not None:
+            return buffer.page(staged)
+        row = self._statement(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE url=?", (url,)).fetchone()
         return self._record(row) if row else None
+
+    def _oldest_with_digest(self, digest: str, stored: PageRecord | None) -> tuple[bool, PageRecord | None]:
+        """The oldest non-empty page with ``digest`` given the store's answer ``stored``, with
+        the staged pages; (False, None) when only the store can say (write, then ask again)."""
+        buffer = self._buffer()
+        if buffer is None or buffer.empty():
+            return True, stored
+        staged = buffer.pages.get(stored.id) if stored is not None and stored.id is not None else None
+        known, best = buffer.oldest(stored.id if stored is not None else None, buffer.with_digest(digest),
+                                    staged is not None and staged.digest == digest and staged.status != "empty")
+        if not known:
+            return False, None
+        return True, (None if best is None else buffer.page(best) if best in buffer.pages else stored)
 
     def page_by_digest(self, digest: str, prefer_url: str | None = None) -> PageRecord | None:
         """A non-empty page with this digest: the one at ``prefer_url`` if any, else the oldest
@@ -157,27 +241,50 @@ class SQLStore(SQLAggregates, Store):
             own = self.page_by_url(prefer_url)
             if own is not None and own.digest == digest and own.status != "empty":
                 return own
-        row = self._exec(
+        row = self._statement(
             f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE digest=? AND status != 'empty' "
             "ORDER BY id LIMIT 1", (digest,),
         ).fetchone()
-        return self._record(row) if row else None
+        known, same = self._oldest_with_digest(digest, self._record(row) if row else None)
+        if not known:
+            self._flush()
+            return self.page_by_digest(digest, prefer_url)
+        return same
 
     def pages_by_ids(self, ids: Sequence[int]) -> dict[int, PageRecord]:
         """The stored pages among ``ids``, in one statement."""
-        if not ids:
-            return {}
-        rows = self._exec(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id IN ({','.join('?' * len(ids))})",
-                          [int(i) for i in ids]).fetchall()
-        return {int(r[0]): self._record(r) for r in rows}
+        buffer = self._buffer()
+        found: dict[int, PageRecord] = {}
+        if buffer is not None:
+            for i in ids:
+                rec = buffer.page(int(i))
+                if rec is not None:
+                    found[int(i)] = rec
+        todo = [int(i) for i in ids if int(i) not in found]
+        if not todo:
+            return found
+        rows = self._statement(f"SELECT {', '.join(PAGE_COLUMNS)} FROM pages WHERE id IN ({','.join('?' * len(todo))})",
+                               todo).fetchall()
+        return {**{int(r[0]): self._record(r) for r in rows}, **found}
 
     def lowest_live(self, simhash: int, bits: int, exclude: int | None = None) -> int | None:
         """The oldest (lowest id) non-empty page with this SimHash value: the one the index
         holds for the value (index lookup, however many copies are stored); ``exclude``:
         the oldest other than that page."""
-        row = self._exec("SELECT id FROM pages WHERE simhash=? AND status != 'empty' AND id != ? ORDER BY id LIMIT 1",
-                         (_blob(simhash, bits), -1 if exclude is None else int(exclude))).fetchone()
-        return None if row is None else int(row[0])
+        row = self._statement("SELECT id FROM pages WHERE simhash=? AND status != 'empty' AND id != ? "
+                              "ORDER BY id LIMIT 1",
+                              (_blob(simhash, bits), -1 if exclude is None else int(exclude))).fetchone()
+        stored = None if row is None else int(row[0])
+        buffer = self._buffer()
+        if buffer is None or buffer.empty():
+            return stored
+        staged = buffer.pages.get(stored) if stored is not None else None
+        known, best = buffer.oldest(stored, [r for r in buffer.with_simhash(simhash) if r.id != exclude],
+                                    staged is not None and staged.simhash == simhash and staged.status != "empty")
+        if not known:
+            self._flush()
+            return self.lowest_live(simhash, bits, exclude)
+        return best
 
     def lowest_lives(self, values: Sequence[int], bits: int) -> dict[int, int | None]:
         """:meth:`lowest_live` of each value (one indexed lookup each: no round trip to save on SQLite,
@@ -190,7 +297,7 @@ class SQLStore(SQLAggregates, Store):
         :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest)."""
         cols = ", ".join(PAGE_COLUMNS)
         nulls = ", ".join(["NULL"] * len(PAGE_COLUMNS))
-        rows = self._exec(
+        rows = self._statement(
             f"SELECT 0, (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes), {nulls} "
             f"UNION ALL SELECT 1, NULL, NULL, {cols} FROM pages WHERE url=? "
             f"UNION ALL SELECT 2, NULL, NULL, * FROM (SELECT {cols} FROM pages WHERE digest=? AND status != 'empty' "
@@ -206,6 +313,17 @@ class SQLStore(SQLAggregates, Store):
                 own = self._record(row[3:])
             else:
                 same = self._record(row[3:])
+        buffer = self._buffer()
+        if buffer is not None and not buffer.empty():
+            staged = buffer.page_id_at(url)
+            if staged is not None:
+                own = buffer.page(staged)
+            known, same = self._oldest_with_digest(digest, same) if digest is not None else (True, None)
+            if not known:
+                self._flush()
+                return self.lookup(url, digest)
+            last = max(last, buffer.last_change() or 0)
+            first = first or (buffer.first_change() or 0)
         if own is not None and digest is not None and own.digest == digest and own.status != "empty":
             same = own  # the page at the URL itself first
         return Lookup(first, last, own, same)
@@ -216,6 +334,7 @@ class SQLStore(SQLAggregates, Store):
         return [self._record(r) for r in rows]
 
     def _row_values(self, rec: PageRecord, bits: int) -> list[Any]:
+        """The values of :data:`WRITE_COLUMNS` for ``rec``."""
         values = [getattr(rec, c) for c in PAGE_COLUMNS[1:]]
         values[PAGE_COLUMNS.index("simhash") - 1] = _blob(rec.simhash, bits)
         if rec.structure is not None:
@@ -223,7 +342,16 @@ class SQLStore(SQLAggregates, Store):
         return [*values, comparable_url(rec.url), comparable_link(rec.canonical_link)]
 
     def insert_page(self, rec: PageRecord, bits: int) -> int:
-        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+        buffer = self._buffer()
+        if buffer is not None:
+            page_id = self._next_id(buffer, "pages")
+            staged = copy.copy(rec)
+            staged.id = page_id
+            buffer.stage_page(staged, self._row_values(rec, bits), new=True)
+            if len(buffer.pages) >= FLUSH_PAGES:
+                self._flush()
+            return page_id
+        columns = WRITE_COLUMNS
         return self._insert(
             f"INSERT INTO pages({', '.join(columns)}) VALUES({', '.join('?' * len(columns))})",
             self._row_values(rec, bits),
@@ -247,7 +375,13 @@ class SQLStore(SQLAggregates, Store):
                            (c.id, c.canonical_id, c.size, c.created_at, c.joins, c.joined_at, c.recent))
 
     def update_page(self, rec: PageRecord, bits: int) -> None:
-        columns = [*PAGE_COLUMNS[1:], "url_key", "link_key"]
+        buffer = self._buffer()
+        if buffer is not None and rec.id is not None:
+            buffer.stage_page(rec, self._row_values(rec, bits), new=False)
+            if len(buffer.pages) >= FLUSH_PAGES:
+                self._flush()
+            return
+        columns = WRITE_COLUMNS
         self._exec(f"UPDATE pages SET {', '.join(c + '=?' for c in columns)} WHERE id=?",
                    [*self._row_values(rec, bits), rec.id])
 
@@ -263,17 +397,25 @@ class SQLStore(SQLAggregates, Store):
         indexed statement; none for a page's first fetch, ``version.changed`` None, nor while
         ``fetches`` is at most ``keep``)."""
         changed = None if version.changed is None else int(version.changed)
+        prune = (version.changed is not None and (fetches is None or fetches > keep)) or keep < 1
+        buffer = self._buffer()
+        if buffer is not None:
+            buffer.stage_version(page_id, (page_id, version.fetched_at, version.digest, _blob(version.simhash, bits),
+                                           changed, version.distance, version.score), int(keep) if prune else None)
+            return
         self._exec("INSERT INTO page_versions(page_id, fetched_at, digest, simhash, changed, distance, score) "
                    "VALUES(?, ?, ?, ?, ?, ?, ?)",
                    (page_id, version.fetched_at, version.digest, _blob(version.simhash, bits), changed,
                     version.distance, version.score))
-        if (version.changed is not None and (fetches is None or fetches > keep)) or keep < 1:
-            # a re-fetch: the history may now be too long
+        if prune:  # a re-fetch: the history may now be too long
             self._exec("DELETE FROM page_versions WHERE page_id=? AND id <= (SELECT id FROM page_versions "
                        "WHERE page_id=? ORDER BY id DESC LIMIT 1 OFFSET ?)", (page_id, page_id, int(keep)))
 
     def versions(self, page_id: int, limit: int = HISTORY_LIMIT) -> list[VersionRow]:
         """A page's last ``limit`` fetches, oldest first."""
+        buffer = self._buffer()
+        if buffer is not None and page_id in buffer.version_pages:
+            self._flush()
         rows = self._exec("SELECT fetched_at, digest, simhash, changed, distance, score FROM page_versions "
                           "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
         what = f"a version of page {page_id}"
@@ -334,17 +476,30 @@ class SQLStore(SQLAggregates, Store):
 
     # -- clusters ---------------------------------------------------------------------
     def new_cluster(self, now: float | None = None) -> int:
+        buffer = self._buffer()
+        if buffer is not None:
+            cluster_id = self._next_id(buffer, "clusters")
+            buffer.stage_new_cluster(cluster_id, time.time() if now is None else now)
+            return cluster_id
         return self._insert("INSERT INTO clusters(canonical_id, size, created_at) VALUES(NULL, 0, ?)",
                             (time.time() if now is None else now,))
 
     def cluster_canonical(self, cluster_id: int) -> int | None:
-        row = self._exec("SELECT canonical_id FROM clusters WHERE id=?", (cluster_id,)).fetchone()
+        buffer = self._buffer()
+        if buffer is not None and buffer.touches_cluster(cluster_id):
+            found = self.cluster_row(cluster_id)
+            return None if found is None else found.canonical_id
+        row = self._statement("SELECT canonical_id FROM clusters WHERE id=?", (cluster_id,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     def set_cluster(self, cluster_id: int, canonical_id: int | None, size: int,
                     growth: tuple[int, float | None, float] | None = None) -> None:
         """Store a cluster's canonical page and size (and ``growth``: joins, joined_at,
         recent); a cluster of size 0 is deleted with its link counts."""
+        buffer = self._buffer()
+        if buffer is not None:
+            buffer.stage_cluster(cluster_id, canonical_id, size, growth)
+            return
         if size <= 0:
             self._exec("DELETE FROM clusters WHERE id=?", (cluster_id,))
             self._exec("DELETE FROM cluster_links WHERE cluster_id=?", (cluster_id,))
@@ -355,12 +510,15 @@ class SQLStore(SQLAggregates, Store):
                        (canonical_id, size, *growth, cluster_id))
 
     def cluster_row(self, cluster_id: int) -> ClusterRow | None:
-        row = self._exec("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
-                         "WHERE id=?", (cluster_id,)).fetchone()
-        if row is None:
-            return None
-        return ClusterRow(int(row[0]), None if row[1] is None else int(row[1]), int(row[2]), float(row[3]),
-                          int(row[4] or 0), None if row[5] is None else float(row[5]), float(row[6] or 0.0))
+        buffer = self._buffer()
+        if buffer is not None and (cluster_id in buffer.new_clusters or cluster_id in buffer.dropped_clusters):
+            return buffer.cluster(cluster_id, None)
+        row = self._statement("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
+                              "WHERE id=?", (cluster_id,)).fetchone()
+        stored = None if row is None else ClusterRow(
+            int(row[0]), None if row[1] is None else int(row[1]), int(row[2]), float(row[3]),
+            int(row[4] or 0), None if row[5] is None else float(row[5]), float(row[6] or 0.0))
+        return buffer.cluster(cluster_id, stored) if buffer is not None else stored
 
     def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
         return {int(c): row for c in cluster_ids if (row := self.cluster_row(c)) is not None}
@@ -370,7 +528,11 @@ class SQLStore(SQLAggregates, Store):
 
     def member(self, page_id: int) -> MemberRow | None:
         """(id, url, first_seen, canonical_link, priority) of one page."""
-        return self._exec(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE id=?", (page_id,)).fetchone()
+        buffer = self._buffer()
+        staged = buffer.member(page_id) if buffer is not None else None
+        if staged is not None:
+            return staged
+        return self._statement(f"SELECT {MEMBER_COLUMNS} FROM pages WHERE id=?", (page_id,)).fetchone()
 
     def members_with_url_key(self, cluster_id: int, key: str) -> list[MemberRow]:
         """The members of a cluster whose URL compares equal to ``key`` (a canonical link)."""
@@ -392,9 +554,11 @@ class SQLStore(SQLAggregates, Store):
         """How many members of the cluster name each of ``keys`` (absent: none)."""
         if not keys:
             return {}
-        rows = self._exec(f"SELECT link, n FROM cluster_links WHERE cluster_id=? AND link IN "
-                          f"({','.join('?' * len(keys))})", [cluster_id, *keys]).fetchall()
-        return {str(r[0]): int(r[1]) for r in rows}
+        rows = self._statement(f"SELECT link, n FROM cluster_links WHERE cluster_id=? AND link IN "
+                               f"({','.join('?' * len(keys))})", [cluster_id, *keys]).fetchall()
+        stored = {str(r[0]): int(r[1]) for r in rows}
+        buffer = self._buffer()
+        return buffer.link_counts(cluster_id, list(keys), stored) if buffer is not None else stored
 
     def named_links(self, cluster_id: int) -> set[str]:
         return {str(r[0]) for r in self._exec("SELECT link FROM cluster_links WHERE cluster_id=? AND n > 0",
@@ -402,6 +566,10 @@ class SQLStore(SQLAggregates, Store):
 
     def add_link(self, cluster_id: int, key: str, delta: int) -> None:
         """Change the count of members of the cluster naming ``key`` by ``delta``."""
+        buffer = self._buffer()
+        if buffer is not None:
+            buffer.stage_link(cluster_id, key, delta)
+            return
         self._exec("INSERT INTO cluster_links(cluster_id, link, n) VALUES(?, ?, ?) "
                    "ON CONFLICT(cluster_id, link) DO UPDATE SET n = cluster_links.n + excluded.n",
                    (cluster_id, key, delta))
@@ -417,6 +585,11 @@ class SQLStore(SQLAggregates, Store):
     # -- change log -------------------------------------------------------------------
     def log_change(self, page_id: int, op: str, simhash: int, bits: int) -> int:
         """Record an index change (``add`` or ``remove``) in the current transaction."""
+        buffer = self._buffer()
+        if buffer is not None:
+            seq = self._next_id(buffer, "changes")
+            buffer.stage_change(seq, page_id, op, _blob(simhash, bits))
+            return seq
         return self._insert("INSERT INTO changes(page_id, op, simhash) VALUES(?, ?, ?)",
                             (page_id, op, _blob(simhash, bits)), key="seq")
 

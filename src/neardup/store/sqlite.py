@@ -20,7 +20,8 @@ from typing import Any
 
 from neardup.errors import StoreError, StoreLockedError
 from neardup.store.schema import SCHEMA_VERSION, TABLES, migrations
-from neardup.store.sql import SQLStore
+from neardup.store.sql import ID_KEYS, SQLStore
+from neardup.store.write_behind import WriteBehind
 
 #: The SQLite rendering of the schema (:mod:`neardup.store.schema`): the steps from each version
 #: to the next.
@@ -52,6 +53,8 @@ class SQLiteStore(SQLStore):
                     raise StoreError(f"store {self.path} does not exist")
                 if not p.parent.exists():
                     raise StoreError(f"cannot create store {self.path}: folder {p.parent} does not exist")
+        self._in_tx = False
+        self._staged: WriteBehind | None = None
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
@@ -70,7 +73,6 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"cannot open store {self.path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path} is not a valid neardup database ({exc})") from None
-        self._in_tx = False
 
     def _wal(self, timeout: float) -> str:
         """Switch to WAL mode. SQLite answers "locked" at once, without waiting, while another
@@ -127,15 +129,39 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"store {self.path} is damaged: missing table(s) {', '.join(sorted(missing))}")
 
     # -- plumbing ---------------------------------------------------------------------
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _statement(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, params)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _statements(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        if isinstance(exc, sqlite3.OperationalError):
             if _locked(exc):
-                raise StoreLockedError(f"store {self.path} is locked by another process ({exc})") from None
-            raise StoreError(f"store {self.path}: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"store {self.path} is damaged ({exc})") from None
+                return StoreLockedError(f"store {self.path} is locked by another process ({exc})")
+            return StoreError(f"store {self.path}: {exc}")
+        if isinstance(exc, sqlite3.DatabaseError):
+            return StoreError(f"store {self.path} is damaged ({exc})")
+        return StoreError(f"store {self.path}: {exc}")
+
+    def _buffer(self) -> WriteBehind | None:
+        return self._staged
+
+    def _set_buffer(self, buffer: WriteBehind | None) -> None:
+        self._staged = buffer
+
+    def _last_ids(self) -> dict[str, int]:
+        """The largest ids ever given (AUTOINCREMENT keeps them in ``sqlite_sequence``)."""
+        parts = ", ".join(f"coalesce((SELECT seq FROM sqlite_sequence WHERE name='{t}'), 0), "
+                          f"coalesce((SELECT max({k}) FROM {t}), 0)" for t, k in ID_KEYS)
+        row = self._statement(f"SELECT {parts}").fetchone()
+        return {t: max(int(row[2 * i]), int(row[2 * i + 1])) for i, (t, _) in enumerate(ID_KEYS)}
 
     def _insert(self, sql: str, params: Sequence[Any], key: str = "id") -> int:
         """Run an INSERT into a table whose ``key`` is its INTEGER PRIMARY KEY (the rowid) and
@@ -151,19 +177,23 @@ class SQLiteStore(SQLStore):
         if self._in_tx:
             yield
             return
-        self._exec("BEGIN IMMEDIATE")
+        self._statement("BEGIN IMMEDIATE")
         self._in_tx = True
+        self._begin_writes()
         try:
             yield
+            self._flush()
         except BaseException:
             self._in_tx = False
+            self._end_writes()
             try:
                 self._db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
             raise
         self._in_tx = False
-        self._exec("COMMIT")
+        self._end_writes()
+        self._statement("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -172,7 +202,7 @@ class SQLiteStore(SQLStore):
         if self._in_tx:
             yield
             return
-        self._exec("BEGIN")
+        self._statement("BEGIN")
         self._in_tx = True
         try:
             yield
