@@ -497,20 +497,21 @@ def test_store_contract(target):
 
 def test_the_contract_declares_everything_the_library_calls():
     """Every store method the Detector, the index mirror and the service call is declared
-    (abstract) on the Store contract, and SQLStore leaves only its plumbing abstract."""
+    (abstract, but for the hints a store may ignore) on the Store contract, and SQLStore
+    leaves only its plumbing abstract."""
     import re
 
     src = Path(neardup.__file__).parent
     called = set()
-    modules = ["detector/core.py", "detector/mirror.py", "cli/common.py", "cli/pages.py", "cli/store.py",
-               "detector/clusters.py", "crawl/schedule.py", "crawl/signals.py", "detector/versions.py",
+    modules = ["detector/core.py", "detector/expiry.py", "detector/mirror.py", "cli/common.py", "cli/pages.py",
+               "cli/store.py", "detector/clusters.py", "crawl/schedule.py", "crawl/signals.py", "detector/versions.py",
                "detector/thresholds.py", "detector/decide.py", "detector/settings.py", "report/export.py",
                *(f"service/{p.name}" for p in sorted((src / "service").glob("*.py")))]
     for name in modules:
         called |= set(re.findall(r"\bstore\.([a-z]\w*)\(", (src / name).read_text()))
     declared = {n for n in dir(Store) if not n.startswith("_")}
     assert called and called <= declared, called - declared
-    assert Store.__abstractmethods__ >= called - {"reading"}
+    assert Store.__abstractmethods__ >= called - {"reading", "prefetch"}  # hints: no-ops by default
     assert SQLStore.__abstractmethods__ == {"_statement", "_statements", "_buffer", "_set_buffer", "_last_ids",
                                             "transaction", "snapshot", "close"}
 

@@ -166,3 +166,56 @@ def test_reads_inside_a_transaction_see_its_staged_writes(tmp_path, contents):
 def present(value: Any) -> Any:
     assert value is not None
     return value
+
+
+def _counting(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements ``store`` runs from now on (one entry an ``executemany``)."""
+    seen: list[str] = []
+    one, many = store._statement, store._statements
+
+    def statement(sql: str, params: Any = ()) -> Any:
+        seen.append(sql)
+        return one(sql, params)
+
+    def statements(sql: str, rows: Any) -> None:
+        seen.append(sql)
+        many(sql, rows)
+
+    monkeypatch.setattr(store, "_statement", statement)
+    monkeypatch.setattr(store, "_statements", statements)
+    return seen
+
+
+def test_a_batch_reads_ahead_what_its_adds_look_up_in_a_few_statements(fresh, contents, monkeypatch):
+    with Detector.open(fresh()) as det:
+        for i, fp in enumerate(contents):
+            det.add_fingerprint(f"https://stored.example/{i}", fp)
+        fresh_fps = [det.fingerprint(_text(10 + i, 0)) for i in range(30)]
+        refetch = [(f"https://stored.example/{i}", fp) for i, fp in enumerate(contents)]
+        batch = [*[(f"https://new.example/{i}", fp) for i, fp in enumerate(fresh_fps)], *refetch]
+        seen = _counting(sql_store(det.store), monkeypatch)
+        verdicts = det.add_fingerprints(batch)
+        assert [v.status for v in verdicts[:30]] == ["new"] * 30
+        assert all(v.version == "unchanged" for v in verdicts[30:])
+        lookups = [s for s in seen if "UNION ALL" in s]
+        assert not lookups  # 40 adds, their lookups read ahead in three statements
+        assert len(seen) < 40, seen
+        seen.clear()
+        for url, fp in batch:  # one by one: each add reads for itself
+            det.add_fingerprint(url.replace("new.", "other."), fp)
+        assert len([s for s in seen if "UNION ALL" in s]) == len(batch)
+
+
+def test_what_was_read_ahead_is_forgotten_by_a_write_it_cannot_see(tmp_path, contents):
+    with Detector.open(str(tmp_path / "s.db")) as det:
+        page = det.add_fingerprint("https://a.example/x", contents[0]).page_id
+        store = sql_store(det.store)
+        with det.store.transaction():
+            store.prefetch(["https://a.example/x", "https://b.example/x"], [contents[0].digest])
+            found = det.store.lookup("https://a.example/x", contents[0].digest)
+            assert found.own is not None and found.same is not None and found.own.id == found.same.id == page
+            assert present_buffer(store).known("https://b.example/x", contents[0].digest)
+            det.store.delete_pages([present(page)])  # a statement of its own: the buffer forgets
+            assert not present_buffer(store).known("https://b.example/x", None)
+            found = det.store.lookup("https://a.example/x", contents[0].digest)
+            assert found.own is None and found.same is None

@@ -1,7 +1,8 @@
 """The online Detector: decide each page against the stored ones, keep clusters, versions and canonicals.
 (The wing's face: its public names, defined in its modules.)"""
 
-from neardup.detector.core import EXPIRE_BATCH, Detector
+from neardup.detector.core import Detector
+from neardup.detector.expiry import EXPIRE_BATCH
 from neardup.model import (
     DEFAULT_K,
     DEFAULT_K_BY_VERSION,

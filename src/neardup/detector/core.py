@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from neardup.crawl.signals import CrawlSignals
 from neardup.crawl.urlrules import Rule
 from neardup.detector.clusters import Clusters, member_of
 from neardup.detector.decide import Decision, decide
+from neardup.detector.expiry import expire_before
 from neardup.detector.mirror import DEFAULT_KEEP_CHANGES, IndexMirror
 from neardup.detector.revisits import Revisiting, foreign_revisit, record_revisit
 from neardup.detector.settings import DEFAULT_SETTINGS, DetectorSettings, resolve_config
@@ -59,12 +61,12 @@ from neardup.model import (
 from neardup.store.backends import open_store
 from neardup.store.base import PageRecord, Store, VersionRow
 from neardup.store.sqlite import SQLiteStore
-from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, comparable_link, host_of, normalize_url, origin_of, validate_url
+from neardup.urls import DEFAULT_URL_CONFIG, UrlConfig, host_of, normalize_url, origin_of, validate_url
 
-__all__ = ["EXPIRE_BATCH", "Detector"]
+__all__ = ["PREFETCH", "Detector"]
 
-#: pages expired per statement (:meth:`Detector.expire`)
-EXPIRE_BATCH = 1000
+#: items of :meth:`Detector.add_fingerprints` whose stored rows are read ahead together
+PREFETCH = 500
 
 
 class Detector:
@@ -426,54 +428,33 @@ class Detector:
     ) -> list[Verdict]:
         """:meth:`add_fingerprint` for many ``(url, fp)`` or ``(url, fp, fetched_at, priority)``
         tuples, in one transaction (later items may match earlier ones); a bad item gets a
-        verdict with status ``error`` and does not stop the batch."""
+        verdict with status ``error`` and does not stop the batch. What the adds of each
+        :data:`PREFETCH` items read of the store is read for them at once (:meth:`Store.prefetch`)."""
         out: list[Verdict] = []
         with self.signals.learning(), self._writing():
-            for item in items:
-                url, fp = item[0], item[1]
-                fetched_at, priority = (item[2], item[3]) if len(item) == 4 else (None, None)
-                try:
-                    self._check_spec(fp)
-                    checked, fetched = self._key(url)
-                    when, prio = timestamp(fetched_at), priority_value(priority)
-                except NeardupError as exc:
-                    out.append(Verdict(status="error", url=str(url), error=str(exc)))
-                    continue
-                out.append(self._record(checked, fp, when, prio, fetched))
+            todo = iter(items)
+            while ready := [self._batch_item(item) for item in islice(todo, PREFETCH)]:
+                adds = [r for r in ready if not isinstance(r, Verdict)]
+                self.store.prefetch([r[0] for r in adds], [r[1].digest for r in adds if not r[1].empty])
+                out.extend(r if isinstance(r, Verdict) else self._record(*r) for r in ready)
         return out
 
-    def expire(self, older_than: float) -> int:
-        """Forget pages last fetched more than ``older_than`` seconds ago; returns how many.
+    def _batch_item(self, item: tuple[Any, ...]) -> Verdict | tuple[str, Fingerprint, float, float | None, str | None]:
+        """An item of :meth:`add_fingerprints` checked: the arguments of its add, or its error verdict."""
+        try:
+            self._check_spec(item[1])
+            url, fetched = self._key(item[0])
+            return url, item[1], timestamp(item[2] if len(item) == 4 else None), \
+                priority_value(item[3] if len(item) == 4 else None), fetched
+        except NeardupError as exc:
+            return Verdict(status="error", url=str(item[0]), error=str(exc))
 
-        In batches of :data:`EXPIRE_BATCH` pages (one read and one delete statement each);
-        each cluster that lost members is updated once at the end, re-choosing its canonical
-        from scratch only when the canonical itself left (or lost the link naming it)."""
+    def expire(self, older_than: float) -> int:
+        """Forget pages last fetched more than ``older_than`` seconds ago; returns how many
+        (in batches, each cluster that lost members updated once: :mod:`neardup.detector.expiry`)."""
         older_than = duration(older_than, "older_than") or 0.0
-        total = 0
         with self.signals.learning(), self._writing():
-            before = time.time() - older_than
-            gone: dict[int, tuple[set[int], dict[str, int]]] = {}  # cluster -> (ids, link counts)
-            while True:
-                recs = self.store.expired_batch(before, EXPIRE_BATCH)
-                if not recs:
-                    break
-                old = {r.id: r for r in recs if r.id is not None}
-                self.store.delete_pages(list(old))
-                for r in recs:
-                    self.signals.forget(r.url)
-                self.mirror.reconcile({r.simhash for r in recs if r.status != "empty"}, old)
-                for r in recs:
-                    if r.cluster_id is not None:
-                        ids, links = gone.setdefault(r.cluster_id, (set(), {}))
-                        ids.add(int(r.id or 0))
-                        lk = comparable_link(r.canonical_link)
-                        if lk is not None:
-                            links[lk] = links.get(lk, 0) + 1
-                total += len(recs)
-            self.store.cluster_rows(sorted(gone))  # read at once (a store with round trips keeps them)
-            for cid in sorted(gone):
-                self.clusters.lost(cid, *gone[cid])
-        return total
+            return expire_before(self.store, self.signals, self.mirror, self.clusters, time.time() - older_than)
 
     def cluster_info(self, cluster_id: int, at: float | None = None) -> dict[str, Any] | None:
         """A cluster's size, canonical and growth, without reading its members (None when

@@ -272,6 +272,13 @@ class Store(ABC):
         """The change log's bounds, the page at ``url`` and :meth:`page_by_digest` of
         ``digest`` preferring ``url`` (None for no digest), from one consistent view."""
 
+    def prefetch(self, urls: Sequence[str], digests: Sequence[str]) -> None:
+        """Read ahead what the :meth:`lookup` calls of the write transaction's next adds will ask
+        (the pages at ``urls``, the oldest with ``digests``) in a few statements; those lookups are
+        then answered without a statement of their own, from the same view. A hint: a store
+        without round trips to save ignores it (here, nothing is read)."""
+        return None
+
     @abstractmethod
     def cluster_members(self, cluster_id: int) -> list[PageRecord]: ...
 

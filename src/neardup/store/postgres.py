@@ -92,6 +92,7 @@ class PostgresStore(SQLStore):
             raise StoreError(f"PostgreSQL needs the 'postgres' extra: pip install 'neardup[postgres]' "
                              f"({exc})") from None
         self._psycopg = psycopg
+        self._tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
         self.path = redact(dsn)
         self.timeout = timeout
         if statement_timeout is not None and not (0 < float(statement_timeout) < 2**31 / 1000):
@@ -140,7 +141,8 @@ class PostgresStore(SQLStore):
     # -- plumbing ---------------------------------------------------------------------
     def _run(self, conn: Any, sql: str, params: Sequence[Any]) -> _Rows:
         cur = conn.execute(sql.replace("?", "%s"), params)
-        rows = cur.fetchall() if cur.description else []
+        result = cur.pgresult  # its status, not ``description`` (which builds a Column a column)
+        rows = cur.fetchall() if result is not None and result.status == self._tuples_ok else []
         return _Rows(rows, cur.rowcount)
 
     def _statement(self, sql: str, params: Sequence[Any] = ()) -> _Rows:

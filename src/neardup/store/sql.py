@@ -46,7 +46,7 @@ from neardup.store.base import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, 
 from neardup.store.write_behind import FLUSH_PAGES, WriteBehind
 from neardup.urls import comparable_link, comparable_url
 
-__all__ = ["GROWTH_HALF_LIFE", "ID_KEYS", "MEMBER_COLUMNS", "WRITE_COLUMNS", "SQLStore"]
+__all__ = ["GROWTH_HALF_LIFE", "ID_KEYS", "MEMBER_COLUMNS", "PREFETCH_CHUNK", "WRITE_COLUMNS", "SQLStore"]
 
 #: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
 GROWTH_HALF_LIFE = 3600.0
@@ -59,6 +59,13 @@ ID_KEYS = (("pages", "id"), ("clusters", "id"), ("changes", "seq"))
 
 #: What the canonical policy reads of a member: (id, url, first_seen, canonical_link, priority)
 MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
+
+
+#: URLs or digests read ahead per statement (:meth:`SQLStore.prefetch`)
+PREFETCH_CHUNK = 500
+
+_URL, _DIGEST = PAGE_COLUMNS.index("url"), PAGE_COLUMNS.index("digest")
+_VERSION_COLUMNS = "fetched_at, digest, simhash, changed, distance, score"
 
 
 def _blob(value: int, bits: int) -> bytes:
@@ -111,8 +118,9 @@ class SQLStore(SQLAggregates, Store):
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement after the staged writes (if any): what it reads or writes sees them."""
         buffer = self._buffer()
-        if buffer is not None and (not buffer.empty() or buffer.reserved):
-            self._flush()
+        if buffer is not None and (not buffer.empty() or buffer.reserved or buffer.known_bounds is not None):
+            # what was read ahead survives a read; a statement that writes may change it
+            self._flush(keep_known=sql.lstrip()[:6].upper() == "SELECT")
         return self._statement(sql, params)
 
     def _begin_writes(self) -> None:
@@ -122,12 +130,16 @@ class SQLStore(SQLAggregates, Store):
     def _end_writes(self) -> None:
         self._set_buffer(None)
 
-    def _flush(self) -> None:
-        """Write what is staged (one ``executemany`` a table), keeping the ids given."""
+    def _flush(self, keep_known: bool = True) -> None:
+        """Write what is staged (one ``executemany`` a table), keeping the ids given and, with
+        ``keep_known``, what was read ahead (brought up to date)."""
         buffer = self._buffer()
         if buffer is None:
             return
-        self._set_buffer(WriteBehind(last_ids=buffer.last_ids))  # a failure below leaves nothing half-staged
+        after = WriteBehind(last_ids=buffer.last_ids)
+        if keep_known:
+            buffer.carry_known(after)
+        self._set_buffer(after)  # a failure below leaves nothing half-staged
         for sql, rows in buffer.statements(WRITE_COLUMNS):
             self._statements(sql, rows)
         if buffer.reserved and buffer.last_ids is not None:
@@ -291,10 +303,68 @@ class SQLStore(SQLAggregates, Store):
         and a transaction's statements on PostgreSQL share one connection)."""
         return {int(v): self.lowest_live(v, bits) for v in values}
 
+    def prefetch(self, urls: Sequence[str], digests: Sequence[str]) -> None:
+        """Inside a write transaction, what :meth:`lookup` will read for ``urls`` and ``digests``,
+        read ahead in a statement for each :data:`PREFETCH_CHUNK` of them and one for the change
+        log (kept in the :class:`WriteBehind` until it is written; a buffer that would be written
+        during the batch is written first). Outside one, nothing."""
+        buffer = self._buffer()
+        if buffer is None:
+            return
+        if len(buffer.pages) + len(urls) >= FLUSH_PAGES:
+            self._flush()
+            buffer = self._buffer()
+            assert buffer is not None
+        cols = ", ".join(PAGE_COLUMNS)
+        todo = [u for u in dict.fromkeys(urls) if u not in buffer.known_pages]
+        for lo in range(0, len(todo), PREFETCH_CHUNK):
+            part = todo[lo:lo + PREFETCH_CHUNK]
+            rows = self._statement(f"SELECT {cols} FROM pages WHERE url IN ({', '.join('?' * len(part))})",
+                                   part).fetchall()
+            found = {str(r[_URL]): self._record(r) for r in rows}
+            buffer.known_pages.update((u, found.get(u)) for u in part)
+            self._prefetch_around(buffer, list(found.values()))
+        todo = [d for d in dict.fromkeys(digests) if d not in buffer.known_digests]
+        for lo in range(0, len(todo), PREFETCH_CHUNK):
+            part = todo[lo:lo + PREFETCH_CHUNK]
+            rows = self._statement(
+                f"SELECT {cols} FROM pages WHERE id IN (SELECT min(id) FROM pages WHERE digest IN "
+                f"({', '.join('?' * len(part))}) AND status != 'empty' GROUP BY digest)", part).fetchall()
+            found = {str(r[_DIGEST]): self._record(r) for r in rows}
+            buffer.known_digests.update((d, found.get(d)) for d in part)
+            self._prefetch_around(buffer, list(found.values()), versions=False)
+        if buffer.known_bounds is None:
+            row = self._statement("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
+            buffer.known_bounds = (int(row[0] or 0), int(row[1] or 0))
+
+    def _prefetch_around(self, buffer: WriteBehind, pages: list[PageRecord], versions: bool = True) -> None:
+        """Read ahead the clusters of ``pages`` and, with ``versions``, their histories (one statement each)."""
+        ids = [p.id for p in pages if p.id is not None and p.id not in buffer.known_versions] if versions else []
+        if ids:
+            rows = self._statement(
+                f"SELECT page_id, {_VERSION_COLUMNS} FROM (SELECT page_id, id, {_VERSION_COLUMNS}, row_number() "
+                f"OVER (PARTITION BY page_id ORDER BY id DESC) AS back FROM page_versions WHERE page_id IN "
+                f"({', '.join('?' * len(ids))})) AS v WHERE back <= ? ORDER BY page_id, id",
+                [*ids, HISTORY_LIMIT]).fetchall()
+            history: dict[int, list[VersionRow]] = {i: [] for i in ids}
+            for r in rows:
+                history[int(r[0])].append(self._version(r[1:], int(r[0])))
+            buffer.known_versions.update(history)
+        clusters = sorted({p.cluster_id for p in pages if p.cluster_id is not None} - set(buffer.known_clusters))
+        if clusters:
+            found = self._cluster_rows_stored(clusters)
+            buffer.known_clusters.update((c, found.get(c)) for c in clusters)
+
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """What a check reads, in one statement (one round trip to a database server, one
         consistent view): the change log's bounds, the page stored at ``url`` and
-        :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest)."""
+        :meth:`page_by_digest` of ``digest`` preferring ``url`` (None for no digest); none
+        where :meth:`prefetch` read them ahead."""
+        buffer = self._buffer()
+        if buffer is not None and buffer.known(url, digest):
+            assert buffer.known_bounds is not None
+            own, same = buffer.known_pages[url], buffer.known_digests[digest] if digest is not None else None
+            return self._merged(url, digest, *buffer.known_bounds, copy.copy(own), copy.copy(same))
         cols = ", ".join(PAGE_COLUMNS)
         nulls = ", ".join(["NULL"] * len(PAGE_COLUMNS))
         rows = self._statement(
@@ -313,6 +383,11 @@ class SQLStore(SQLAggregates, Store):
                 own = self._record(row[3:])
             else:
                 same = self._record(row[3:])
+        return self._merged(url, digest, first, last, own, same)
+
+    def _merged(self, url: str, digest: str | None, first: int, last: int, own: PageRecord | None,
+                same: PageRecord | None) -> Lookup:
+        """:meth:`lookup` from the stored answers and the staged writes."""
         buffer = self._buffer()
         if buffer is not None and not buffer.empty():
             staged = buffer.page_id_at(url)
@@ -415,13 +490,21 @@ class SQLStore(SQLAggregates, Store):
         """A page's last ``limit`` fetches, oldest first."""
         buffer = self._buffer()
         if buffer is not None and page_id in buffer.version_pages:
-            self._flush()
-        rows = self._exec("SELECT fetched_at, digest, simhash, changed, distance, score FROM page_versions "
-                          "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
-        what = f"a version of page {page_id}"
-        return [VersionRow(float(r[0]), str(r[1]), int.from_bytes(self._simhash_bytes(r[2], what), "big"),
-                           None if r[3] is None else bool(r[3]), None if r[4] is None else int(r[4]),
-                           None if r[5] is None else float(r[5])) for r in reversed(rows)]
+            self._flush()  # otherwise the stored history is the page's whole history
+            buffer = self._buffer()
+        known = buffer.known_versions.get(page_id) if buffer is not None else None
+        if known is not None and 0 < limit <= HISTORY_LIMIT:
+            return known[-limit:]
+        rows = self._statement(f"SELECT {_VERSION_COLUMNS} FROM page_versions "
+                               "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
+        return [self._version(r, page_id) for r in reversed(rows)]
+
+    def _version(self, r: Sequence[Any], page_id: int) -> VersionRow:
+        """A row of :data:`_VERSION_COLUMNS`, checked."""
+        return VersionRow(float(r[0]), str(r[1]), int.from_bytes(self._simhash_bytes(r[2], f"a version of page "
+                                                                                        f"{page_id}"), "big"),
+                          None if r[3] is None else bool(r[3]), None if r[4] is None else int(r[4]),
+                          None if r[5] is None else float(r[5]))
 
     def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
         """Up to ``limit`` pages last fetched before ``before`` (expiry deletes them, then asks again)."""
@@ -513,12 +596,19 @@ class SQLStore(SQLAggregates, Store):
         buffer = self._buffer()
         if buffer is not None and (cluster_id in buffer.new_clusters or cluster_id in buffer.dropped_clusters):
             return buffer.cluster(cluster_id, None)
-        row = self._statement("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
-                              "WHERE id=?", (cluster_id,)).fetchone()
-        stored = None if row is None else ClusterRow(
-            int(row[0]), None if row[1] is None else int(row[1]), int(row[2]), float(row[3]),
-            int(row[4] or 0), None if row[5] is None else float(row[5]), float(row[6] or 0.0))
+        if buffer is not None and cluster_id in buffer.known_clusters:
+            stored = buffer.known_clusters[cluster_id]
+        else:
+            stored = self._cluster_rows_stored([cluster_id]).get(cluster_id)
         return buffer.cluster(cluster_id, stored) if buffer is not None else stored
+
+    def _cluster_rows_stored(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
+        """The stored rows of ``cluster_ids`` (without the staged writes), in one statement."""
+        rows = self._statement("SELECT id, canonical_id, size, created_at, joins, joined_at, recent FROM clusters "
+                               f"WHERE id IN ({', '.join('?' * len(cluster_ids))})", list(cluster_ids)).fetchall()
+        return {int(row[0]): ClusterRow(int(row[0]), None if row[1] is None else int(row[1]), int(row[2]),
+                                        float(row[3]), int(row[4] or 0), None if row[5] is None else float(row[5]),
+                                        float(row[6] or 0.0)) for row in rows}
 
     def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
         return {int(c): row for c in cluster_ids if (row := self.cluster_row(c)) is not None}

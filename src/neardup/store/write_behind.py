@@ -14,6 +14,13 @@ with the staged ones (read-your-writes); where a staged row hides what the store
 would have been (the oldest page with a digest changed its digest in this transaction), the
 buffer is written first and the store asked again.
 
+What a batch of adds will read of the stored rows (the pages at its URLs, the oldest with its
+digests, their histories and clusters, the change log's bounds) can be read for all of them at once beforehand
+(:meth:`~neardup.store.sql.SQLStore.prefetch`, a few statements for hundreds of adds): kept here
+as the stored answers (``known_*``) and merged with the staged rows like any stored answer; when
+the buffer is written they are brought up to date with what it wrote (:meth:`WriteBehind.carry_known`),
+and forgotten before any other statement that writes.
+
 >>> from neardup.store.base import PageRecord
 >>> wb = WriteBehind()
 >>> wb.stage_page(PageRecord("https://a.example/", "a.example", 1.0, 1.0, "d1", 5, "s", 9, None, None, None,
@@ -29,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neardup.store.base import ClusterRow, MemberRow, PageRecord
+from neardup.store.base import ClusterRow, MemberRow, PageRecord, VersionRow
 
 __all__ = ["FLUSH_PAGES", "WriteBehind"]
 
@@ -61,6 +68,50 @@ class WriteBehind:
     new_clusters: set[int] = field(default_factory=set)
     dropped_clusters: set[int] = field(default_factory=set)
     links: dict[tuple[int, str], int] = field(default_factory=dict)
+    known_pages: dict[str, PageRecord | None] = field(default_factory=dict)
+    """url -> the stored page at it (None: none), read ahead by ``prefetch``"""
+    known_digests: dict[str, PageRecord | None] = field(default_factory=dict)
+    """digest -> the stored oldest non-empty page with it (None: none), read ahead"""
+    known_bounds: tuple[int, int] | None = None
+    """the stored change log's (smallest, largest) sequence number, read ahead"""
+    known_versions: dict[int, list[VersionRow]] = field(default_factory=dict)
+    """page id -> its stored history (the last ``HISTORY_LIMIT`` fetches, oldest first), read ahead"""
+    known_clusters: dict[int, ClusterRow | None] = field(default_factory=dict)
+    """cluster id -> its stored row (None: none), read ahead"""
+
+    def carry_known(self, into: WriteBehind) -> None:
+        """Give ``into`` (the buffer after this one is written) what was read ahead, brought up to
+        date with this buffer's writes; an answer they hide (the oldest page with a digest that
+        changed its digest) is left out: only the store can say."""
+        if self.known_bounds is None:
+            return
+        first, last = self.known_bounds
+        into.known_bounds = (first or (self.first_change() or 0), max(last, self.last_change() or 0))
+        pages = into.known_pages
+        for url, rec in self.known_pages.items():
+            staged = self.pages.get(rec.id) if rec is not None and rec.id is not None else None
+            pages[url] = None if staged is not None and staged.url != url else staged or rec
+        for rec in self.pages.values():
+            pages[rec.url] = rec
+        for digest, rec in self.known_digests.items():
+            staged = self.pages.get(rec.id) if rec is not None and rec.id is not None else None
+            if staged is not None and (staged.digest != digest or staged.status == "empty"):
+                continue
+            into.known_digests[digest] = staged or rec
+        for rec in self.pages.values():
+            if rec.status != "empty" and rec.digest in into.known_digests:
+                best = into.known_digests[rec.digest]
+                if best is None or int(rec.id or 0) < int(best.id or 0):
+                    into.known_digests[rec.digest] = rec
+        into.known_versions.update((p, rows) for p, rows in self.known_versions.items()
+                                   if p not in self.version_pages)
+        into.known_clusters.update((c, self.cluster(c, row)) for c, row in self.known_clusters.items())
+        into.known_clusters.update((c, self.cluster(c, None)) for c in self.new_clusters)
+
+    def known(self, url: str, digest: str | None) -> bool:
+        """Whether what a lookup of ``url`` and ``digest`` reads of the stored rows is known here."""
+        return (self.known_bounds is not None and url in self.known_pages
+                and (digest is None or digest in self.known_digests))
 
     def empty(self) -> bool:
         return not (self.pages or self.versions or self.prunes or self.changes or self.clusters
