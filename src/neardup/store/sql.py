@@ -43,10 +43,11 @@ import numpy as np
 from neardup.errors import StoreError
 from neardup.store.aggregates import SQLAggregates
 from neardup.store.base import HISTORY_LIMIT, PAGE_COLUMNS, ClusterRow, Lookup, MemberRow, PageRecord, Store, VersionRow
+from neardup.store.read_ahead import VERSION_COLUMNS, SQLReadAhead
 from neardup.store.write_behind import FLUSH_PAGES, WriteBehind
 from neardup.urls import comparable_link, comparable_url
 
-__all__ = ["GROWTH_HALF_LIFE", "ID_KEYS", "MEMBER_COLUMNS", "PREFETCH_CHUNK", "WRITE_COLUMNS", "SQLStore"]
+__all__ = ["GROWTH_HALF_LIFE", "ID_KEYS", "MEMBER_COLUMNS", "WRITE_COLUMNS", "SQLStore"]
 
 #: half-life (seconds) of the decayed join count ``clusters.recent`` (the growth rate)
 GROWTH_HALF_LIFE = 3600.0
@@ -61,18 +62,13 @@ ID_KEYS = (("pages", "id"), ("clusters", "id"), ("changes", "seq"))
 MEMBER_COLUMNS = "id, url, first_seen, canonical_link, priority"
 
 
-#: URLs or digests read ahead per statement (:meth:`SQLStore.prefetch`)
-PREFETCH_CHUNK = 500
-
-_URL, _DIGEST = PAGE_COLUMNS.index("url"), PAGE_COLUMNS.index("digest")
-_VERSION_COLUMNS = "fetched_at, digest, simhash, changed, distance, score"
 
 
 def _blob(value: int, bits: int) -> bytes:
     return int(value).to_bytes(bits // 8, "big")
 
 
-class SQLStore(SQLAggregates, Store):
+class SQLStore(SQLAggregates, SQLReadAhead, Store):
     """The store contract (:class:`~neardup.store.base.Store`) in SQL shared by the SQLite and
     PostgreSQL dialects (``?`` placeholders; a dialect implements ``_exec``,
     ``transaction``, ``snapshot`` and ``close``, and may override ``_insert`` and
@@ -303,58 +299,6 @@ class SQLStore(SQLAggregates, Store):
         and a transaction's statements on PostgreSQL share one connection)."""
         return {int(v): self.lowest_live(v, bits) for v in values}
 
-    def prefetch(self, urls: Sequence[str], digests: Sequence[str]) -> None:
-        """Inside a write transaction, what :meth:`lookup` will read for ``urls`` and ``digests``,
-        read ahead in a statement for each :data:`PREFETCH_CHUNK` of them and one for the change
-        log (kept in the :class:`WriteBehind` until it is written; a buffer that would be written
-        during the batch is written first). Outside one, nothing."""
-        buffer = self._buffer()
-        if buffer is None:
-            return
-        if len(buffer.pages) + len(urls) >= FLUSH_PAGES:
-            self._flush()
-            buffer = self._buffer()
-            assert buffer is not None
-        cols = ", ".join(PAGE_COLUMNS)
-        todo = [u for u in dict.fromkeys(urls) if u not in buffer.known_pages]
-        for lo in range(0, len(todo), PREFETCH_CHUNK):
-            part = todo[lo:lo + PREFETCH_CHUNK]
-            rows = self._statement(f"SELECT {cols} FROM pages WHERE url IN ({', '.join('?' * len(part))})",
-                                   part).fetchall()
-            found = {str(r[_URL]): self._record(r) for r in rows}
-            buffer.known_pages.update((u, found.get(u)) for u in part)
-            self._prefetch_around(buffer, list(found.values()))
-        todo = [d for d in dict.fromkeys(digests) if d not in buffer.known_digests]
-        for lo in range(0, len(todo), PREFETCH_CHUNK):
-            part = todo[lo:lo + PREFETCH_CHUNK]
-            rows = self._statement(
-                f"SELECT {cols} FROM pages WHERE id IN (SELECT min(id) FROM pages WHERE digest IN "
-                f"({', '.join('?' * len(part))}) AND status != 'empty' GROUP BY digest)", part).fetchall()
-            found = {str(r[_DIGEST]): self._record(r) for r in rows}
-            buffer.known_digests.update((d, found.get(d)) for d in part)
-            self._prefetch_around(buffer, list(found.values()), versions=False)
-        if buffer.known_bounds is None:
-            row = self._statement("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)").fetchone()
-            buffer.known_bounds = (int(row[0] or 0), int(row[1] or 0))
-
-    def _prefetch_around(self, buffer: WriteBehind, pages: list[PageRecord], versions: bool = True) -> None:
-        """Read ahead the clusters of ``pages`` and, with ``versions``, their histories (one statement each)."""
-        ids = [p.id for p in pages if p.id is not None and p.id not in buffer.known_versions] if versions else []
-        if ids:
-            rows = self._statement(
-                f"SELECT page_id, {_VERSION_COLUMNS} FROM (SELECT page_id, id, {_VERSION_COLUMNS}, row_number() "
-                f"OVER (PARTITION BY page_id ORDER BY id DESC) AS back FROM page_versions WHERE page_id IN "
-                f"({', '.join('?' * len(ids))})) AS v WHERE back <= ? ORDER BY page_id, id",
-                [*ids, HISTORY_LIMIT]).fetchall()
-            history: dict[int, list[VersionRow]] = {i: [] for i in ids}
-            for r in rows:
-                history[int(r[0])].append(self._version(r[1:], int(r[0])))
-            buffer.known_versions.update(history)
-        clusters = sorted({p.cluster_id for p in pages if p.cluster_id is not None} - set(buffer.known_clusters))
-        if clusters:
-            found = self._cluster_rows_stored(clusters)
-            buffer.known_clusters.update((c, found.get(c)) for c in clusters)
-
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """What a check reads, in one statement (one round trip to a database server, one
         consistent view): the change log's bounds, the page stored at ``url`` and
@@ -495,12 +439,12 @@ class SQLStore(SQLAggregates, Store):
         known = buffer.known_versions.get(page_id) if buffer is not None else None
         if known is not None and 0 < limit <= HISTORY_LIMIT:
             return known[-limit:]
-        rows = self._statement(f"SELECT {_VERSION_COLUMNS} FROM page_versions "
+        rows = self._statement(f"SELECT {VERSION_COLUMNS} FROM page_versions "
                                "WHERE page_id=? ORDER BY id DESC LIMIT ?", (page_id, int(limit))).fetchall()
         return [self._version(r, page_id) for r in reversed(rows)]
 
     def _version(self, r: Sequence[Any], page_id: int) -> VersionRow:
-        """A row of :data:`_VERSION_COLUMNS`, checked."""
+        """A row of :data:`VERSION_COLUMNS`, checked."""
         return VersionRow(float(r[0]), str(r[1]), int.from_bytes(self._simhash_bytes(r[2], f"a version of page "
                                                                                         f"{page_id}"), "big"),
                           None if r[3] is None else bool(r[3]), None if r[4] is None else int(r[4]),
