@@ -212,10 +212,15 @@ class Bench:
         for u, c in zip(urls, contents, strict=True):
             if c and not c.startswith("events:"):
                 keys.setdefault(normalize_url(u), c)
+        start = site.log[log_from].at if len(site.log) > log_from else time.time()
         with Detector.open(db, create=False) as det:
             with det.store.reading():
                 pages = {p.id: p for p in det.store.iter_pages()}
             by_url = {p.url: p for p in pages.values()}
+            # the re-fetches of this crawl that read as changed: which pages, and by how much
+            changed_urls = [f"{p.url} d={v[-1].distance} s={v[-1].score}" for p in pages.values()
+                            if p.id is not None and (v := det.store.versions(p.id))
+                            and v[-1].changed and v[-1].fetched_at >= start]
             rules = sorted(r.name for r in det.rules())
             hosts = det.hosts()
         present = len(keys) - len(set(keys.values()))
@@ -246,7 +251,6 @@ class Bench:
         changed, unchanged = (int(stats.get(f"neardup/{v}", stats.get(v, 0))) for v in ("changed", "unchanged"))
         # reached: fetched, or known to be current (skipped as fresh: its next fetch is after the
         # crawl's start, and it was fetched before it)
-        start = site.log[log_from].at if len(site.log) > log_from else time.time()
         fresh = {site.content_of(p.url) for p in pages.values()
                  if p.next_fetch is not None and p.next_fetch > start and p.fetched_at < start}
         reached = set(keys.values()) | {c for c in fresh if c is not None}
@@ -256,6 +260,7 @@ class Bench:
             "missed_urls": missed_urls[:10],
             "content_lost": len(lost), "lost": lost[:10], "false_drops": false_drops, "false": wrong[:10],
             "calendar_merges": trap_merges, "changed": changed, "unchanged": unchanged,
+            "changed_urls": changed_urls[:10],
             "not_reached": sorted(reached_first - reached)[:10] if reached_first is not None else None,
             "not_reached_count": len(reached_first - reached) if reached_first is not None else None,
             "responses": len(site.log) - log_from, "pages_per_s": _rate(site.log[log_from:]),

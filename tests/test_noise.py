@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neardup import Detector
+from neardup.crawl.noise import MAX_TRACKED, HostNoise, line_template
 
 MAIN = '<div class="body" role="main">'
 ADS = ("Sponsored: learn to paint in a weekend with our online course",
@@ -138,3 +139,49 @@ def test_line_templates_mask_dates_in_short_and_long_lines():
         assert long == line_template(f"{pad} updated 12:30") != line_template(f"{pad} updated")
     assert line_template("  plain words ") == line_template("plain words") != line_template("plain word")
     assert line_template("price: $12.99") != line_template("price: $9.99")
+
+
+def test_a_mirrors_copies_learn_its_ads():
+    """A mirror host serves copies of another host's articles (each a near or exact copy, in
+    the original's cluster) with the same rotating ads: the copies of distinct articles are
+    distinct contents, so the mirror learns the ads as noise and a re-fetch of a mirrored page
+    with another ad is unchanged; the copies of one article under several URLs are one
+    content, so its lines stay content."""
+    det = Detector()
+    for i in range(9):
+        det.add(f"https://docs.example/a{i}.html", article(i, i, ADS[i % 3]), fetched_at=1.7e9 + i)
+    for i in range(9):
+        copy = det.add(f"https://mirror.example/a{i}.html", article(i, 20 + i, ADS[(i + 1) % 3]),
+                       fetched_at=1.7e9 + 20 + i)
+        assert copy.status in ("exact", "near"), copy
+    mirror = det.signals.noise_state("mirror.example")
+    assert len(mirror.order) == 1 + len(ADS), len(mirror.order)  # the timestamp line, the ads
+    again = det.add("https://mirror.example/a4.html", article(4, 60, ADS[(4 + 2) % 3]), fetched_at=1.8e9)
+    assert again.version == "unchanged", again
+    for n in range(3):  # one article's copies: its lines are not the mirror's noise
+        det.add(f"https://mirror.example/a0.html?sessionid={n}", article(0, 70 + n, ADS[n]), fetched_at=1.8e9 + n)
+    assert len(det.signals.noise_state("mirror.example").order) == len(mirror.order)
+    edited = article(5, 80, ADS[0]).replace("topic5word7 ", "topic5word7 inserted words here ")
+    assert det.add("https://mirror.example/a5.html", edited, fetched_at=1.8e9 + 10).version == "changed"
+
+
+def test_a_long_page_does_not_make_the_host_forget_an_ad_seen_once():
+    """A host's index page of thousands of lines (each its own) comes between the first and
+    the later pages with an ad: the ad seen once before it is not forgotten (its URL and
+    content are kept in the host's sketch of forgotten templates), so three articles with it
+    make it noise."""
+    noise = HostNoise()
+    ad = "sponsored: a standing desk that remembers your height"
+    assert not noise.learn("https://a.example/p0", f"article zero\n{ad}")
+    index = "\n".join(f"index entry number {j} of the site" for j in range(3 * MAX_TRACKED))
+    assert not noise.learn("https://a.example/genindex", index)
+    assert line_template(ad) not in noise.noise
+    assert not noise.learn("https://a.example/p1", f"article one\n{ad}")
+    assert noise.learn("https://a.example/p2", f"article two\n{ad}")
+    assert line_template(ad) in noise.noise
+    # without the first sighting it takes a fourth: the sketch counted it, not a guess
+    fresh = HostNoise()
+    fresh.learn("https://a.example/genindex", index)
+    assert not fresh.learn("https://a.example/p1", f"article one\n{ad}")
+    assert not fresh.learn("https://a.example/p2", f"article two\n{ad}")
+    assert fresh.learn("https://a.example/p3", f"article three\n{ad}")

@@ -7,8 +7,11 @@ the noise. A *line template* is a line of the normalised main text with its date
 masked (``last updated: T``, :func:`line_template`); a template that a host serves on
 :data:`NOISE_MIN_URLS` distinct URLs or more is the host's noise (a timestamp line, an ad from
 the host's pool, a repeated notice) when its line differs between them (a masked date or time
-changed) or those URLs hold distinct contents (``new`` pages): a page's own lines, repeated on
-its print version, its mirror and its session-id copies, are content, never noise. It is
+changed) or those URLs hold distinct contents (distinct clusters: a mirror's copies of three
+pages are three contents): a page's own lines, repeated on its print version, its mirror and
+its session-id copies (one cluster), are content, never noise. A template seen on one URL is
+forgotten when a host's tracked templates overflow (a long index page), but a bit of a sketch
+keeps that sighting (:data:`ONCE_BITS`). It is
 learned as pages are added and kept in the store's metadata (:data:`META_PREFIX` + host), so
 the next crawl knows it from its first page.
 Templates are learned in order and a stable digest says how many it left out
@@ -53,6 +56,9 @@ from functools import lru_cache
 NOISE_MIN_URLS = 3
 #: line templates tracked per host (those seen on one URL go first)
 MAX_TRACKED = 4096
+#: bits of the sketch a host keeps of the templates it forgot after one URL (32 KB, made when
+#: the tracked templates first overflow: a long page's thousand lines do not erase an ad seen once)
+ONCE_BITS = 1 << 18
 #: noise templates kept per host
 MAX_NOISE = 512
 #: the noise may take at most this share of a page's text away from its stable digest
@@ -99,6 +105,11 @@ def _template(line: str) -> int:
 _short_template = lru_cache(maxsize=1 << 11)(_template)  # (at most 2,048 lines of 4 KB)
 
 
+#: the URL (and content) a forgotten template was seen on, in its lists (URL keys are >= 0,
+#: contents -1 - a cluster id)
+FORGOTTEN = -(1 << 62)
+
+
 def _url_key(url: str) -> int:
     return zlib.crc32(url.encode("utf-8", "surrogatepass"))
 
@@ -111,16 +122,26 @@ class HostNoise:
         self.order: list[int] = list(dict.fromkeys(noise))
         self.noise: set[int] = set(self.order)
         self._seen: dict[int, list[int]] = {}  # template -> the distinct URLs (keys) it was seen on
-        self._distinct: dict[int, int] = {}  # template -> how many of those URLs held a distinct content
+        self._distinct: dict[int, list[int]] = {}  # template -> the distinct contents (keys) of those URLs
         self._raw: dict[int, int] = {}  # template -> the hash of its first line; -1 once another differed
         self._urls: set[int] = set()  # the URLs met, up to NOISE_SETTLE_URLS
+        self._once: bytearray | None = None  # a bit per forgotten template seen on one URL (ONCE_BITS)
 
-    def learn(self, url: str, text: str, distinct: bool = True) -> bool:
-        """Count the lines of a page of ``url`` (``distinct``: a content of its own, not a
-        copy of another page); True when the host's noise grew."""
+    def learn(self, url: str, text: str, content: int | None = None) -> bool:
+        """Count the lines of a page of ``url`` whose content is ``content`` (a key the page's
+        copies share, such as its cluster: the copies of one page are one content, the copies of
+        two pages two; default: the URL's own); True when the host's noise grew.
+
+        >>> noise = HostNoise()  # a mirror's copies of three pages, each with the same ad
+        >>> [noise.learn(f"https://mirror.example/{i}", f"page {i}\\nsponsored: coffee", content=i) for i in range(3)]
+        [False, False, True]
+        >>> HostNoise().learn("https://a.example/p", "text", content=1)
+        False
+        """
         if len(self.order) >= MAX_NOISE:
             return False
         key = _url_key(url)
+        own = key if content is None else -1 - content  # (apart from the URL keys, which are >= 0)
         if len(self._urls) < NOISE_SETTLE_URLS:
             self._urls.add(key)
         grew = False
@@ -131,23 +152,42 @@ class HostNoise:
         for t, raw in lines.items():
             if t in self.noise:
                 continue
-            urls = self._seen.setdefault(t, [])
+            urls = self._seen.get(t)
+            if urls is None:  # a template seen on one URL and forgotten counts that URL and its content
+                forgotten = self._forgotten(t)
+                urls = self._seen[t] = [FORGOTTEN] if forgotten else []
+                if forgotten:
+                    self._distinct[t] = [FORGOTTEN]
             if key not in urls:
                 urls.append(key)
-                self._distinct[t] = self._distinct.get(t, 0) + distinct
+                contents = self._distinct.setdefault(t, [])
+                if own not in contents and len(contents) < NOISE_MIN_URLS:
+                    contents.append(own)
             if self._raw.setdefault(t, raw) != raw:
                 self._raw[t] = -1
-            varied = self._raw[t] == -1 or self._distinct.get(t, 0) >= NOISE_MIN_URLS
+            varied = self._raw[t] == -1 or len(self._distinct.get(t, ())) >= NOISE_MIN_URLS
             if len(urls) >= NOISE_MIN_URLS and varied and len(self.noise) < MAX_NOISE:
                 self.noise.add(t)
                 self.order.append(t)
                 self._forget(t)
                 grew = True
-        if len(self._seen) > MAX_TRACKED:  # forget the templates seen on one URL, oldest first
+        if len(self._seen) > MAX_TRACKED:  # forget the templates seen on one URL, oldest first, into the sketch
             once = [t for t, urls in self._seen.items() if len(urls) == 1][: len(self._seen) - MAX_TRACKED // 2]
+            if self._once is None:
+                self._once = bytearray(ONCE_BITS // 8)
+            for t in once:
+                bit = t % ONCE_BITS
+                self._once[bit >> 3] |= 1 << (bit & 7)
             for t in once or list(self._seen)[: len(self._seen) - MAX_TRACKED]:
                 self._forget(t)
         return grew
+
+    def _forgotten(self, template: int) -> bool:
+        """Whether ``template`` was forgotten after one URL (or shares its sketch bit with one)."""
+        if self._once is None:
+            return False
+        bit = template % ONCE_BITS
+        return bool(self._once[bit >> 3] >> (bit & 7) & 1)
 
     def _forget(self, template: int) -> None:
         self._seen.pop(template, None)

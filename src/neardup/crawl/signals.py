@@ -154,17 +154,17 @@ class CrawlSignals:
             return previous
         return comparable
 
-    def stable_record(self, url: str, text: str, *, learn: bool, distinct: bool = True) -> str | None:
+    def stable_record(self, url: str, text: str, *, learn: bool, content: int | None = None) -> str | None:
         """What a page's version stores of its main ``text`` without its host's per-fetch
         noise (:meth:`neardup.crawl.noise.HostNoise.stable_record`; None for no text: a
         fingerprint given without it). With ``learn``, the page's lines are counted first (and
-        what was learned is stored); ``distinct``: the page is a content of its own (``new``),
-        not a copy, whose lines are its original's (:meth:`HostNoise.learn`)."""
+        what was learned is stored); ``content``: the key its copies share (its cluster: a
+        copy's lines are its original's; None: its own, :meth:`HostNoise.learn`)."""
         if not text.strip():
             return None
         host = origin_of(url)
         state = self.noise_state(host)
-        if learn and state.learn(url, text, distinct):
+        if learn and state.learn(url, text, content):
             self.store.set_meta(META_PREFIX + host, state.to_meta())
         return state.stable_record(text)
 

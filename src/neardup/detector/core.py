@@ -620,7 +620,7 @@ class Detector:
                 fresh = True
         else:
             cluster_id = None
-        stable = self.signals.stable_record(url, fp.text, learn=True, distinct=status in ("new", "partial"))
+        stable = self.signals.stable_record(url, fp.text, learn=True, content=0 if cluster_id is None else cluster_id)
         history = counters(self.store, own, now, revisit, min_interval=self.revisit_min,
                            max_interval=self.revisit_max)
         flag = self.signals.observe_structure(url, now, fp.structure, fp.digest, fp.length)
