@@ -126,6 +126,30 @@ def test_deletes_with_and_without_the_sketch_and_re_adds():
     assert idx.levels == [len(live) + 1] and idx._levels[0].dead is None
 
 
+def test_a_batch_of_deletes_is_the_same_deletes_one_by_one():
+    """remove_many over levels and the delta: with the stored sketch, another page's sketch
+    (found by the scan), no sketch, ids not stored and an id twice; the index is then the
+    one-by-one one, checked against brute force."""
+    data = sketches(1500, seed=8, copies=300)
+    ids = list(range(1, len(data) + 1))
+    batch, single = BandIndex(delta_limit=200), BandIndex(delta_limit=200)
+    for idx in (batch, single):
+        idx.add_many(ids[:1700], data[:1700])
+        idx.add_many(ids[1700:], data[1700:])  # the last ones in the delta
+    assert batch._delta_ids.shape[0] > 0 and batch._levels
+    gone = sorted(set(range(1, len(data) + 1, 4)) | {1790, 1795})
+    given: list[bytes | None] = [data[i - 1] if i % 3 == 0 else (data[i] if i % 3 == 1 else None) for i in gone]
+    found = batch.remove_many([*gone, 10**9, gone[0]], [*given, data[0], None])
+    assert found.tolist() == [True] * len(gone) + [False, False]
+    for i, sketch in zip(gone, given):
+        assert single.remove(i, sketch)
+    live = [(i, s) for i, s in zip(ids, data) if i not in set(gone)]
+    assert len(batch) == len(single) == len(live) and gone[1] not in batch
+    for q in data[::9]:
+        assert batch.search(q) == single.search(q) == brute_force(q, [i for i, _ in live], [s for _, s in live])
+    assert not batch.remove_many([], []).shape[0]
+
+
 def test_saved_and_reopened_memory_mapped(tmp_path):
     data = sketches(1200, seed=6, copies=300)
     ids = list(range(len(data)))

@@ -12,8 +12,10 @@ clusters, cluster_links, page_versions and changes, must be equal. On SQLite and
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
+import time
 from typing import Any
 
 import pgserver
@@ -219,3 +221,24 @@ def test_what_was_read_ahead_is_forgotten_by_a_write_it_cannot_see(tmp_path, con
             assert not present_buffer(store).known("https://b.example/x", None)
             found = det.store.lookup("https://a.example/x", contents[0].digest)
             assert found.own is None and found.same is None
+
+
+def test_expiry_takes_a_few_statements_a_batch_not_a_few_a_page(fresh, contents, monkeypatch):
+    """1,200 pages expired (three batches of EXPIRE_BATCH): their clusters and the oldest copies
+    of their SimHash values are read a chunk at a time, so the statements do not grow with the
+    pages (before: three a page, 3,600); what stays is what one by one would leave."""
+    with Detector.open(fresh()) as det:
+        synth = random.Random(3)
+        items = []
+        for i in range(1200):  # new pages, and copies of the kept ones that expire with them
+            fp = contents[i % len(contents)] if i % 10 == 0 else dataclasses.replace(
+                contents[0], digest=f"{i:064x}", simhash=synth.getrandbits(64), sketch=None)
+            items.append((f"https://old{i % 7}.example/{i}", fp, 1.0e9 + i, None))
+        det.add_fingerprints(items)
+        kept = det.add_fingerprint("https://kept.example/", contents[1]).page_id
+        seen = _counting(sql_store(det.store), monkeypatch)
+        assert det.expire(time.time() - (1.0e9 + 2000)) == 1200
+        assert len(seen) < 40, collections.Counter(x[:60] for x in seen).most_common(5)
+        assert det.stats()["pages"] == 1
+        again = det.add_fingerprint("https://kept2.example/", contents[1])
+        assert again.status == "exact" and again.match_id == kept

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -289,20 +289,41 @@ class IndexMirror:
     def remove(self, page_id: int, value: int, rec: PageRecord | None) -> None:
         """Take ``page_id`` (with ``value``) out of the index, logged; ``rec``: its stored
         version before this write (its signature goes back into the LSH on rollback)."""
-        if not self.index.remove(page_id, value):
+        if not self._unindex(page_id, value, rec):
             return
-        self.seq = self.store.log_change(page_id, "remove", value, self.bits)
-        if self._undo is not None:
-            self._undo.append(lambda: self.index.add(page_id, value))
         if self.bands is not None and self.bands.remove(page_id, rec.sketch if rec is not None else None) \
                 and self._undo is not None and rec is not None and banded(rec.sketch):
             bands, sketch = self.bands, rec.sketch
             self._undo.append(lambda: bands.add(page_id, sketch))  # type: ignore[arg-type]
+
+    def _unindex(self, page_id: int, value: int, rec: PageRecord | None) -> bool:
+        """:meth:`remove` but for the sketch bands: the SimHash index, the change log and the
+        LSH; False when the index did not hold ``page_id`` with ``value`` (nothing done)."""
+        if not self.index.remove(page_id, value):
+            return False
+        self.seq = self.store.log_change(page_id, "remove", value, self.bits)
+        if self._undo is not None:
+            self._undo.append(lambda: self.index.add(page_id, value))
         if self.lsh is not None and self.lsh.remove(page_id) and self._undo is not None and rec is not None:
             sig = self.signature(rec)
             if sig is not None:
                 self._undo.append(lambda: self.lsh.add(page_id, sig.signature, sig.set_size)
                                   if self.lsh is not None else None)
+        return True
+
+    def remove_many(self, leaving: Sequence[tuple[int, int]], old: Mapping[int, PageRecord]) -> None:
+        """:meth:`remove` of many (page id, value) pairs (expiry's batches): the sketch bands
+        updated at once (:meth:`BandIndex.remove_many`)."""
+        recs = [old.get(pid) or self.store.page_by_id(pid) for pid, _ in leaving]
+        out = [(pid, rec) for (pid, value), rec in zip(leaving, recs) if self._unindex(pid, value, rec)]
+        if self.bands is None or not out:
+            return
+        bands = self.bands
+        found = bands.remove_many([pid for pid, _ in out], [rec.sketch if rec is not None else None for _, rec in out])
+        back = [(pid, sk) for (pid, rec), hit in zip(out, found.tolist())
+                if hit and rec is not None and (sk := rec.sketch) is not None and banded(sk)]
+        if self._undo is not None and back:
+            self._undo.append(lambda: bands.add_many([pid for pid, _ in back], [sk for _, sk in back]))
 
     def reconcile(self, values: Iterable[int], old: Mapping[int, PageRecord], new: PageRecord | None = None,
                   refresh: int | None = None) -> None:
@@ -332,10 +353,11 @@ class IndexMirror:
             else:
                 want = lowest[value]
             plan.append((value, want, held))
-        for value, want, held in plan:
-            for pid in held:
-                if pid != want or pid == refresh:
-                    self.remove(pid, value, old.get(pid) or self.store.page_by_id(pid))
+        leaving = [(pid, value) for value, want, held in plan for pid in held if pid != want or pid == refresh]
+        if len(leaving) > 1:
+            self.remove_many(leaving, old)
+        for pid, value in leaving if len(leaving) == 1 else ():
+            self.remove(pid, value, old.get(pid) or self.store.page_by_id(pid))
         for _, want, held in plan:
             if want is not None and (want not in held or want == refresh):
                 rec = new if new is not None and new.id == want else self.store.page_by_id(want)

@@ -263,6 +263,12 @@ class BandLevel:
             return np.ones(self.n, dtype=bool)
         return np.unpackbits(self.dead, count=self.n, bitorder="little") == 0
 
+    def live_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` are not deleted (their bits only, not the whole bitmap)."""
+        if self.dead is None:
+            return np.ones(rows.shape[0], dtype=bool)
+        return (self.dead[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1 == 0
+
     def kill(self, rows: np.ndarray) -> int:
         """Mark ``rows`` deleted; returns how many were live."""
         if self.dead is None:
@@ -425,7 +431,7 @@ class BandIndex:
             b = key0 >> (16 - lv.d)
             cand = np.asarray(lv.rows[0, int(lv.dirs[0, b]):int(lv.dirs[0, b + 1])], dtype=np.int64)
             rows = cand[np.asarray(lv.ids)[cand] == id]
-        return rows[lv.live()[rows]] if lv.dead is not None and rows.shape[0] else rows
+        return rows[lv.live_rows(rows)] if lv.dead is not None and rows.shape[0] else rows
 
     def remove(self, id: int, sketch: bytes | None = None) -> bool:
         """Delete every sketch stored under ``id``. With ``sketch`` (the one stored under it)
@@ -448,6 +454,44 @@ class BandIndex:
                 found = True
         if not found and key0 is not None:
             return self.remove(id)  # stored under another sketch than the one given
+        return found
+
+    def remove_many(self, ids: Sequence[int], sketches: Sequence[bytes | None]) -> np.ndarray:
+        """:meth:`remove` of many (expiry's batches): the rows found in band 0's bucket of each
+        given sketch, all levels at once; an id not found there is removed as :meth:`remove`
+        does without a sketch. Returns which ids had a sketch stored."""
+        ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        found = np.zeros(ids_arr.shape[0], dtype=bool)
+        if not ids_arr.shape[0]:
+            return found
+        if self._delta_ids.shape[0]:
+            hit = np.isin(self._delta_ids, ids_arr)
+            if hit.any():
+                found |= np.isin(ids_arr, self._delta_ids[hit])
+                keep = ~hit
+                self._delta_set(self._delta_ids[keep], self._delta_keys[keep], self._delta_nib[keep])
+        given = np.array([s is not None and len(s) == HEADER + BINS for s in sketches], dtype=bool)
+        where = np.flatnonzero(given)
+        if where.shape[0]:
+            key0 = keys_of(sketch_bins([bytes(sketches[i] or b"") for i in where.tolist()]), 1)[:, 0].astype(np.int64)
+            for lv in self._levels:
+                b = key0 >> (16 - lv.d)
+                starts = np.asarray(lv.dirs[0], dtype=np.int64)[b]
+                counts = np.asarray(lv.dirs[0], dtype=np.int64)[b + 1] - starts
+                owner = np.repeat(np.arange(where.shape[0]), counts)  # the bucket rows of every id, at once
+                offsets = np.arange(owner.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+                cand = np.asarray(lv.rows[0], dtype=np.int64)[starts[owner] + offsets]
+                match = np.asarray(lv.ids)[cand].astype(np.int64) == ids_arr[where][owner]
+                rows, owner = cand[match], owner[match]
+                alive = lv.live_rows(rows)
+                rows, owner = rows[alive], owner[alive]
+                if rows.shape[0]:
+                    self._dead += lv.kill(rows)
+                    found[where[owner]] = True
+        for i in np.flatnonzero(~found & given):  # stored under another sketch than the one given
+            found[i] = self.remove(int(ids_arr[i]))
+        for i in np.flatnonzero(~given):
+            found[i] = self.remove(int(ids_arr[i])) or found[i]
         return found
 
     # -- queries ------------------------------------------------------------------------

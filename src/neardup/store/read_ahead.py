@@ -93,7 +93,31 @@ class SQLReadAhead:
             for r in rows:
                 history[int(r[0])].append(self._version(r[1:], int(r[0])))
             buffer.known_versions.update(history)
-        clusters = sorted({p.cluster_id for p in pages if p.cluster_id is not None} - set(buffer.known_clusters))
-        if clusters:
-            found = self._cluster_rows_stored(clusters)
-            buffer.known_clusters.update((c, found.get(c)) for c in clusters)
+        self._know_clusters(buffer, [p.cluster_id for p in pages if p.cluster_id is not None])
+
+    def _know_clusters(self, buffer: WriteBehind, cluster_ids: Sequence[int]) -> None:
+        """Read the stored rows of ``cluster_ids`` not known yet into ``buffer`` (a statement
+        for each :data:`PREFETCH_CHUNK`)."""
+        todo = sorted({int(c) for c in cluster_ids} - set(buffer.known_clusters))
+        for i in range(0, len(todo), PREFETCH_CHUNK):
+            chunk = todo[i:i + PREFETCH_CHUNK]
+            found = self._cluster_rows_stored(chunk)
+            buffer.known_clusters.update((c, found.get(c)) for c in chunk)
+
+    def cluster_rows(self, cluster_ids: Sequence[int]) -> dict[int, ClusterRow]:
+        """The rows of ``cluster_ids`` (absent: none), read in a statement for each
+        :data:`PREFETCH_CHUNK`; inside a write transaction they are kept for its
+        ``cluster_row`` calls (expiry reads every cluster that lost members at once)."""
+        ids = list(dict.fromkeys(int(c) for c in cluster_ids))
+        buffer = self._buffer()
+        if buffer is None:
+            out: dict[int, ClusterRow] = {}
+            for i in range(0, len(ids), PREFETCH_CHUNK):
+                out.update(self._cluster_rows_stored(ids[i:i + PREFETCH_CHUNK]))
+            return {c: out[c] for c in ids if c in out}
+        staged = buffer.new_clusters | buffer.dropped_clusters
+        self._know_clusters(buffer, [c for c in ids if c not in staged])
+        return {c: row for c in ids if (row := self.cluster_row(c)) is not None}
+
+    @abstractmethod
+    def cluster_row(self, cluster_id: int) -> ClusterRow | None: ...

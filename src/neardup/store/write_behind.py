@@ -83,7 +83,8 @@ class WriteBehind:
         """Give ``into`` (the buffer after this one is written) what was read ahead, brought up to
         date with this buffer's writes; an answer they hide (the oldest page with a digest that
         changed its digest) is left out: only the store can say."""
-        if self.known_bounds is None:
+        into.known_clusters.update((c, self.cluster(c, row)) for c, row in self.known_clusters.items())
+        if self.known_bounds is None:  # (expiry reads clusters ahead, and nothing else)
             return
         first, last = self.known_bounds
         into.known_bounds = (first or (self.first_change() or 0), max(last, self.last_change() or 0))
@@ -105,7 +106,6 @@ class WriteBehind:
                     into.known_digests[rec.digest] = rec
         into.known_versions.update((p, rows) for p, rows in self.known_versions.items()
                                    if p not in self.version_pages)
-        into.known_clusters.update((c, self.cluster(c, row)) for c, row in self.known_clusters.items())
         into.known_clusters.update((c, self.cluster(c, None)) for c in self.new_clusters)
 
     def known(self, url: str, digest: str | None) -> bool:
