@@ -1078,7 +1078,7 @@ def compile_notice(dispatcher) -> None:  # type: ignore[no-untyped-def]
     _noticed = True
     if os.environ.get("NEARDUP_QUIET") or multiprocessing.parent_process() is not None:
         return
-    print("neardup: compiling the fingerprint kernels, once (cached for later runs): about 25 s of CPU",
+    print("neardup: compiling the fingerprint kernels, once (cached for later runs): about 20 s of CPU",
           file=sys.stderr, flush=True)
 
 
