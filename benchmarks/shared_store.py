@@ -105,6 +105,18 @@ def fill(target: str, n: int, synth: S.Synth) -> dict[str, Any]:
     return S.preload(target, n, synth, [])
 
 
+def expire_all(target: str) -> dict[str, Any]:
+    """Every page of the store expired by one ``Detector.expire`` call (the fill, the workers'
+    and the service's adds): pages, wall and CPU seconds of this process (the client's)."""
+    with Detector.open(target) as det:
+        before = det.store.page_count()
+        wall, cpu = time.perf_counter(), time.process_time()
+        gone = det.expire(0.0)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        left = det.store.page_count()
+    return {"pages": gone, "stored_before": before, "left": left, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
+
+
 def _fresh(rng: np.random.Generator, spec: Any, i: int, tag: str) -> tuple[str, Fingerprint]:
     value = int(rng.integers(0, 2**63, dtype=np.int64))
     digest = hashlib.sha256(f"{tag}-{i}-{value:x}".encode()).hexdigest()
@@ -212,6 +224,10 @@ def in_process(target: str, workers: int, seconds: float, probes: list[tuple[str
             "errors": sum(r["errors"] for r in results)}
 
 
+#: fingerprints a request of the batch endpoint (the service benchmark's default)
+BATCH = 100
+
+
 def through_service(target: str, synth: S.Synth, seconds: float) -> list[dict[str, Any]]:
     rows = []
     with S.serve(target, 2) as server:
@@ -219,6 +235,12 @@ def through_service(target: str, synth: S.Synth, seconds: float) -> list[dict[st
             r = S.closed_loop("POST /v1/fingerprints/add", server, None, S.FpAdds(server.port, synth, f"svc{conns}"),
                               conns, duration=seconds)
             rows.append({"endpoint": "add", "conns": conns, "per_s": round(r.rps, 1), "p50_ms": round(r.pct(50), 2),
+                         "p99_ms": round(r.pct(99), 2), "errors": r.errors})
+        for conns in (4, 16):  # the batch endpoint: BATCH fingerprints a request, one transaction each
+            r = S.closed_loop("POST /v1/fingerprints/add/batch", server, None,
+                              S.FpAdds(server.port, synth, f"svcb{conns}", batch=BATCH), conns, duration=seconds)
+            rows.append({"endpoint": f"add batch ({BATCH}), fingerprints", "conns": conns,
+                         "per_s": round(r.rps * BATCH, 1), "p50_ms": round(r.pct(50), 2),
                          "p99_ms": round(r.pct(99), 2), "errors": r.errors})
         r = S.closed_loop("POST /v1/fingerprints/check", server, None, S.FpChecks(server.port, synth), 16,
                           duration=seconds)
@@ -300,10 +322,19 @@ def report(rows: list[dict[str, Any]], kills: list[dict[str, Any]], command: str
     out += ["", "Engine memory a page (after the fill):", ""]
     out += table(["store", "pages", "bytes/page", "fill s"],
                  [[r["store"], r["pages"], r.get("bytes_per_page"), r["fill_seconds"]] for r in rows])
+    expired = [r for r in rows if r.get("expire")]
+    if expired:
+        out += ["", "Expiry: every page of the store (the fill and every add of the runs above) forgotten by one "
+                "`Detector.expire` call, in batches of 1,000 in one transaction; CPU is the client's:", ""]
+        out += table(["store", "pages expired", "left", "wall s", "client CPU s", "pages/s"],
+                     [[r["store"], r["expire"]["pages"], r["expire"]["left"], r["expire"]["wall_s"],
+                       r["expire"]["cpu_s"], round(r["expire"]["pages"] / max(r["expire"]["wall_s"], 1e-9))]
+                      for r in expired])
     svc = [[r["store"], s["endpoint"], s["conns"], s["per_s"], s["p50_ms"], s["p99_ms"], s["errors"]]
            for r in rows for s in r.get("service", [])]
     if svc:
-        out += ["", "Through the service (`neardup serve --workers 2`; single adds are group-committed):", ""]
+        out += ["", "Through the service (`neardup serve --workers 2`; single adds are group-committed; a batch "
+                "request is one transaction, its rate in fingerprints a second, its latency a request's):", ""]
         out += table(["store", "request", "conns", "per s", "p50 ms", "p99 ms", "errors"], svc)
     if kills:
         out += ["", "kill -9 under load (4 workers adding; one SIGKILLed, then the Redis server):", ""]
@@ -364,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_service:
                     row["service"] = through_service(store["target"], synth, args.seconds)
                     log(f"  service: {row['service']}")
+                row["expire"] = expire_all(store["target"])
+                log(f"  expire: {row['expire']}")
                 rows.append(row)
             if not args.no_kill and kind in ("sqlite", "postgres", "redis"):
                 kills.append(kill_test(kind, folder, args.seconds))

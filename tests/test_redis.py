@@ -8,10 +8,13 @@ engine, and bad targets and damaged keys named in one line."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
+import hashlib
 import json
 import multiprocessing as mp
 import os
+import random
 import subprocess
 import tempfile
 import time
@@ -208,3 +211,60 @@ def test_redis_cli_sees_one_hash_tag_a_store(redis_cluster_url):
     port = redis_cluster_url.split(":")[2].split("?")[0]
     info = subprocess.run(["redis-cli", "-p", port, "CLUSTER", "INFO"], capture_output=True, text=True).stdout
     assert "cluster_known_nodes:3" in info
+
+
+def _synthetic(n: int, seed: int) -> list[neardup.Fingerprint]:
+    """``n`` distinct fingerprints of the default spec (random SimHash values and sketches)."""
+    rng = random.Random(seed)
+    base = neardup.fingerprint(" ".join(f"expiry{i}" for i in range(80)))
+    assert base.sketch is not None
+    return [dataclasses.replace(base, simhash=rng.getrandbits(64), sketch=base.sketch[:4] + rng.randbytes(60),
+                                digest=hashlib.sha256(b"%d-%d" % (seed, i)).hexdigest()) for i in range(n)]
+
+
+def test_expiry_reads_each_expired_page_about_once_ties_included(redis_target, monkeypatch):
+    """3,000 pages expired in one transaction, 2,600 of them fetched at the same second: all
+    of them go, the recent ones stay, and the engine returns each expired page's entry of the
+    fetch-time index about once (a read from the start of the index at every batch of 1,000
+    returns the removed ones again: about 9,000 for these 3,000)."""
+    fps = _synthetic(3200, seed=5)
+    long_ago = time.time() - 30 * 86400
+    at = [long_ago] * 2600 + [long_ago + i for i in range(1, 401)] + [None] * 200
+    with Detector.open(redis_target) as det:
+        det.add_fingerprints([(f"https://h{i % 7}.example/p{i}", fp, t, None)
+                              for i, (fp, t) in enumerate(zip(fps, at, strict=True))])
+        client = det.store._r
+        returned = []
+        plain = client.zrangebyscore
+
+        def counting(*args, **kwargs):
+            got = plain(*args, **kwargs)
+            if str(args[0]).endswith(":fetched"):
+                returned.append(len(got))
+            return got
+
+        monkeypatch.setattr(client, "zrangebyscore", counting)
+        assert det.expire(86400) == 3000
+        monkeypatch.undo()
+        assert sum(returned) <= 2 * 3000, returned
+        assert det.store.page_count() == 200
+        assert det.history("https://h0.example/p0") is None and det.history("https://h1.example/p2599") is None
+        kept = det.check_fingerprint("https://other.example/x", fps[3100])
+        assert kept.status == "exact" and kept.match_url == "https://h6.example/p3100"
+
+
+def test_expired_batches_read_twice_without_removing_are_the_same(redis_url):
+    """The read of expired pages goes on from its last batch only where that batch was
+    removed: read twice without removing, it returns the same pages."""
+    fps = _synthetic(30, seed=6)
+    long_ago = time.time() - 30 * 86400
+    with Detector.open(redis_url) as det:
+        det.add_fingerprints([(f"https://a.example/{i}", fp, long_ago, None) for i, fp in enumerate(fps)])
+        store = det.store
+        with store.transaction():
+            first = [r.id for r in store.expired_batch(time.time() - 86400, 10)]
+            again = [r.id for r in store.expired_batch(time.time() - 86400, 10)]
+            store.delete_pages(first)
+            rest = [r.id for r in store.expired_batch(time.time() - 86400, 100)]
+        assert first == again and len(first) == 10
+        assert not set(first) & set(rest) and len(rest) == 20

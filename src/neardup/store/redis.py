@@ -134,9 +134,9 @@ class RedisStore(RedisEngine, Store):
         new = self._entries(rec, bits)
         if old is not None:
             old_entries = self._entries(old, bits)
-            for key, member, _ in old_entries - new:
+            for key, member, score in old_entries - new:
                 if not any(k == key and mm == member for k, mm, _ in new):
-                    s.zrem(key, member)
+                    s.zrem(key, member, score)
             if old.url != rec.url:
                 s.hset(self._k("urls"), old.url, None)
             self._count(old, -1)
@@ -276,8 +276,8 @@ class RedisStore(RedisEngine, Store):
             s = self._stage()
             pages = self._pages([int(i) for i in ids])
             for pid, rec in pages.items():
-                for key, member, _ in self._entries(rec, self.bits or 64):
-                    s.zrem(key, member)
+                for key, member, score in self._entries(rec, self.bits or 64):
+                    s.zrem(key, member, score)
                 s.hset(self._k("urls"), rec.url, None)
                 self._count(rec, -1)
                 s.set(self._k("page", pid), None)
@@ -316,9 +316,26 @@ class RedisStore(RedisEngine, Store):
         return out
 
     def expired_batch(self, before: float, limit: int) -> list[PageRecord]:
-        ids = [int(m) for m, sc in self._zrange(self._k("fetched"), hi=before, limit=limit + 1) if sc < before]
-        pages = self._pages(ids[:limit])
-        return [pages[i] for i in ids[:limit] if i in pages]
+        """The first ``limit`` pages fetched before ``before``. Inside a transaction that has
+        removed every page it read here before (expiry), the engine is asked for the pages
+        after them (from the last one's fetch time, past those of that time already read),
+        not again for the removed ones: a read from the start would ask for all of them,
+        quadratic in the pages expired."""
+        fetched, s = self._k("fetched"), self._tx.staging
+        floor, skip, last = float("-inf"), 0, self._tx.expiry
+        if s is not None and last is not None:
+            gone = s.members.get(fetched, {})
+            if all(m in gone and gone[m] is None for m in last[1]):
+                floor, skip = last[0], len(last[1])
+        got = [(m, sc) for m, sc in self._zrange(fetched, lo=floor, hi=before, limit=limit + 1, skip=skip)
+               if sc < before][:limit]
+        if s is not None and got:
+            end = got[-1][1]
+            ties = [m for m, sc in got if sc == end]
+            self._tx.expiry = (end, (last[1] if last is not None and skip and end == floor else []) + ties)
+        ids = [int(m) for m, _ in got]
+        pages = self._pages(ids)
+        return [pages[i] for i in ids if i in pages]
 
     def _live_reps(self) -> list[PageRecord]:
         reps: dict[int, PageRecord] = {}

@@ -35,15 +35,16 @@ LEASE = 10.0
 #: the layout of the keys (meta ``redis_schema``); a store of a newer layout is refused
 REDIS_SCHEMA = 1
 
+#: the commit (KEYS: the lease; ARGV: its token, the staged commands as one JSON array of
+#: ``[command, key, arguments...]``: one string for the client to send, decoded by the engine's
+#: cjson, rather than an argument a value for redis-py to pack one by one); every key carries
+#: the store's hash tag, so on a Redis Cluster they all live on the lease's node
 _COMMIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('NEARDUP lease lost')
 end
-local i = 2
-while i <= #ARGV do
-  local cmd, key, n = ARGV[i], KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
-  redis.call(cmd, key, unpack(ARGV, i + 3, i + 2 + n))
-  i = i + 3 + n
+for _, c in ipairs(cjson.decode(ARGV[2])) do
+  redis.call(unpack(c))
 end
 redis.call('DEL', KEYS[1])
 return 1
@@ -90,6 +91,9 @@ class _Tx(threading.local):
     renewed: float = 0.0
     blocks: dict[str, tuple[int, int, int]] | None = None
     """counter -> (next id, last id, size) of the block of ids this transaction reserved"""
+    expiry: tuple[float, list[str]] | None = None
+    """where the expired pages this transaction read end: the last one's fetch time and the
+    ids read with that fetch time"""
 
 #: ids (pages, clusters, change log entries) a transaction reserves at most in one round trip
 ID_BLOCK = 1024
@@ -182,7 +186,7 @@ class RedisEngine:
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
         self._tx.staging, self._tx.token, self._tx.renewed = Staging(), token, time.monotonic()
-        self._tx.blocks = {}
+        self._tx.blocks, self._tx.expiry = {}, None
         try:
             yield
             self._flush(token)
@@ -192,25 +196,18 @@ class RedisEngine:
             raise
         finally:
             self._tx.staging = self._tx.token = None
-            self._tx.blocks = None
+            self._tx.blocks = self._tx.expiry = None
 
     def _flush(self, token: str) -> None:
         staging = self._tx.staging
         assert staging is not None
         lock = self._k("lock")
-        keys = [lock]
-        index: dict[str, int] = {lock: 1}
-        args: list[str] = [token]
-        for cmd, key, cargs in staging.commands():
-            if key not in index:
-                keys.append(key)
-                index[key] = len(keys)
-            args += [cmd, str(index[key]), str(len(cargs)), *cargs]
+        commands = [[cmd, key, *cargs] for cmd, key, cargs in staging.commands()]
         self._tx.staging = None
-        if len(args) == 1:
+        if not commands:
             self._call(self._release, [lock], [token])
             return
-        self._call(self._commit, keys, args)
+        self._call(self._commit, [lock], [token, json.dumps(commands, separators=(",", ":"))])
 
     def _next_id(self, counter: str) -> int:
         """The next id of ``counter`` (``P next:<counter>``), inside a transaction: ids come in
@@ -312,25 +309,33 @@ class RedisEngine:
         return out
 
     def _zrange(self, key: str, lo: float = float("-inf"), hi: float = float("inf"), limit: int | None = None,
-                after: str | None = None) -> list[tuple[str, float]]:
+                after: str | None = None, skip: int = 0) -> list[tuple[str, float]]:
         """Members of a sorted set with scores in [lo, hi] (by score, then member; for a set of
-        equal scores, ``after``: members after this one by name), at most ``limit``."""
-        return self._zfirst_many([key], lo, hi, limit, after)[key]
+        equal scores, ``after``: members after this one by name), at most ``limit``; ``skip``:
+        the engine leaves out the range's first ``skip`` members, which the caller knows this
+        transaction removed (with their scores, :meth:`Staging.zrem`)."""
+        return self._zfirst_many([key], lo, hi, limit, after, skip)[key]
 
     def _zfirst_many(self, keys: Sequence[str], lo: float = float("-inf"), hi: float = float("inf"),
-                     limit: int | None = None, after: str | None = None) -> dict[str, list[tuple[str, float]]]:
+                     limit: int | None = None, after: str | None = None,
+                     skip: int = 0) -> dict[str, list[tuple[str, float]]]:
         """:meth:`_zrange` of several keys in one pipelined round trip, each merged with what
         this thread has staged under it."""
         s = self._tx.staging
         asked = [k for k in keys if s is None or k not in s.dropped]
-        extra = {k: sum(1 for v in (s.members.get(k, {}) if s is not None else {}).values() if v is None)
+        # what the engine is asked for beyond ``limit``: the members this transaction removed
+        # that can lie in the range, but those ``skip`` leaves out (they come back and are
+        # dropped here)
+        extra = {k: max(0, s.removals_within(k, lo, hi) - skip) if s is not None and after is None
+                 else sum(1 for v in (s.members.get(k, {}) if s is not None else {}).values() if v is None)
                  for k in asked}
         def ask(client: Any, k: str) -> Any:
             if after is not None:
                 return client.zrangebylex(k, f"({after}" if after else "-", "+", 0,
                                           -1 if limit is None else limit + extra[k])
-            return client.zrangebyscore(k, lo, hi, None if limit is None else 0,
-                                        None if limit is None else limit + extra[k], True)
+            if limit is None and skip == 0:
+                return client.zrangebyscore(k, lo, hi, None, None, True)
+            return client.zrangebyscore(k, lo, hi, skip, -1 if limit is None else limit + extra[k], True)
 
         raw: list[Any] = []
         if len(asked) == 1:  # one key: a plain command (a pipeline costs more in the client)

@@ -27,6 +27,9 @@ class Staging:
         self.fields: dict[str, dict[str, str | None]] = {}
         self.increments: dict[str, dict[str, int]] = {}
         self.members: dict[str, dict[str, float | None]] = {}
+        self.removed: dict[str, dict[str, float]] = {}
+        """the scores the removed members had, where the caller knew them (a read of a range
+        then asks the engine for the removals that can lie in it only)"""
         self.dropped: set[str] = set()
         """hashes and sorted sets deleted whole (their server values no longer count)"""
         self.read: dict[str, str | None] = {}
@@ -53,13 +56,32 @@ class Staging:
 
     def zadd(self, key: str, member: str, score: float) -> None:
         self.members.setdefault(key, {})[member] = float(score)
+        self.removed.get(key, {}).pop(member, None)
 
-    def zrem(self, key: str, member: str) -> None:
+    def zrem(self, key: str, member: str, score: float | None = None) -> None:
+        """Remove ``member``; ``score``: the score it has in the engine, where known."""
         self.members.setdefault(key, {})[member] = None
+        if score is None:
+            self.removed.get(key, {}).pop(member, None)
+        else:
+            self.removed.setdefault(key, {})[member] = float(score)
+
+    def removals_within(self, key: str, lo: float, hi: float) -> int:
+        """How many members removed from ``key`` can have a score in ``[lo, hi]`` in the
+        engine: those whose score is in it, and those whose score is unknown.
+
+        >>> s = Staging(); s.zrem("z", "a", 1.0); s.zrem("z", "b", 5.0); s.zrem("z", "c")
+        >>> s.removals_within("z", 4.0, 9.0)
+        2
+        """
+        known = self.removed.get(key, {})
+        return sum(1 for m, v in self.members.get(key, {}).items()
+                   if v is None and (m not in known or lo <= known[m] <= hi))
 
     def drop(self, key: str) -> None:
         """Delete a whole hash or sorted set."""
         self.dropped.add(key)
+        self.removed.pop(key, None)
         self.fields.pop(key, None)
         self.increments.pop(key, None)
         self.members.pop(key, None)
