@@ -233,6 +233,7 @@ def test_expiry_reads_each_expired_page_about_once_ties_included(redis_target, m
     with Detector.open(redis_target) as det:
         det.add_fingerprints([(f"https://h{i % 7}.example/p{i}", fp, t, None)
                               for i, (fp, t) in enumerate(zip(fps, at, strict=True))])
+        assert isinstance(det.store, RedisStore)
         client = det.store._r
         returned = []
         plain = client.zrangebyscore
@@ -262,9 +263,9 @@ def test_expired_batches_read_twice_without_removing_are_the_same(redis_url):
         det.add_fingerprints([(f"https://a.example/{i}", fp, long_ago, None) for i, fp in enumerate(fps)])
         store = det.store
         with store.transaction():
-            first = [r.id for r in store.expired_batch(time.time() - 86400, 10)]
-            again = [r.id for r in store.expired_batch(time.time() - 86400, 10)]
+            first = [int(r.id or 0) for r in store.expired_batch(time.time() - 86400, 10)]
+            again = [int(r.id or 0) for r in store.expired_batch(time.time() - 86400, 10)]
             store.delete_pages(first)
-            rest = [r.id for r in store.expired_batch(time.time() - 86400, 100)]
+            rest = [int(r.id or 0) for r in store.expired_batch(time.time() - 86400, 100)]
         assert first == again and len(first) == 10
         assert not set(first) & set(rest) and len(rest) == 20
