@@ -269,3 +269,28 @@ def test_expired_batches_read_twice_without_removing_are_the_same(redis_url):
             rest = [int(r.id or 0) for r in store.expired_batch(time.time() - 86400, 100)]
         assert first == again and len(first) == 10
         assert not set(first) & set(rest) and len(rest) == 20
+
+
+def test_a_batch_of_adds_gives_sqlites_verdicts_and_pages(redis_target, tmp_path):
+    """One transaction of adds that read one another's writes (a URL fetched twice in the
+    batch, a content under a second URL, near copies of pages of the batch and of the store,
+    a page expired and fetched again) ends as SQLite's: the same verdicts, page by page."""
+    fps = _synthetic(60, seed=7)
+    near = [dataclasses.replace(fp, simhash=fp.simhash ^ 0b1011, digest=hashlib.sha256(fp.digest.encode()).hexdigest())
+            for fp in fps[:20]]
+    t0 = 1.7e9
+    stored = [(f"https://s.example/{i}", fp, t0 + i, None) for i, fp in enumerate(fps[:30])]
+    batch = [(f"https://b.example/{i}", fp, t0 + 100 + i, None) for i, fp in enumerate(fps[30:])]
+    batch += [(f"https://b.example/{i}", fps[30 + i], t0 + 200 + i, None) for i in range(5)]  # fetched again
+    batch += [(f"https://c.example/{i}", fps[i], t0 + 300 + i, None) for i in range(5)]  # same content
+    batch += [(f"https://n.example/{i}", fp, t0 + 400 + i, None) for i, fp in enumerate(near)]  # near copies
+    batch += [(f"https://b.example/{i}", near[i], t0 + 500 + i, None) for i in range(3)]  # changed
+
+    def run(target: str) -> list[tuple[object, ...]]:
+        with Detector.open(target) as det:
+            det.add_fingerprints(stored)
+            got = det.add_fingerprints(batch)
+            return [(v.url, v.status, v.match_url, v.distance, v.page_id is not None, v.canonical_url, v.version)
+                    for v in got]
+
+    assert run(redis_target) == run(str(tmp_path / "sqlite.db"))

@@ -238,19 +238,39 @@ class RedisStore(RedisEngine, Store):
 
     def lookup(self, url: str, digest: str | None) -> Lookup:
         """One round trip (a Lua script: one consistent view) while this thread has no staged
-        writes; through the staging otherwise."""
-        if self._tx.staging:
+        writes, or none that the answer depends on (the URL's entry, the digest's pages, the
+        change log's removals); through the staging otherwise."""
+        s = self._tx.staging
+        urls, dkey, changes = self._k("urls"), self._k("digest", digest or ""), self._k("changes")
+        if s and (url in s.fields.get(urls, {}) or urls in s.dropped or changes in s.dropped
+                  or (digest is not None and (dkey in s.members or dkey in s.dropped))):
             first, last = self.change_bounds()
             own = self.page_by_url(url)
             same = self.page_by_digest(digest, url) if digest is not None else None
             return Lookup(first, last, own, same)
-        keys = [self._k("changes"), self._k("urls"), self._k("digest", digest or "")]
-        lo, hi, own_text, same_text = self._call(self._lookup, keys, [url, self.prefix, int(digest is not None)])
+        lo, hi, own_text, same_text = self._call(self._lookup, [changes, urls, dkey],
+                                                 [url, self.prefix, int(digest is not None)])
         own = None if own_text is None else self._decode(as_text(own_text), f"the page at {url}")
         same = None if same_text is None else self._decode(as_text(same_text), f"a page of digest {digest}")
         if own is not None and digest is not None and own.digest == digest and own.status != "empty":
             same = own
-        return Lookup(int(float(lo)) if lo is not None else 0, int(float(hi)) if hi is not None else 0, own, same)
+        first, last = int(float(lo)) if lo is not None else 0, int(float(hi)) if hi is not None else 0
+        if s:  # the pages as this transaction left them, and the log with its own entries
+            own, same = (self._staged_page(rec) for rec in (own, same))
+            if self._tx.change_bounds is None:
+                self._tx.change_bounds = (first, last)
+            first, last = self.change_bounds()
+        return Lookup(first, last, own, same)
+
+    def _staged_page(self, rec: PageRecord | None) -> PageRecord | None:
+        """``rec`` (read from the engine) as the open transaction left it."""
+        if rec is None or self._tx.staging is None:
+            return rec
+        key = self._k("page", rec.id)
+        if key not in self._tx.staging.strings:
+            return rec
+        text = self._tx.staging.strings[key]
+        return None if text is None else self._decode(text, f"page {rec.id}")
 
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
         ids = [int(m) for m, _ in self._zrange(self._k("members", cluster_id))]
@@ -565,21 +585,32 @@ class RedisStore(RedisEngine, Store):
             return seq
 
     def change_bounds(self) -> tuple[int, int]:
+        """The change log's first and last positions. Inside a transaction the engine's are
+        read once (no other writer commits while this one holds the lease) and the staged
+        entries' range is kept by the staging: a batch of adds does not read them again, nor
+        scan its own entries, at every add."""
         key = self._k("changes")
-        pipe = self._r.pipeline(transaction=False)
-        pipe.zrange(key, 0, 0, withscores=True)
-        pipe.zrange(key, -1, -1, withscores=True)
-        lo, hi = self._call(pipe.execute)
-        bounds = (int(lo[0][1]) if lo else 0, int(hi[0][1]) if hi else 0)
         s = self._tx.staging
+        stored = self._tx.change_bounds if s is not None else None
+        if stored is None:
+            pipe = self._r.pipeline(transaction=False)
+            pipe.zrange(key, 0, 0, withscores=True)
+            pipe.zrange(key, -1, -1, withscores=True)
+            lo, hi = self._call(pipe.execute)
+            stored = (int(lo[0][1]), int(hi[0][1])) if lo else None
+            if s is not None:
+                self._tx.change_bounds = stored or (0, 0)
+        elif stored == (0, 0):
+            stored = None
         pending = s.members.get(key, {}) if s is not None else {}
         if not pending:
-            return bounds
-        if any(v is None for v in pending.values()):  # a prune in this transaction: read it all
+            return stored or (0, 0)
+        assert s is not None
+        added = s.added_range(key)
+        if added is None:  # entries removed (a prune) in this transaction: read it all
             entries = self._zrange(key)
             return (int(entries[0][1]), int(entries[-1][1])) if entries else (0, 0)
-        added = [int(v) for v in pending.values() if v is not None]
-        return (min(added) if not lo else bounds[0], max(bounds[1], *added))
+        return (stored[0] if stored else int(added[0]), max(stored[1] if stored else 0, int(added[1])))
 
     def changes_since(self, seq: int, limit: int = 100000) -> list[tuple[int, int, str, int]]:
         out = []

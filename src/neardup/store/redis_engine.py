@@ -91,6 +91,9 @@ class _Tx(threading.local):
     renewed: float = 0.0
     blocks: dict[str, tuple[int, int, int]] | None = None
     """counter -> (next id, last id, size) of the block of ids this transaction reserved"""
+    change_bounds: tuple[int, int] | None = None
+    """the change log's first and last positions in the engine, read once a transaction
+    ((0, 0): an empty log)"""
     expiry: tuple[float, list[str]] | None = None
     """where the expired pages this transaction read end: the last one's fetch time and the
     ids read with that fetch time"""
@@ -186,7 +189,7 @@ class RedisEngine:
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
         self._tx.staging, self._tx.token, self._tx.renewed = Staging(), token, time.monotonic()
-        self._tx.blocks, self._tx.expiry = {}, None
+        self._tx.blocks, self._tx.expiry, self._tx.change_bounds = {}, None, None
         try:
             yield
             self._flush(token)
@@ -196,7 +199,7 @@ class RedisEngine:
             raise
         finally:
             self._tx.staging = self._tx.token = None
-            self._tx.blocks = self._tx.expiry = None
+            self._tx.blocks = self._tx.expiry = self._tx.change_bounds = None
 
     def _flush(self, token: str) -> None:
         staging = self._tx.staging

@@ -27,6 +27,10 @@ class Staging:
         self.fields: dict[str, dict[str, str | None]] = {}
         self.increments: dict[str, dict[str, int]] = {}
         self.members: dict[str, dict[str, float | None]] = {}
+        self.added_bounds: dict[str, tuple[float, float]] = {}
+        self.rescored: set[str] = set()
+        """sorted sets whose added scores' bounds are no longer exact (a member removed, or
+        given another score)"""
         self.removed: dict[str, dict[str, float]] = {}
         """the scores the removed members had, where the caller knew them (a read of a range
         then asks the engine for the removals that can lie in it only)"""
@@ -55,12 +59,33 @@ class Staging:
         bucket[field] = bucket.get(field, 0) + delta
 
     def zadd(self, key: str, member: str, score: float) -> None:
-        self.members.setdefault(key, {})[member] = float(score)
+        members = self.members.setdefault(key, {})
+        score = float(score)
+        if members.get(member, score) != score:
+            self.rescored.add(key)
+        members[member] = score
+        lo, hi = self.added_bounds.get(key, (score, score))
+        self.added_bounds[key] = (min(lo, score), max(hi, score))
         self.removed.get(key, {}).pop(member, None)
+
+    def added_range(self, key: str) -> tuple[float, float] | None:
+        """The lowest and highest score of the members added to ``key``, where that is
+        known without a scan (no member removed or given another score since); None when
+        nothing was added or it is not known.
+
+        >>> s = Staging(); s.zadd("log", "a", 3); s.zadd("log", "b", 9); s.added_range("log")
+        (3.0, 9.0)
+        >>> s.zrem("log", "a"); s.added_range("log") is None
+        True
+        """
+        if key in self.rescored or key not in self.added_bounds:
+            return None
+        return self.added_bounds[key]
 
     def zrem(self, key: str, member: str, score: float | None = None) -> None:
         """Remove ``member``; ``score``: the score it has in the engine, where known."""
         self.members.setdefault(key, {})[member] = None
+        self.rescored.add(key)
         if score is None:
             self.removed.get(key, {}).pop(member, None)
         else:
@@ -82,6 +107,8 @@ class Staging:
         """Delete a whole hash or sorted set."""
         self.dropped.add(key)
         self.removed.pop(key, None)
+        self.added_bounds.pop(key, None)
+        self.rescored.add(key)
         self.fields.pop(key, None)
         self.increments.pop(key, None)
         self.members.pop(key, None)
