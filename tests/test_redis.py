@@ -294,3 +294,19 @@ def test_a_batch_of_adds_gives_sqlites_verdicts_and_pages(redis_target, tmp_path
                     for v in got]
 
     assert run(redis_target) == run(str(tmp_path / "sqlite.db"))
+
+
+def test_expiry_in_a_transaction_that_added_pages_of_the_same_second(redis_url):
+    """Pages added in the expiring transaction itself, at the fetch time of stored ones, go
+    with them: none is read in place of a stored page, none is left."""
+    fps = _synthetic(2300, seed=8)
+    long_ago = time.time() - 30 * 86400
+    with Detector.open(redis_url) as det:
+        det.add_fingerprints([(f"https://a.example/{i}", fp, long_ago, None) for i, fp in enumerate(fps[:1500])])
+        with det.store.transaction():
+            det.add_fingerprints([(f"https://b.example/{i}", fp, long_ago, None)
+                                  for i, fp in enumerate(fps[1500:2200])])
+            assert det.expire(86400) == 2200
+        assert det.store.page_count() == 0
+        det.add_fingerprint("https://c.example/x", fps[2200])
+        assert det.check_fingerprint("https://d.example/x", fps[0]).status == "new"

@@ -350,8 +350,10 @@ class RedisStore(RedisEngine, Store):
         got = [(m, sc) for m, sc in self._zrange(fetched, lo=floor, hi=before, limit=limit + 1, skip=skip)
                if sc < before][:limit]
         if s is not None and got:
-            end = got[-1][1]
-            ties = [m for m, sc in got if sc == end]
+            end, staged = got[-1][1], s.members.get(fetched, {})
+            # the engine's members at the last fetch time (not those this transaction added):
+            # what the next read skips
+            ties = [m for m, sc in got if sc == end and staged.get(m) is None]
             self._tx.expiry = (end, (last[1] if last is not None and skip and end == floor else []) + ties)
         ids = [int(m) for m, _ in got]
         pages = self._pages(ids)
