@@ -294,7 +294,11 @@ class RedisStore(RedisEngine, Store):
     def delete_pages(self, ids: Sequence[int]) -> None:
         with self.transaction():
             s = self._stage()
-            pages = self._pages([int(i) for i in ids])
+            wanted = [int(i) for i in ids]
+            # the pages the last read of expired pages returned, unchanged since: not read again
+            known, self._tx.expired_pages = self._tx.expired_pages or {}, None
+            pages = {i: known[i] for i in wanted if i in known and self._k("page", i) not in s.strings}
+            pages.update(self._pages([i for i in wanted if i not in pages]))
             for pid, rec in pages.items():
                 for key, member, score in self._entries(rec, self.bits or 64):
                     s.zrem(key, member, score)
@@ -357,6 +361,8 @@ class RedisStore(RedisEngine, Store):
             self._tx.expiry = (end, (last[1] if last is not None and skip and end == floor else []) + ties)
         ids = [int(m) for m, _ in got]
         pages = self._pages(ids)
+        if s is not None:
+            self._tx.expired_pages = pages
         return [pages[i] for i in ids if i in pages]
 
     def _live_reps(self) -> list[PageRecord]:

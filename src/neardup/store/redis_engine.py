@@ -109,6 +109,8 @@ class _Tx(threading.local):
     change_bounds: tuple[int, int] | None = None
     """the change log's first and last positions in the engine, read once a transaction
     ((0, 0): an empty log)"""
+    expired_pages: dict[int, Any] | None = None
+    """the pages the last read of expired pages returned (id -> PageRecord), for their delete"""
     expiry: tuple[float, list[str]] | None = None
     """where the expired pages this transaction read end: the last one's fetch time and the
     ids read with that fetch time"""
@@ -205,7 +207,7 @@ class RedisEngine:
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
         self._tx.staging, self._tx.token, self._tx.renewed = Staging(), token, time.monotonic()
-        self._tx.blocks, self._tx.expiry, self._tx.change_bounds = {}, None, None
+        self._tx.blocks, self._tx.expiry, self._tx.change_bounds, self._tx.expired_pages = {}, None, None, None
         try:
             yield
             self._flush(token)
@@ -215,7 +217,7 @@ class RedisEngine:
             raise
         finally:
             self._tx.staging = self._tx.token = None
-            self._tx.blocks = self._tx.expiry = self._tx.change_bounds = None
+            self._tx.blocks = self._tx.expiry = self._tx.change_bounds = self._tx.expired_pages = None
 
     def _flush(self, token: str) -> None:
         staging = self._tx.staging
