@@ -255,22 +255,12 @@ class RedisStore(RedisEngine, Store):
         if own is not None and digest is not None and own.digest == digest and own.status != "empty":
             same = own
         first, last = int(float(lo)) if lo is not None else 0, int(float(hi)) if hi is not None else 0
-        if s:  # the pages as this transaction left them, and the log with its own entries
-            own, same = (self._staged_page(rec) for rec in (own, same))
+        if s:  # the log with this transaction's own entries (its pages are the engine's: every
+            # staged write of a page stages its URL's entry and its digest's, which send it above)
             if self._tx.change_bounds is None:
                 self._tx.change_bounds = (first, last)
             first, last = self.change_bounds()
         return Lookup(first, last, own, same)
-
-    def _staged_page(self, rec: PageRecord | None) -> PageRecord | None:
-        """``rec`` (read from the engine) as the open transaction left it."""
-        if rec is None or self._tx.staging is None:
-            return rec
-        key = self._k("page", rec.id)
-        if key not in self._tx.staging.strings:
-            return rec
-        text = self._tx.staging.strings[key]
-        return None if text is None else self._decode(text, f"page {rec.id}")
 
     def cluster_members(self, cluster_id: int) -> list[PageRecord]:
         ids = [int(m) for m, _ in self._zrange(self._k("members", cluster_id))]
