@@ -523,7 +523,10 @@ def test_two_scrapy_redis_workers_share_one_queue_and_one_store(site, tmp_path, 
                "-s", f"REDIS_URL={redis_server}", "-s", f"NEARDUP_DB={store}",
                "-s", f"SCHEDULER_QUEUE_KEY={run_id}:requests", "-s", f"SCHEDULER_DUPEFILTER_KEY={run_id}:dupefilter",
                "-s", f"REDIS_START_URLS_KEY={run_id}:start_urls",
-               "-s", f"STATS_OUT={stats}", "-O", str(items), "-s", "LOG_LEVEL=ERROR"]
+               "-s", f"STATS_OUT={stats}", "-O", str(items), "-s", "LOG_LEVEL=ERROR",
+               # a crawl of a few seconds: one worker alone cannot drain the site's queue before
+               # the other has started (process starts differ by a second or more on a busy machine)
+               "-s", "DOWNLOAD_DELAY=0.2", "-s", "RANDOMIZE_DOWNLOAD_DELAY=False"]
         procs.append(subprocess.Popen(cmd, cwd=EXAMPLE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         outs.append((stats, items))
     for p in procs:
